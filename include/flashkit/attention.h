@@ -1,0 +1,57 @@
+// Exact attention, forward and backward (FlashAttention-2 algorithm on every backend).
+// Dense layout: q [batch, seqlen_q, heads, hdim], k/v [batch, seqlen_k, kv_heads, hdim], last dim
+// contiguous, other strides free. Varlen layout: q [total_q, heads, hdim] + cu_seqlens_q (int32
+// [batch+1]), likewise k/v with cu_seqlens_k. out has q's shape; lse is fp32 [batch, heads, seqlen_q]
+// (varlen: [heads, total_q]) holding the natural-log logsumexp of each scaled score row.
+#pragma once
+#include <cstdint>
+
+#include "flashkit/common.h"
+#include "flashkit/tensor.h"
+
+namespace flashkit {
+
+struct AttentionOptions {
+  float softmax_scale = 0.f;  // 0 means 1/sqrt(hdim)
+  // Causal mask, bottom-right aligned: query i sees key j iff j <= i + seqlen_k - seqlen_q.
+  bool causal = false;
+  // Sliding window (bottom-right aligned like causal): query i sees keys j with
+  // i + sk - sq - window_left <= j <= i + sk - sq + window_right; -1 means unbounded.
+  int window_left = -1;
+  int window_right = -1;
+  float softcap = 0.f;        // > 0: scores become softcap * tanh(scores / softcap)
+  TensorView alibi_slopes;    // fp32 [heads] or [batch, heads]; adds -slope*|i + sk - sq - j|
+  float dropout_p = 0.f;      // probability of dropping; kept values are scaled by 1/(1-p)
+  uint64_t dropout_seed = 0;
+  uint64_t dropout_offset = 0;
+  TensorView dropout_mask_out;  // optional u8 [batch, heads, seqlen_q, seqlen_k]: the kept mask
+  // Block-sparse: u8 [batch or 1, heads or 1, ceil(sq/block_q), ceil(sk/block_k)]; 0 skips a block.
+  TensorView block_mask;
+  int block_mask_block_q = 128;
+  int block_mask_block_k = 128;
+  TensorView cu_seqlens_q;    // int32 [batch+1]: varlen layout when set (cu_seqlens_k must be too)
+  TensorView cu_seqlens_k;
+  int max_seqlen_q = 0;       // varlen: the longest sequence (0: computed on the CPU backend)
+  int max_seqlen_k = 0;
+  bool deterministic = false;  // backward: bitwise reproducible dq (no float atomics)
+  Stream stream = nullptr;
+  Workspace workspace;
+};
+
+// out = softmax(scale * q k^T + modifiers) v, per (batch, head); lse as described above.
+void attention_forward(const TensorView& q, const TensorView& k, const TensorView& v,
+                       const TensorView& out, const TensorView& lse,
+                       const AttentionOptions& opts = {});
+
+// Gradients of attention_forward. dq/dk/dv have q/k/v's shapes (strides free, last dim
+// contiguous). For GQA/MQA dk/dv are summed over the query heads sharing a KV head.
+void attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& out, const TensorView& dout, const TensorView& lse,
+                        const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                        const AttentionOptions& opts = {});
+
+// Bytes of scratch attention_backward needs on the GPU for these shapes (0 on the CPU).
+size_t attention_backward_workspace_bytes(const TensorView& q, const TensorView& k,
+                                          const AttentionOptions& opts = {});
+
+}  // namespace flashkit

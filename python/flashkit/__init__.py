@@ -1,0 +1,4 @@
+"""flashkit: IO-aware kernels for sequence models (FlashAttention-2, LeanAttention, MAS)."""
+from ._C import build_info  # noqa: F401
+
+__version__ = "0.1.0"

@@ -1,0 +1,65 @@
+// The one softmax state: a partial attention result over some set of keys is (m, l, O) with
+// m = max score, l = sum exp(s - m), O = sum exp(s - m) v (un-scaled). Two partials over disjoint
+// key sets merge associatively. Used by the CPU tile loop, decode split-KV/Lean reductions,
+// merge_states and (through the same functions) the CUDA kernels, so there is one definition.
+#pragma once
+#include <cmath>
+
+#include "common/hd.h"
+
+namespace flashkit {
+
+// Scalar part of a softmax state; the O accumulator lives with the caller because its layout
+// differs per backend (a row in memory on the CPU, registers spread over a warp on the GPU).
+struct SoftmaxStat {
+  float m = -INFINITY;
+  float l = 0.f;
+};
+
+// Factors to rescale two O accumulators by when merging states a and b.
+struct MergeScales {
+  SoftmaxStat merged;
+  float scale_a;
+  float scale_b;
+};
+
+// Merge two stats. A state that has seen no key (m == -inf) contributes nothing; two such states
+// merge to an empty state without producing NaN.
+FK_HD MergeScales merge_stats(SoftmaxStat a, SoftmaxStat b) {
+  MergeScales r;
+  float m = a.m > b.m ? a.m : b.m;
+  if (m == -INFINITY) {
+    r.merged = SoftmaxStat{};
+    r.scale_a = 0.f;
+    r.scale_b = 0.f;
+    return r;
+  }
+  r.scale_a = expf(a.m - m);
+  r.scale_b = expf(b.m - m);
+  r.merged.m = m;
+  r.merged.l = a.l * r.scale_a + b.l * r.scale_b;
+  return r;
+}
+
+// Natural-log logsumexp of the scores a stat has seen (-inf if none, +inf never).
+FK_HD float stat_lse(SoftmaxStat s) { return s.l > 0.f ? s.m + logf(s.l) : -INFINITY; }
+
+// A finished (O / l, lse) pair seen as a stat whose O accumulator is O itself: m = lse, l = 1.
+FK_HD SoftmaxStat stat_from_lse(float lse) {
+  SoftmaxStat s;
+  s.m = lse;
+  s.l = lse == -INFINITY ? 0.f : 1.f;
+  return s;
+}
+
+// Fold a new block of scores into the state: m_new = max(m, block_max); returns the factor the
+// running O must be multiplied by before the block's exp(s - m_new) v is added.
+FK_HD float online_update(SoftmaxStat& s, float block_max) {
+  float m_new = s.m > block_max ? s.m : block_max;
+  float alpha = (m_new == -INFINITY) ? 1.f : expf(s.m - m_new);
+  s.l *= alpha;
+  s.m = m_new;
+  return alpha;
+}
+
+}  // namespace flashkit
