@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds flashkit with its tests (CUDA sources compiled when nvcc is
+# present, minimal kernel set), checks `pip install .`, and runs every CPU test (GoogleTest and
+# pytest, through ctest). GPU tests run on a GPU machine with tests/gpu/run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+jobs=${JOBS:-$(nproc)}
+cmake -S . -B build-test -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHKIT_KERNELS="${FLASHKIT_KERNELS:-minimal}" \
+  -DPython_EXECUTABLE="$(command -v python3)" >build-test.cmake.log
+echo "[test] building ..."
+ninja -C build-test -j "$jobs" | grep -vE '^\[[0-9]+/[0-9]+\] ' || true
+test -x build-test/flashkit_tests
+echo "[test] pip install . (CPU build) into build-test/pip-target ..."
+python3 -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+  --target build-test/pip-target --upgrade --config-settings=cmake.define.FLASHKIT_CUDA=OFF \
+  --config-settings=build-dir=build-test/pip-build .
+(cd /tmp && PYTHONPATH="$OLDPWD/build-test/pip-target" python3 -c \
+  "import flashkit; print('[test] pip-installed flashkit', flashkit.__version__, flashkit.build_info())")
+echo "[test] running the CPU tests ..."
+cd build-test
+ctest --output-on-failure -j "$jobs" --label-regex cpu
