@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 jobs=${JOBS:-$(nproc)}
-cmake -S . -B build-test -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHKIT_KERNELS="${FLASHKIT_KERNELS:-minimal}" \
+cmake -S . -B build-test -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHKIT_KERNELS="${FLASHKIT_KERNELS:-minimal}" -DFLASHKIT_CUDA_ARCHS="${FLASHKIT_CUDA_ARCHS:-90a}" \
   -DPython_EXECUTABLE="$(command -v python3)" >build-test.cmake.log
 echo "[test] building ..."
 ninja -C build-test -j "$jobs" >build-test.ninja.log 2>&1 || { tail -60 build-test.ninja.log; exit 1; }
