@@ -1,0 +1,132 @@
+// DecodePlan: the host-computed schedule `decode` runs (plan -> run). make_decode_plan() turns a
+// problem, the per-sequence KV lengths and the device's co-resident CTA count into one of three
+// schedules: single (one CTA per output tile), split-KV (FlashDecoding) or Lean (LeanAttention
+// stream-K). A plan is plain data, reusable across layers and decode steps; see decode.h.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "flashkit/tensor.h"
+
+namespace flashkit {
+
+enum class DecodeSchedule : uint8_t {
+  automatic,  // resolved by make_decode_plan to one of the three below
+  single,     // one CTA per (sequence, KV head, row block) walking its whole cache
+  split_kv,   // FlashDecoding: fixed splits per sequence + a separate merge (merge_states)
+  lean,       // LeanAttention: persistent stream-K over LeanTiles, host-CTA reduction
+};
+const char* schedule_name(DecodeSchedule s);
+// "single" | "split_kv" | "split" | "lean" | "auto"; anything else is an Error naming `what`.
+DecodeSchedule parse_schedule(const std::string& name, const char* what = "schedule");
+
+// The shape of a decode call (decode.h documents the tensors).
+struct DecodeProblem {
+  int batch = 0;
+  int q_len = 1;         // query tokens per sequence, 1..16
+  int num_q_heads = 0;
+  int num_kv_heads = 0;  // divides num_q_heads (GQA/MQA)
+  int hdim = 0;          // a multiple of 8, <= 256
+  DType dtype = DType::bf16;
+  bool paged = false;
+  int page_size = 0;     // tokens per page when paged (>= 1)
+
+  int group() const { return num_kv_heads > 0 ? num_q_heads / num_kv_heads : 0; }
+  // Rows of one (sequence, KV head): its query heads times its query tokens, computed together so
+  // that K/V are read once per KV head.
+  int rows() const { return group() * q_len; }
+};
+
+// What the schedule may assume about the machine: sm_count * ctas_per_sm CTAs run at once.
+struct DeviceInfo {
+  int sm_count = 1;
+  int ctas_per_sm = 1;
+};
+
+// LeanTile width in tokens: the LeanAttention paper measured 256 at hdim 64 and 128 at hdim 128;
+// 64 at hdim 256 keeps the bytes per LeanTile (K+V) the same.
+constexpr int lean_tile_tokens(int hdim) { return hdim <= 64 ? 256 : hdim <= 128 ? 128 : 64; }
+
+// Rows (query head x query token) one CTA computes at a time: one m16 tensor-core tile. A
+// (sequence, KV head) with more rows is split into row blocks, each its own output tile.
+constexpr int kDecodeRowsPerBlock = 16;
+
+// One output tile: the rows [row_block*16, ...) of (seq, kv_head), its LeanTile iterations
+// [first_iter, first_iter + num_iters) in the global stream-K order.
+struct DecodeTile {
+  int seq = 0;
+  int kv_head = 0;
+  int row_block = 0;
+  int first_iter = 0;
+  int num_iters = 0;  // ceil(kv_length / lean_tile), at least 1 (an empty sequence still writes)
+  // Lean: the CTA holding the first LeanTile (it reduces and writes O, LSE) and the one holding
+  // the last. CTAs host_cta+1 .. finishing_cta each leave one partial, in consecutive slots from
+  // first_peer_slot. Single/split-KV: host_cta = finishing_cta = the tile's index, no peers.
+  int host_cta = 0;
+  int finishing_cta = 0;
+  int first_peer_slot = -1;
+};
+
+// Lean: one CTA's contiguous range of LeanTile iterations [begin, end).
+struct LeanCta {
+  int begin = 0;
+  int end = 0;
+  int first_tile = 0;     // the tile holding iteration `begin`
+  int partial_slot = -1;  // its first segment is not a tile start: the slot it writes, else -1
+};
+
+// Split-KV: a token range [begin, end) of one sequence (empty when the sequence is short).
+struct KvSplit {
+  int begin = 0;
+  int end = 0;
+};
+
+namespace detail {
+// The plan's device copy, filled lazily by the CUDA backend on first use. `copy` carries a
+// deleter set by the CUDA code, so this header needs no CUDA include. Shared by copies of a plan.
+struct PlanDeviceCache {
+  std::mutex mutex;
+  std::shared_ptr<void> copy;
+  int device_id = -1;
+};
+}  // namespace detail
+
+struct DecodePlan {
+  DecodeProblem problem;
+  DecodeSchedule schedule = DecodeSchedule::single;  // resolved: never automatic
+  DecodeSchedule requested = DecodeSchedule::automatic;
+  DeviceInfo device;
+  // The KV lengths planned for. A run may use shorter cache_seqlens (masked), never longer, so
+  // one plan (e.g. for lengths rounded up to a LeanTile) serves several decode steps.
+  std::vector<int> kv_lengths;
+  int lean_tile = 0;   // tokens per LeanTile
+  int row_blocks = 0;  // ceil(rows / kDecodeRowsPerBlock)
+  int grid = 0;        // CTAs launched by the attention kernel (split-KV: + a merge kernel)
+
+  // Output tiles in (seq, kv_head, row_block) order, which is also the stream-K order.
+  std::vector<DecodeTile> tiles;
+  int total_iters = 0;  // sum of tiles' num_iters
+
+  // split_kv: every tile has num_splits partials; split s of sequence b is splits[b*num_splits+s].
+  // CTA index = tile * num_splits + split; the partial lands in slot tile * num_splits + split.
+  int num_splits = 0;
+  std::vector<KvSplit> splits;
+
+  // lean: per-CTA iteration ranges (sizes differ by <= 1) and the partial slots.
+  std::vector<LeanCta> ctas;
+  int num_partial_slots = 0;  // lean: CTAs with a partial; split_kv: tiles * num_splits
+
+  std::shared_ptr<detail::PlanDeviceCache> device_cache = std::make_shared<detail::PlanDeviceCache>();
+
+  std::string describe() const;  // one line: schedule, grid, splits/iters
+};
+
+// Plan a decode of `problem` over caches of the given per-sequence lengths (size batch, each >= 0)
+// on a device running dev.sm_count * dev.ctas_per_sm CTAs at once. Errors name the argument.
+DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>& kv_lengths,
+                            DeviceInfo dev, DecodeSchedule schedule = DecodeSchedule::automatic);
+
+}  // namespace flashkit

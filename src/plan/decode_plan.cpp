@@ -1,0 +1,193 @@
+// make_decode_plan (include/flashkit/plan.h): host-side scheduling for `decode`. Called once per
+// batch shape by the user (or the CLI/tests); the CPU and CUDA backends both execute the result.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+
+#include "api/validate.h"
+#include "flashkit/plan.h"
+
+namespace flashkit {
+
+using detail::fail;
+
+const char* schedule_name(DecodeSchedule s) {
+  switch (s) {
+    case DecodeSchedule::automatic: return "auto";
+    case DecodeSchedule::single: return "single";
+    case DecodeSchedule::split_kv: return "split_kv";
+    case DecodeSchedule::lean: return "lean";
+  }
+  return "?";
+}
+
+DecodeSchedule parse_schedule(const std::string& name, const char* what) {
+  if (name == "auto" || name == "automatic") return DecodeSchedule::automatic;
+  if (name == "single") return DecodeSchedule::single;
+  if (name == "split_kv" || name == "split") return DecodeSchedule::split_kv;
+  if (name == "lean") return DecodeSchedule::lean;
+  fail(what, ": expected auto, single, split_kv or lean, got '", name, "'");
+}
+
+namespace {
+
+void check_problem(const DecodeProblem& p, const std::vector<int>& kv_lengths, DeviceInfo dev) {
+  if (p.batch < 1) fail("problem.batch: expected >= 1, got ", p.batch);
+  if (p.q_len < 1 || p.q_len > 16) fail("problem.q_len: expected 1..16, got ", p.q_len);
+  if (p.num_kv_heads < 1) fail("problem.num_kv_heads: expected >= 1, got ", p.num_kv_heads);
+  if (p.num_q_heads < 1 || p.num_q_heads % p.num_kv_heads != 0)
+    fail("problem.num_q_heads: expected a positive multiple of num_kv_heads (", p.num_kv_heads,
+         "), got ", p.num_q_heads);
+  if (p.hdim < 8 || p.hdim > 256 || p.hdim % 8 != 0)
+    fail("problem.hdim: expected a multiple of 8 in 8..256, got ", p.hdim);
+  if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16)
+    fail("problem.dtype: expected float32, float16 or bfloat16, got ", dtype_name(p.dtype));
+  if (p.paged && p.page_size < 1)
+    fail("problem.page_size: expected >= 1 for a paged cache, got ", p.page_size);
+  if (static_cast<int64_t>(kv_lengths.size()) != p.batch)
+    fail("kv_lengths: expected ", p.batch, " lengths (one per sequence), got ", kv_lengths.size());
+  for (size_t b = 0; b < kv_lengths.size(); ++b)
+    if (kv_lengths[b] < 0) fail("kv_lengths: expected lengths >= 0, got ", kv_lengths[b],
+                                " for sequence ", b);
+  if (dev.sm_count < 1) fail("dev.sm_count: expected >= 1, got ", dev.sm_count);
+  if (dev.ctas_per_sm < 1) fail("dev.ctas_per_sm: expected >= 1, got ", dev.ctas_per_sm);
+}
+
+// FlashAttention-2's split heuristic: the fewest splits whose wave efficiency (work / launched
+// waves) is within 85% of the best, so short sequences are not cut into useless slivers.
+int choose_num_splits(int64_t tiles, int capacity, int max_splits) {
+  if (tiles >= capacity * 8 / 10 || max_splits <= 1) return 1;
+  auto eff = [&](int s) {
+    double waves = static_cast<double>(tiles) * s / capacity;
+    return waves / std::ceil(waves);
+  };
+  double best = 0;
+  for (int s = 1; s <= max_splits; ++s) best = std::max(best, eff(s));
+  for (int s = 1; s <= max_splits; ++s)
+    if (eff(s) >= 0.85 * best) return s;
+  return 1;
+}
+
+// Which CTA holds iteration `it` when `total` iterations are dealt to `grid` CTAs, the first
+// `rem` of them getting one more than the rest.
+int cta_of(int64_t it, int64_t base, int64_t rem) {
+  int64_t big = rem * (base + 1);
+  return static_cast<int>(it < big ? it / (base + 1) : rem + (it - big) / base);
+}
+
+}  // namespace
+
+DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>& kv_lengths,
+                            DeviceInfo dev, DecodeSchedule schedule) {
+  check_problem(problem, kv_lengths, dev);
+  DecodePlan plan;
+  plan.problem = problem;
+  plan.requested = schedule;
+  plan.device = dev;
+  plan.kv_lengths = kv_lengths;
+  plan.lean_tile = lean_tile_tokens(problem.hdim);
+  plan.row_blocks = (problem.rows() + kDecodeRowsPerBlock - 1) / kDecodeRowsPerBlock;
+  const int lt = plan.lean_tile;
+  const int64_t capacity = static_cast<int64_t>(dev.sm_count) * dev.ctas_per_sm;
+
+  int64_t total = 0;
+  int max_iters = 1;
+  for (int b = 0; b < problem.batch; ++b) {
+    int n = std::max(1, (kv_lengths[b] + lt - 1) / lt);
+    max_iters = std::max(max_iters, n);
+    for (int h = 0; h < problem.num_kv_heads; ++h)
+      for (int r = 0; r < plan.row_blocks; ++r) {
+        DecodeTile t;
+        t.seq = b;
+        t.kv_head = h;
+        t.row_block = r;
+        t.first_iter = static_cast<int>(std::min<int64_t>(total, INT32_MAX));
+        t.num_iters = n;
+        plan.tiles.push_back(t);
+        total += n;
+      }
+  }
+  if (total > INT32_MAX)
+    fail("kv_lengths: ", total, " LeanTiles in all exceed the 2^31 the plan indexes");
+  plan.total_iters = static_cast<int>(total);
+  const int64_t num_tiles = static_cast<int64_t>(plan.tiles.size());
+  if (num_tiles * max_iters > INT32_MAX)
+    fail("problem: batch x kv heads x row blocks x splits exceeds 2^31 CTAs");
+
+  if (schedule == DecodeSchedule::automatic) {
+    // Every tile a single LeanTile: nothing to split. Enough balanced tiles to fill two waves:
+    // one CTA per tile has no reduction to pay for. Otherwise stream-K balances any shape.
+    int64_t min_len = INT64_MAX, max_len = 0;
+    for (int l : kv_lengths) min_len = std::min<int64_t>(min_len, l), max_len = std::max<int64_t>(max_len, l);
+    bool balanced = max_len <= min_len + lt;
+    if (max_iters == 1 || (num_tiles >= 2 * capacity && balanced))
+      schedule = DecodeSchedule::single;
+    else
+      schedule = DecodeSchedule::lean;
+  }
+  plan.schedule = schedule;
+
+  if (schedule == DecodeSchedule::single) {
+    plan.grid = static_cast<int>(num_tiles);
+    for (int64_t i = 0; i < num_tiles; ++i)
+      plan.tiles[i].host_cta = plan.tiles[i].finishing_cta = static_cast<int>(i);
+  } else if (schedule == DecodeSchedule::split_kv) {
+    int p = choose_num_splits(num_tiles, static_cast<int>(std::min<int64_t>(capacity, INT32_MAX)),
+                              std::min(max_iters, 128));
+    plan.num_splits = p;
+    plan.grid = static_cast<int>(num_tiles * p);
+    plan.num_partial_slots = plan.grid;
+    for (int64_t i = 0; i < num_tiles; ++i)
+      plan.tiles[i].host_cta = plan.tiles[i].finishing_cta = static_cast<int>(i * p);
+    for (int b = 0; b < problem.batch; ++b) {
+      int len = kv_lengths[b];
+      int per = ((len + lt - 1) / lt + p - 1) / p * lt;  // whole LeanTiles per split
+      for (int s = 0; s < p; ++s) {
+        int64_t lo = std::min<int64_t>(static_cast<int64_t>(s) * per, len);
+        int64_t hi = std::min<int64_t>(static_cast<int64_t>(s + 1) * per, len);
+        plan.splits.push_back(KvSplit{static_cast<int>(lo), static_cast<int>(hi)});
+      }
+    }
+  } else {  // lean
+    int64_t grid = std::min<int64_t>(capacity, total);
+    int64_t base = total / grid, rem = total % grid;
+    plan.grid = static_cast<int>(grid);
+    plan.ctas.resize(grid);
+    size_t t = 0;
+    int slot = 0;
+    for (int c = 0; c < grid; ++c) {
+      LeanCta& cta = plan.ctas[c];
+      cta.begin = static_cast<int>(c * base + std::min<int64_t>(c, rem));
+      cta.end = static_cast<int>(cta.begin + base + (c < rem ? 1 : 0));
+      while (plan.tiles[t].first_iter + plan.tiles[t].num_iters <= cta.begin) ++t;
+      cta.first_tile = static_cast<int>(t);
+      // A CTA that starts inside a tile is that tile's peer: its first segment is a partial.
+      if (cta.begin != plan.tiles[t].first_iter) cta.partial_slot = slot++;
+    }
+    plan.num_partial_slots = slot;
+    for (DecodeTile& tile : plan.tiles) {
+      tile.host_cta = cta_of(tile.first_iter, base, rem);
+      tile.finishing_cta = cta_of(static_cast<int64_t>(tile.first_iter) + tile.num_iters - 1, base, rem);
+      if (tile.finishing_cta > tile.host_cta)
+        tile.first_peer_slot = plan.ctas[tile.host_cta + 1].partial_slot;
+    }
+  }
+  return plan;
+}
+
+std::string DecodePlan::describe() const {
+  std::ostringstream os;
+  os << schedule_name(schedule) << ": grid " << grid << " (" << device.sm_count << " SMs x "
+     << device.ctas_per_sm << "), " << tiles.size() << " tiles, " << total_iters
+     << " LeanTiles of " << lean_tile;
+  if (schedule == DecodeSchedule::split_kv) os << ", " << num_splits << " splits per sequence";
+  if (schedule == DecodeSchedule::lean && grid > 0) {
+    os << ", " << total_iters / grid;
+    if (total_iters % grid) os << '-' << total_iters / grid + 1;
+    os << " per CTA, " << num_partial_slots << " partials";
+  }
+  return os.str();
+}
+
+}  // namespace flashkit

@@ -1,0 +1,194 @@
+// DecodePlan properties over many random problems (make_decode_plan + check_decode_plan), an
+// independent re-derivation of the Lean invariants, and proof that the checker catches breakage.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "flashkit/errors.h"
+#include "flashkit/plan.h"
+#include "plan/decode_plan_check.h"
+
+using namespace flashkit;
+
+namespace {
+
+struct Case {
+  DecodeProblem problem;
+  std::vector<int> lengths;
+  DeviceInfo dev;
+};
+
+Case random_case(std::mt19937_64& rng) {
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  Case c;
+  DecodeProblem& p = c.problem;
+  p.batch = pick(1, 64);
+  p.q_len = pick(0, 3) == 0 ? pick(1, 16) : 1;
+  p.num_kv_heads = std::vector<int>{1, 2, 4, 8, 16, 32}[pick(0, 5)];
+  p.num_q_heads = p.num_kv_heads * std::vector<int>{1, 2, 4, 8, 16}[pick(0, 4)];
+  p.hdim = std::vector<int>{64, 128, 256, 96}[pick(0, 3)];
+  p.paged = pick(0, 1);
+  p.page_size = p.paged ? std::vector<int>{1, 16, 64, 256}[pick(0, 3)] : 0;
+  const int mode = pick(0, 3);
+  for (int b = 0; b < p.batch; ++b) {
+    int len;
+    switch (mode) {
+      case 0: len = pick(1, 4); break;                                 // tiny, incl. 1
+      case 1: len = pick(0, 20) == 0 ? pick(100000, 1 << 20) : pick(1, 3000); break;  // ragged + huge
+      case 2: len = 4096; break;                                       // uniform
+      default: len = pick(0, 70000);                                   // incl. empty sequences
+    }
+    c.lengths.push_back(len);
+  }
+  // Keep the test fast: cap the LeanTiles of very large random problems.
+  int64_t iters = 0;
+  for (int l : c.lengths) iters += std::max(1, (l + 63) / 64);
+  while (iters * p.num_kv_heads * ((p.rows() + 15) / 16) > 3'000'000 && p.num_kv_heads > 1)
+    p.num_kv_heads /= 2, p.num_q_heads /= 2;
+  c.dev = DeviceInfo{pick(1, 132), pick(1, 4)};
+  return c;
+}
+
+}  // namespace
+
+TEST(DecodePlan, InvariantsHoldOnRandomProblems) {
+  std::mt19937_64 rng(2026);
+  for (int i = 0; i < 400; ++i) {
+    Case c = random_case(rng);
+    for (DecodeSchedule s : {DecodeSchedule::single, DecodeSchedule::split_kv, DecodeSchedule::lean,
+                             DecodeSchedule::automatic}) {
+      DecodePlan plan = make_decode_plan(c.problem, c.lengths, c.dev, s);
+      ASSERT_EQ(check_decode_plan(plan), "") << "case " << i << " " << plan.describe();
+      ASSERT_NE(plan.schedule, DecodeSchedule::automatic);
+    }
+  }
+}
+
+// The Lean properties asked by the issue, derived here from the CTA ranges alone (not trusting
+// the plan's tile bookkeeping): exact cover, load balance, co-residency, one host and one
+// finishing CTA per tile, and at most one partial per non-host CTA.
+TEST(DecodePlan, LeanStreamKProperties) {
+  std::mt19937_64 rng(99);
+  for (int i = 0; i < 300; ++i) {
+    Case c = random_case(rng);
+    DecodePlan plan = make_decode_plan(c.problem, c.lengths, c.dev, DecodeSchedule::lean);
+    ASSERT_LE(plan.grid, c.dev.sm_count * c.dev.ctas_per_sm);
+    int64_t want = 0;
+    std::vector<int64_t> tile_start;
+    for (int b = 0; b < c.problem.batch; ++b)
+      for (int t = 0; t < c.problem.num_kv_heads * plan.row_blocks; ++t) {
+        tile_start.push_back(want);
+        want += std::max(1, (c.lengths[b] + plan.lean_tile - 1) / plan.lean_tile);
+      }
+    tile_start.push_back(want);
+    ASSERT_EQ(plan.total_iters, want);
+    std::vector<int> cover(want, 0);
+    int lo = INT32_MAX, hi = 0;
+    for (const LeanCta& cta : plan.ctas) {
+      for (int it = cta.begin; it < cta.end; ++it) ++cover[it];
+      lo = std::min(lo, cta.end - cta.begin);
+      hi = std::max(hi, cta.end - cta.begin);
+    }
+    ASSERT_LE(hi - lo, 1);
+    ASSERT_TRUE(std::all_of(cover.begin(), cover.end(), [](int n) { return n == 1; }));
+    for (size_t t = 0; t + 1 < tile_start.size(); ++t) {
+      int hosts = 0, finishers = 0;
+      for (int ci = 0; ci < plan.grid; ++ci) {
+        const LeanCta& cta = plan.ctas[ci];
+        if (cta.begin <= tile_start[t] && tile_start[t] < cta.end) {
+          ++hosts;
+          ASSERT_EQ(plan.tiles[t].host_cta, ci);
+        }
+        if (cta.begin < tile_start[t + 1] && tile_start[t + 1] <= cta.end) {
+          ++finishers;
+          ASSERT_EQ(plan.tiles[t].finishing_cta, ci);
+        }
+      }
+      ASSERT_EQ(hosts, 1);
+      ASSERT_EQ(finishers, 1);
+    }
+    int partials = 0;
+    for (const LeanCta& cta : plan.ctas)
+      partials += std::find(tile_start.begin(), tile_start.end(), cta.begin) == tile_start.end();
+    ASSERT_EQ(partials, plan.num_partial_slots);
+  }
+}
+
+TEST(DecodePlan, SplitKvCoversEachSequence) {
+  DecodeProblem p{.batch = 3, .q_len = 1, .num_q_heads = 8, .num_kv_heads = 2, .hdim = 128};
+  DecodePlan plan = make_decode_plan(p, {1000, 1, 0}, DeviceInfo{132, 1}, DecodeSchedule::split_kv);
+  ASSERT_GT(plan.num_splits, 1);
+  EXPECT_EQ(check_decode_plan(plan), "");
+  int covered = 0;
+  for (int s = 0; s < plan.num_splits; ++s) covered += plan.splits[s].end - plan.splits[s].begin;
+  EXPECT_EQ(covered, 1000);
+  EXPECT_EQ(plan.splits[plan.num_splits].end - plan.splits[plan.num_splits].begin, 1);  // seq 1
+}
+
+TEST(DecodePlan, LeanTileWidthPerHdim) {
+  EXPECT_EQ(lean_tile_tokens(64), 256);
+  EXPECT_EQ(lean_tile_tokens(128), 128);
+  EXPECT_EQ(lean_tile_tokens(256), 64);
+}
+
+// The checker must be able to fail: break each invariant and see it named.
+TEST(DecodePlan, CheckerCatchesBrokenPlans) {
+  DecodeProblem p{.batch = 5, .q_len = 2, .num_q_heads = 16, .num_kv_heads = 4, .hdim = 128};
+  const DecodePlan good = make_decode_plan(p, {700, 5000, 1, 130, 2600}, DeviceInfo{7, 2}, DecodeSchedule::lean);
+  ASSERT_EQ(check_decode_plan(good), "");
+  ASSERT_GT(good.num_partial_slots, 0);
+  DecodePlan bad = good;
+  bad.ctas[2].end += 1;  // overlaps CTA 3
+  EXPECT_NE(check_decode_plan(bad), "");
+  bad = good;
+  bad.tiles[3].host_cta += 1;
+  EXPECT_NE(check_decode_plan(bad), "");
+  bad = good;
+  bad.tiles[3].finishing_cta = bad.grid - 1;
+  EXPECT_NE(check_decode_plan(bad), "");
+  bad = good;
+  bad.device.ctas_per_sm = 1;  // grid no longer co-resident
+  EXPECT_NE(check_decode_plan(bad), "");
+  bad = good;
+  std::swap(bad.ctas[0].end, bad.ctas[1].end);  // uneven loads
+  bad.ctas[1].begin = bad.ctas[0].end;
+  EXPECT_NE(check_decode_plan(bad), "");
+  DecodePlan split = make_decode_plan(p, {700, 5000, 1, 130, 2600}, DeviceInfo{132, 1}, DecodeSchedule::split_kv);
+  ASSERT_EQ(check_decode_plan(split), "");
+  split.splits[1].end -= 1;
+  EXPECT_NE(check_decode_plan(split), "");
+}
+
+TEST(DecodePlan, AutoPicksSingleForFullWavesAndLeanOtherwise) {
+  DecodeProblem p{.batch = 64, .q_len = 1, .num_q_heads = 32, .num_kv_heads = 8, .hdim = 128};
+  EXPECT_EQ(make_decode_plan(p, std::vector<int>(64, 4096), {132, 1}).schedule, DecodeSchedule::single);
+  p.batch = 1;
+  EXPECT_EQ(make_decode_plan(p, {65536}, {132, 1}).schedule, DecodeSchedule::lean);
+}
+
+TEST(DecodePlan, ErrorsNameTheArgument) {
+  DecodeProblem p{.batch = 2, .q_len = 1, .num_q_heads = 8, .num_kv_heads = 3, .hdim = 64};
+  auto msg = [&](const DecodeProblem& pr, std::vector<int> l, DeviceInfo d) {
+    try {
+      make_decode_plan(pr, l, d);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(msg(p, {1, 2}, {1, 1}).rfind("problem.num_q_heads:", 0), 0u);
+  p.num_kv_heads = 2;
+  EXPECT_EQ(msg(p, {1}, {1, 1}).rfind("kv_lengths:", 0), 0u);
+  EXPECT_EQ(msg(p, {1, -3}, {1, 1}).rfind("kv_lengths:", 0), 0u);
+  EXPECT_EQ(msg(p, {1, 2}, {0, 1}).rfind("dev.sm_count:", 0), 0u);
+  p.q_len = 17;
+  EXPECT_EQ(msg(p, {1, 2}, {1, 1}).rfind("problem.q_len:", 0), 0u);
+  p.q_len = 1;
+  p.hdim = 100;
+  EXPECT_EQ(msg(p, {1, 2}, {1, 1}).rfind("problem.hdim:", 0), 0u);
+  p.hdim = 64;
+  p.paged = true;
+  EXPECT_EQ(msg(p, {1, 2}, {1, 1}).rfind("problem.page_size:", 0), 0u);
+  EXPECT_THROW(parse_schedule("fast"), Error);
+}
