@@ -1,0 +1,168 @@
+// AttentionCase: one random attention problem (dense or varlen, every option) with owning host
+// tensors, the fp64 reference and the low-precision naive baseline, and the DESIGN.md tolerance
+// rule. Used by tests/cpp/test_attention*.cpp and the CLI (tools/attention.cpp); the GPU tests
+// can run the same cases on DeviceTensor copies.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/host_tensor.h"
+#include "cpu/reference_attention.h"
+#include "flashkit/attention.h"
+
+namespace flashkit::testing {
+
+struct AttentionSpec {
+  DType dtype = DType::f32;
+  int batch = 2, seqlen_q = 33, seqlen_k = 33, heads = 2, kv_heads = 2, hdim = 64;
+  std::vector<int> lens_q, lens_k;  // varlen when set (batch = their size)
+  bool causal = false;
+  int window_left = -1, window_right = -1;
+  float softcap = 0.f;
+  int alibi_dims = 0;               // 0: off, 1: [heads], 2: [batch, heads]
+  int block_q = 0, block_k = 0;     // block mask with these blocks when > 0 (about 1/3 zeros)
+  float dropout_p = 0.f;
+  float softmax_scale = 0.f;
+
+  bool varlen() const { return !lens_q.empty(); }
+  std::string str() const {
+    std::string s = std::string(dtype_name(dtype)) + " b" + std::to_string(batch) + " sq" +
+                    std::to_string(seqlen_q) + " sk" + std::to_string(seqlen_k) + " h" +
+                    std::to_string(heads) + "/" + std::to_string(kv_heads) + " d" +
+                    std::to_string(hdim);
+    if (varlen()) s += " varlen";
+    if (causal) s += " causal";
+    if (window_left >= 0 || window_right >= 0)
+      s += " win(" + std::to_string(window_left) + "," + std::to_string(window_right) + ")";
+    if (softcap > 0) s += " softcap";
+    if (alibi_dims) s += " alibi" + std::to_string(alibi_dims);
+    if (block_q) s += " blockmask";
+    if (dropout_p > 0) s += " dropout";
+    return s;
+  }
+};
+
+struct ErrorBound {
+  double error = 0, tolerance = 0;
+  bool ok() const { return error <= tolerance; }
+};
+
+// max |a - ref| over elements where ref is finite; a non-finite `a` there (an unwritten poisoned
+// output) or a mismatch of infinities counts as infinite error.
+inline double max_abs_diff(const HostTensor& a, const HostTensor& ref) {
+  double e = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double r = ref.dtype() == DType::f64 ? ref.ptr<double>()[i] : ref.get(i);
+    const double x = a.dtype() == DType::f64 ? a.ptr<double>()[i] : a.get(i);
+    if (std::isinf(r)) {
+      if (x != r) return INFINITY;
+      continue;
+    }
+    if (!std::isfinite(x)) return INFINITY;
+    e = std::max(e, std::fabs(x - r));
+  }
+  return e;
+}
+
+// The DESIGN.md rule: max|out - ref| <= 2 max|naive_lowprec - ref| + abs_floor.
+inline ErrorBound bound(const HostTensor& out, const HostTensor& naive, const HostTensor& ref,
+                        double abs_floor = 1e-5) {
+  return {max_abs_diff(out, ref), 2 * max_abs_diff(naive, ref) + abs_floor};
+}
+
+class AttentionCase {
+ public:
+  AttentionSpec spec;
+  HostTensor q, k, v, dout, alibi, block_mask, cu_q, cu_k;
+  AttentionOptions opts;
+  int64_t total_q = 0, total_k = 0;
+
+  AttentionCase(const AttentionSpec& s, uint64_t seed) : spec(s) {
+    std::mt19937_64 rng(seed);
+    if (s.varlen()) {
+      spec.batch = static_cast<int>(s.lens_q.size());
+      cu_q.reset(DType::i32, {spec.batch + 1});
+      cu_k.reset(DType::i32, {spec.batch + 1});
+      cu_q.ptr<int32_t>()[0] = cu_k.ptr<int32_t>()[0] = 0;
+      for (int b = 0; b < spec.batch; ++b) {
+        cu_q.ptr<int32_t>()[b + 1] = cu_q.ptr<int32_t>()[b] + s.lens_q[b];
+        cu_k.ptr<int32_t>()[b + 1] = cu_k.ptr<int32_t>()[b] + s.lens_k[b];
+      }
+      total_q = cu_q.ptr<int32_t>()[spec.batch];
+      total_k = cu_k.ptr<int32_t>()[spec.batch];
+      spec.seqlen_q = *std::max_element(s.lens_q.begin(), s.lens_q.end());
+      spec.seqlen_k = *std::max_element(s.lens_k.begin(), s.lens_k.end());
+      opts.cu_seqlens_q = cu_q.view();
+      opts.cu_seqlens_k = cu_k.view();
+    } else {
+      total_q = int64_t{s.batch} * s.seqlen_q;
+      total_k = int64_t{s.batch} * s.seqlen_k;
+    }
+    q.reset(s.dtype, q_shape());
+    k.reset(s.dtype, kv_shape());
+    v.reset(s.dtype, kv_shape());
+    dout.reset(s.dtype, q_shape());
+    q.fill_normal(rng);
+    k.fill_normal(rng);
+    v.fill_normal(rng);
+    dout.fill_normal(rng);
+    opts.causal = s.causal;
+    opts.window_left = s.window_left;
+    opts.window_right = s.window_right;
+    opts.softcap = s.softcap;
+    opts.softmax_scale = s.softmax_scale;
+    if (s.alibi_dims) {
+      if (s.alibi_dims == 1) alibi.reset(DType::f32, {s.heads});
+      else alibi.reset(DType::f32, {spec.batch, s.heads});
+      alibi.fill_uniform(rng, 0.01f, 0.5f);
+      opts.alibi_slopes = alibi.view();
+    }
+    if (s.block_q > 0) {
+      block_mask.reset(DType::u8, {spec.batch, s.heads, (spec.seqlen_q + s.block_q - 1) / s.block_q,
+                                   (spec.seqlen_k + s.block_k - 1) / s.block_k});
+      std::uniform_int_distribution<int> u(0, 2);
+      for (int64_t i = 0; i < block_mask.numel(); ++i) block_mask.ptr<uint8_t>()[i] = u(rng) != 0;
+      opts.block_mask = block_mask.view();
+      opts.block_mask_block_q = s.block_q;
+      opts.block_mask_block_k = s.block_k;
+    }
+    if (s.dropout_p > 0) {
+      opts.dropout_p = s.dropout_p;
+      opts.dropout_seed = rng();
+      opts.dropout_offset = rng() >> 20;
+    }
+  }
+
+  std::vector<int64_t> q_shape() const {
+    if (spec.varlen()) return {total_q, spec.heads, spec.hdim};
+    return {spec.batch, spec.seqlen_q, spec.heads, spec.hdim};
+  }
+  std::vector<int64_t> kv_shape() const {
+    if (spec.varlen()) return {total_k, spec.kv_heads, spec.hdim};
+    return {spec.batch, spec.seqlen_k, spec.kv_heads, spec.hdim};
+  }
+  std::vector<int64_t> lse_shape() const {
+    if (spec.varlen()) return {spec.heads, total_q};
+    return {spec.batch, spec.heads, spec.seqlen_q};
+  }
+
+  // Forward reference (f64) or naive baseline (precision = the inputs' dtype).
+  void reference_forward(HostTensor& out, HostTensor& lse, DType precision) const {
+    DType store = precision == DType::f64 ? DType::f64 : precision;
+    out.reset(store, q_shape());
+    lse.reset(precision == DType::f64 ? DType::f64 : DType::f32, lse_shape());
+    cpu::reference_attention_forward(q, k, v, out, lse, opts, precision);
+  }
+  void reference_backward(HostTensor& dq, HostTensor& dk, HostTensor& dv, DType precision) const {
+    dq.reset(precision, q_shape());
+    dk.reset(precision, kv_shape());
+    dv.reset(precision, kv_shape());
+    cpu::reference_attention_backward(q, k, v, dout, dq, dk, dv, opts, precision);
+  }
+};
+
+}  // namespace flashkit::testing

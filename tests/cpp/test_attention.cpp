@@ -1,0 +1,268 @@
+// CPU FlashAttention-2 forward and backward against the fp64 naive reference on fresh random
+// inputs, with the DESIGN.md tolerance rule (2x the naive low-precision error + 1e-5): dtypes,
+// head dims, causal alignment, GQA/MQA, varlen, odd lengths, every modifier and some pairs.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "attention_case.h"
+#include "common/philox.h"
+
+using namespace flashkit;
+using namespace flashkit::testing;
+
+namespace {
+
+// Runs forward (and backward) of `s` on poisoned outputs and checks every output against the
+// fp64 reference within the tolerance rule.
+void check_case(const AttentionSpec& s, uint64_t seed, bool backward = true) {
+  SCOPED_TRACE(s.str());
+  AttentionCase c(s, seed);
+  HostTensor out(s.dtype, c.q_shape()), lse(DType::f32, c.lse_shape());
+  out.poison();
+  lse.poison();
+  attention_forward(c.q, c.k, c.v, out, lse, c.opts);
+  HostTensor ref_out, ref_lse, lp_out, lp_lse;
+  c.reference_forward(ref_out, ref_lse, DType::f64);
+  c.reference_forward(lp_out, lp_lse, s.dtype);
+  ErrorBound eo = bound(out, lp_out, ref_out);
+  ErrorBound el = bound(lse, lp_lse, ref_lse, 1e-4);
+  if (getenv("FK_VERBOSE")) printf("%s out %.3g/%.3g lse %.3g/%.3g\n", s.str().c_str(), eo.error, eo.tolerance, el.error, el.tolerance);
+  EXPECT_TRUE(eo.ok()) << "out error " << eo.error << " > " << eo.tolerance;
+
+  EXPECT_TRUE(el.ok()) << "lse error " << el.error << " > " << el.tolerance;
+  if (!backward) return;
+  HostTensor dq(s.dtype, c.q_shape()), dk(s.dtype, c.kv_shape()), dv(s.dtype, c.kv_shape());
+  dq.poison();
+  dk.poison();
+  dv.poison();
+  // The backward takes the forward's own out/lse, as training does.
+  attention_backward(c.q, c.k, c.v, out, c.dout, lse, dq, dk, dv, c.opts);
+  HostTensor rq, rk, rv, lq, lk, lv;
+  c.reference_backward(rq, rk, rv, DType::f64);
+  c.reference_backward(lq, lk, lv, s.dtype);
+  for (auto [name, got, lp, ref] : {std::tuple{"dq", &dq, &lq, &rq}, std::tuple{"dk", &dk, &lk, &rk},
+                                    std::tuple{"dv", &dv, &lv, &rv}}) {
+    ErrorBound e = bound(*got, *lp, *ref);
+    if (getenv("FK_VERBOSE")) printf("   %s %.3g/%.3g\n", name, e.error, e.tolerance);
+    EXPECT_TRUE(e.ok()) << name << " error " << e.error << " > " << e.tolerance;
+  }
+}
+
+AttentionSpec spec(DType dt, int b, int sq, int sk, int h, int hk, int d) {
+  AttentionSpec s;
+  s.dtype = dt;
+  s.batch = b;
+  s.seqlen_q = sq;
+  s.seqlen_k = sk;
+  s.heads = h;
+  s.kv_heads = hk;
+  s.hdim = d;
+  return s;
+}
+
+}  // namespace
+
+class AttentionDtypeHdim : public ::testing::TestWithParam<std::tuple<DType, int>> {};
+
+TEST_P(AttentionDtypeHdim, ForwardBackwardMatchReference) {
+  auto [dt, d] = GetParam();
+  check_case(spec(dt, 2, 77, 70, 2, 2, d), 100 + d);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, AttentionDtypeHdim,
+                         ::testing::Combine(::testing::Values(DType::f32, DType::f16, DType::bf16),
+                                            ::testing::Values(8, 32, 40, 64, 72, 128, 256)));
+
+TEST(Attention, CausalSquareAndBothRectangles) {
+  for (DType dt : {DType::f32, DType::bf16})
+    for (auto [sq, sk] : {std::pair{129, 129}, std::pair{17, 129}, std::pair{129, 17},
+                          std::pair{1, 65}, std::pair{65, 1}}) {
+      AttentionSpec s = spec(dt, 2, sq, sk, 2, 1, 64);
+      s.causal = true;
+      check_case(s, 7 * sq + sk);
+    }
+}
+
+TEST(Attention, OddLengths) {
+  for (auto [sq, sk] : {std::pair{1, 1}, std::pair{1, 17}, std::pair{17, 1}, std::pair{129, 63},
+                        std::pair{200, 130}})
+    check_case(spec(DType::f16, 1, sq, sk, 3, 3, 32), 11 * sq + sk);
+}
+
+TEST(Attention, GqaAndMqa) {
+  check_case(spec(DType::bf16, 2, 70, 90, 6, 2, 64), 1);
+  check_case(spec(DType::f32, 1, 70, 90, 4, 1, 64), 2);
+  AttentionSpec s = spec(DType::f16, 2, 90, 70, 8, 2, 32);
+  s.causal = true;
+  check_case(s, 3);
+}
+
+TEST(Attention, VarlenWithEmptyAndOddSequences) {
+  AttentionSpec s = spec(DType::bf16, 0, 0, 0, 4, 2, 64);
+  s.lens_q = {1, 17, 0, 129, 64};
+  s.lens_k = {5, 17, 9, 100, 64};
+  check_case(s, 21);
+  s.causal = true;
+  check_case(s, 22);
+  s.dtype = DType::f32;
+  s.window_left = 8;
+  s.block_q = 16;
+  s.block_k = 32;
+  check_case(s, 23);
+}
+
+TEST(Attention, EachModifier) {
+  AttentionSpec base = spec(DType::f32, 2, 100, 120, 2, 2, 64);
+  AttentionSpec s = base;
+  s.window_left = 10;
+  s.window_right = 5;
+  check_case(s, 31);
+  s = base;
+  s.window_left = 0;  // the diagonal key only
+  check_case(s, 32);
+  s = base;
+  s.softcap = 1.5f;
+  check_case(s, 33);
+  s = base;
+  s.alibi_dims = 1;
+  check_case(s, 34);
+  s = base;
+  s.alibi_dims = 2;
+  check_case(s, 35);
+  s = base;
+  s.block_q = 16;  // blocks smaller than the 64 x 64 tiles and not aligned with them
+  s.block_k = 24;
+  check_case(s, 36);
+  s = base;
+  s.block_q = 128;
+  s.block_k = 128;
+  check_case(s, 37);
+  s = base;
+  s.dropout_p = 0.3f;
+  check_case(s, 38);
+  s = base;
+  s.softmax_scale = 0.3f;
+  check_case(s, 39);
+}
+
+TEST(Attention, ModifierPairs) {
+  AttentionSpec s = spec(DType::bf16, 2, 90, 90, 4, 2, 64);
+  s.causal = true;
+  s.alibi_dims = 1;
+  check_case(s, 41);
+  s = spec(DType::f16, 2, 80, 100, 2, 2, 64);
+  s.softcap = 2.f;
+  s.window_left = 20;
+  s.window_right = 3;
+  check_case(s, 42);
+  s = spec(DType::f32, 2, 70, 130, 4, 1, 32);
+  s.dropout_p = 0.2f;
+  s.causal = true;
+  check_case(s, 43);
+  s = spec(DType::f32, 1, 130, 130, 2, 2, 64);
+  s.block_q = 32;
+  s.block_k = 32;
+  s.causal = true;
+  s.softcap = 3.f;
+  check_case(s, 44);
+}
+
+TEST(Attention, StridedPackedQkvAndOutputs) {
+  // q, k, v as views into one packed [b, s, 3, h, d] buffer (last dim contiguous only), and out /
+  // dq as views into wider buffers: the tile loaders must honour every stride.
+  const int b = 2, s = 40, h = 2, d = 32;
+  std::mt19937_64 rng(5);
+  HostTensor qkv(DType::bf16, {b, s, 3, h, d});
+  qkv.fill_normal(rng);
+  auto view = [&](int which) {
+    return TensorView::strided(static_cast<uint16_t*>(qkv.data()) + which * h * d, DType::bf16,
+                               {b, s, h, d}, {s * 3 * h * d, 3 * h * d, d, 1});
+  };
+  TensorView q = view(0), k = view(1), v = view(2);
+  HostTensor wide(DType::bf16, {b, s, h, 2 * d}), lse(DType::f32, {b, h, s});
+  wide.poison();
+  TensorView out = TensorView::strided(wide.data(), DType::bf16, {b, s, h, d},
+                                       {s * h * 2 * d, h * 2 * d, 2 * d, 1});
+  AttentionOptions o;
+  o.causal = true;
+  attention_forward(q, k, v, out, lse, o);
+  // Same problem, contiguous copies.
+  HostTensor qc(DType::bf16, {b, s, h, d}), kc(DType::bf16, {b, s, h, d}), vc(DType::bf16, {b, s, h, d});
+  for (int64_t i = 0; i < qc.numel(); ++i) {
+    const int64_t c = i % d, hh = (i / d) % h, t = (i / (d * h)) % s, bb = i / (d * h * s);
+    const int64_t src = ((bb * s + t) * 3 * h + hh) * d + c;
+    qc.set(i, qkv.get(src));
+    kc.set(i, qkv.get(src + h * d));
+    vc.set(i, qkv.get(src + 2 * h * d));
+  }
+  HostTensor outc(DType::bf16, {b, s, h, d}), lsec(DType::f32, {b, h, s});
+  attention_forward(qc, kc, vc, outc, lsec, o);
+  for (int64_t i = 0; i < outc.numel(); ++i) {
+    const int64_t c = i % d, row = i / d;
+    ASSERT_EQ(outc.get(i), wide.get(row * 2 * d + c)) << "element " << i;
+    ASSERT_TRUE(std::isnan(wide.get(row * 2 * d + d + c))) << "wrote outside the view at " << i;
+  }
+  EXPECT_TRUE(lse.same_bytes(lsec));
+}
+
+TEST(Attention, BackwardIsDeterministic) {
+  AttentionSpec s = spec(DType::f32, 2, 150, 150, 4, 2, 64);
+  s.causal = true;
+  AttentionCase c(s, 9);
+  HostTensor out(s.dtype, c.q_shape()), lse(DType::f32, c.lse_shape());
+  attention_forward(c.q, c.k, c.v, out, lse, c.opts);
+  HostTensor dq[2], dk[2], dv[2];
+  for (int r = 0; r < 2; ++r) {
+    dq[r].reset(s.dtype, c.q_shape());
+    dk[r].reset(s.dtype, c.kv_shape());
+    dv[r].reset(s.dtype, c.kv_shape());
+    attention_backward(c.q, c.k, c.v, out, c.dout, lse, dq[r], dk[r], dv[r], c.opts);
+  }
+  EXPECT_TRUE(dq[0].same_bytes(dq[1]));
+  EXPECT_TRUE(dk[0].same_bytes(dk[1]));
+  EXPECT_TRUE(dv[0].same_bytes(dv[1]));
+}
+
+TEST(Attention, DropoutMaskOutMatchesPhiloxAndRate) {
+  AttentionSpec s = spec(DType::f32, 2, 50, 70, 3, 3, 32);
+  s.dropout_p = 0.25f;
+  s.causal = true;  // the mask covers masked elements too
+  AttentionCase c(s, 13);
+  HostTensor out(s.dtype, c.q_shape()), lse(DType::f32, c.lse_shape());
+  HostTensor mask(DType::u8, {2, 3, 50, 70});
+  mask.poison();
+  c.opts.dropout_mask_out = mask.view();
+  attention_forward(c.q, c.k, c.v, out, lse, c.opts);
+  const uint32_t thr = dropout_threshold(s.dropout_p);
+  int64_t kept = 0;
+  for (int b = 0; b < 2; ++b)
+    for (int h = 0; h < 3; ++h)
+      for (int i = 0; i < 50; ++i)
+        for (int j = 0; j < 70; ++j) {
+          const uint8_t m = mask.ptr<uint8_t>()[((b * 3 + h) * 50 + i) * 70 + j];
+          ASSERT_EQ(m, dropout_keep(c.opts.dropout_seed, c.opts.dropout_offset, b, h, 3, i, j, thr) ? 1 : 0);
+          kept += m;
+        }
+  EXPECT_NEAR(static_cast<double>(kept) / mask.numel(), 0.75, 0.02);
+  // A different offset gives a different mask (the offset is part of the counter).
+  HostTensor mask2(DType::u8, {2, 3, 50, 70});
+  c.opts.dropout_mask_out = mask2.view();
+  c.opts.dropout_offset += 1;
+  attention_forward(c.q, c.k, c.v, out, lse, c.opts);
+  EXPECT_FALSE(mask.same_bytes(mask2));
+}
+
+TEST(Attention, FullyMaskedRowsGiveZeroAndMinusInfLse) {
+  AttentionSpec s = spec(DType::f32, 1, 40, 10, 1, 1, 32);
+  s.causal = true;  // bottom-right: query rows 0..29 see no key
+  AttentionCase c(s, 17);
+  HostTensor out(s.dtype, c.q_shape()), lse(DType::f32, c.lse_shape());
+  out.poison();
+  attention_forward(c.q, c.k, c.v, out, lse, c.opts);
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_EQ(lse.get(i), -INFINITY);
+    for (int d = 0; d < 32; ++d) EXPECT_EQ(out.get(i * 32 + d), 0.f);
+  }
+  EXPECT_TRUE(std::isfinite(lse.get(30)));
+}
