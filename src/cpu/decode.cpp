@@ -96,28 +96,28 @@ void run_segment(const Job& J, const Segment& seg, SoftmaxStat* stat, float* acc
     stat[r] = SoftmaxStat{};
     std::fill(acc + r * d, acc + (r + 1) * d, 0.f);
   }
-  std::vector<float> kf(kChunk * d), vf(kChunk * d);
+  // K is kept transposed ([dim][key]) so the score loop runs over keys with unit stride and
+  // vectorises without reassociating the fp32 sums; V stays [key][dim] for the O update.
+  std::vector<float> kt(static_cast<size_t>(d) * kChunk), vf(static_cast<size_t>(kChunk) * d);
   const int end = std::min(seg.end, len);
   for (int c0 = seg.begin; c0 < end; c0 += kChunk) {
     const int n = std::min(kChunk, end - c0);
     for (int j = 0; j < n; ++j) {
       int64_t ko = J.kl.offset(tile.seq, c0 + j, tile.kv_head);
       int64_t vo = J.vl.offset(tile.seq, c0 + j, tile.kv_head);
-      for (int c = 0; c < d; ++c) {
-        kf[j * d + c] = ld<D>(J.k.data, ko + c);
-        vf[j * d + c] = ld<D>(J.v.data, vo + c);
-      }
+      for (int c = 0; c < d; ++c) kt[c * kChunk + j] = ld<D>(J.k.data, ko + c);
+      for (int c = 0; c < d; ++c) vf[j * d + c] = ld<D>(J.v.data, vo + c);
     }
     for (int r = 0; r < nrows; ++r) {
       const int nv = std::clamp(limit[r] - c0, 0, n);
       if (nv == 0) continue;
-      float s[kChunk], mx = -INFINITY;
-      for (int j = 0; j < nv; ++j) {
-        float dot = 0.f;
-        for (int c = 0; c < d; ++c) dot += qf[r][c] * kf[j * d + c];
-        s[j] = dot;
-        mx = std::max(mx, dot);
+      float s[kChunk] = {}, mx = -INFINITY;
+      for (int c = 0; c < d; ++c) {
+        const float qc = qf[r][c];
+        const float* krow = &kt[c * kChunk];
+        for (int j = 0; j < kChunk; ++j) s[j] += qc * krow[j];
       }
+      for (int j = 0; j < nv; ++j) mx = std::max(mx, s[j]);
       const float alpha = online_update(stat[r], mx);
       float* o = acc + r * d;
       for (int c = 0; c < d; ++c) o[c] *= alpha;
