@@ -1,9 +1,11 @@
 // CPU FlashAttention-2 forward and backward against the fp64 naive reference on fresh random
-// inputs, with the DESIGN.md tolerance rule (2x the naive low-precision error + 1e-5): dtypes,
+// inputs, with the DESIGN.md tolerance rule (2x the naive low-precision error + 1e-5; FK_VERBOSE=1
+// prints each margin): dtypes,
 // head dims, causal alignment, GQA/MQA, varlen, odd lengths, every modifier and some pairs.
 #include <gtest/gtest.h>
 
-#include <cstring>
+#include <cstdio>
+#include <cstdlib>
 
 #include "attention_case.h"
 #include "common/philox.h"
