@@ -1,7 +1,7 @@
 // CPU FlashAttention-2 forward and backward against the fp64 naive reference on fresh random
-// inputs, with the DESIGN.md tolerance rule (2x the naive low-precision error + 1e-5; FK_VERBOSE=1
-// prints each margin): dtypes,
+// inputs, with the DESIGN.md tolerance rule (2x the naive low-precision error + 1e-5): dtypes,
 // head dims, causal alignment, GQA/MQA, varlen, odd lengths, every modifier and some pairs.
+// FK_VERBOSE=1 prints each error next to its tolerance.
 #include <gtest/gtest.h>
 
 #include <cstdio>
