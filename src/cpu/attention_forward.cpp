@@ -72,7 +72,8 @@ struct Forward {
           std::fill(s, s + nc8, 0.f);
           continue;
         }
-        for (int j = 0; j < nc8; ++j) s[j] = vexp(s[j] - st.m);
+        const float m = st.m;  // a local: stores through s could alias st.m and stop vectorisation
+        for (int j = 0; j < nc8; ++j) s[j] = vexp(s[j] - m);
         st.l += row_sum(s, nc8);
         float* o = t.o.data() + r * d;
         for (int c = 0; c < d; ++c) o[c] *= alpha;

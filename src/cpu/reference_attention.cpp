@@ -84,6 +84,7 @@ struct Problem {
 struct HeadState {
   int sq = 0, sk = 0, d = 0;
   std::vector<double> q, k, v;       // [sq|sk][d]
+  std::vector<double> kt, vt;        // [d][sk]
   std::vector<double> s, th, p, z;   // [sq][sk]
   std::vector<double> lse;           // [sq]
 
@@ -104,6 +105,13 @@ struct HeadState {
       for (int c = 0; c < d; ++c) {
         k[j * d + c] = load_d(K, b * pr.ks.batch + (sp.k0 + j) * pr.ks.token + kvh * pr.ks.head + c);
         v[j * d + c] = load_d(V, b * pr.vs.batch + (sp.k0 + j) * pr.vs.token + kvh * pr.vs.head + c);
+      }
+    kt.assign(static_cast<size_t>(sk) * d, 0);  // K^T and V^T: the row loops below run over keys
+    vt.assign(static_cast<size_t>(sk) * d, 0);
+    for (int j = 0; j < sk; ++j)
+      for (int c = 0; c < d; ++c) {
+        kt[static_cast<size_t>(c) * sk + j] = k[static_cast<size_t>(j) * d + c];
+        vt[static_cast<size_t>(c) * sk + j] = v[static_cast<size_t>(j) * d + c];
       }
     const size_t n = static_cast<size_t>(sq) * sk;
     s.assign(n, 0);
@@ -126,7 +134,8 @@ struct HeadState {
       for (int j = 0; j < sk; ++j) srow[j] = 0;
       for (int c = 0; c < d; ++c) {
         const double qc = q[i * d + c];
-        for (int j = 0; j < sk; ++j) srow[j] += qc * k[static_cast<size_t>(j) * d + c];
+        const double* kc = &kt[static_cast<size_t>(c) * sk];
+        for (int j = 0; j < sk; ++j) srow[j] += qc * kc[j];
       }
       double mx = -INFINITY;
       for (int j = 0; j < sk; ++j) {
@@ -228,11 +237,15 @@ void reference_attention_backward(const TensorView& q, const TensorView& k, cons
     std::vector<double> dP(sk), dQ(d);
     for (int i = 0; i < sq; ++i) {
       const size_t row = static_cast<size_t>(i) * sk;
+      std::fill(dP.begin(), dP.end(), 0.0);
+      for (int c = 0; c < d; ++c) {
+        const double gc = g[i * d + c];
+        const double* vc = &st.vt[static_cast<size_t>(c) * sk];
+        for (int j = 0; j < sk; ++j) dP[j] += gc * vc[j];
+      }
       double D = 0;
       for (int j = 0; j < sk; ++j) {
-        double x = 0;
-        for (int c = 0; c < d; ++c) x += g[i * d + c] * st.v[static_cast<size_t>(j) * d + c];
-        dP[j] = rnd(x * st.z[row + j]);
+        dP[j] = rnd(dP[j] * st.z[row + j]);
         D += st.p[row + j] * dP[j];
         const double pz = rnd(st.p[row + j] * st.z[row + j]);
         for (int c = 0; c < d; ++c) gv[static_cast<size_t>(j) * d + c] += pz * g[i * d + c];
