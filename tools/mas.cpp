@@ -1,6 +1,141 @@
-// PLACEHOLDER: replaced by the mas family's real demo/check/bench.
+// `flashkit demo/check` rows for monotonic alignment search (exact equality with the Cython
+// transcription, tolerance 0 mismatching cells) and `flashkit bench mas` (timings, JSON).
+// Called from tools/main.cpp through run_mas / bench_mas.
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
 #include "cli.h"
+#include "common/host_tensor.h"
+#include "cpu/reference_mas.h"
+#include "flashkit/errors.h"
+#include "flashkit/mas.h"
+
 namespace flashkit::cli {
-std::vector<Row> run_mas(const Context&) { return {}; }
-int bench_mas(const std::vector<std::string>&, const Context&) { return 2; }
+namespace {
+
+struct MasProblem {
+  int64_t B, T, S;
+  DType dtype;
+  bool ties;          // integer-valued likelihoods: most comparisons are ties
+  bool full_lengths;  // every item tx = T, ty = S (the Super-MAS protocol); else random lengths
+};
+
+std::string describe(const MasProblem& p) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "b%lld t%lld s%lld %s%s", static_cast<long long>(p.B),
+                static_cast<long long>(p.T), static_cast<long long>(p.S), dtype_name(p.dtype),
+                p.ties ? " ties" : "");
+  return buf;
+}
+
+struct MasInputs {
+  HostTensor value, text_lengths, mel_lengths;
+};
+
+MasInputs make_inputs(const MasProblem& p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  MasInputs in{HostTensor(p.dtype, {p.B, p.T, p.S}), HostTensor(DType::i32, {p.B}),
+               HostTensor(DType::i32, {p.B})};
+  if (p.ties) in.value.fill_int(rng, -3, 0); else in.value.fill_normal(rng, -2.f, 1.f);
+  for (int64_t b = 0; b < p.B; ++b) {
+    int32_t tx = static_cast<int32_t>(p.T), ty = static_cast<int32_t>(p.S);
+    if (!p.full_lengths) {
+      tx = std::uniform_int_distribution<int32_t>(1, tx)(rng);
+      ty = std::uniform_int_distribution<int32_t>(tx, ty)(rng);
+    }
+    in.text_lengths.ptr<int32_t>()[b] = tx;
+    in.mel_lengths.ptr<int32_t>()[b] = ty;
+  }
+  return in;
+}
+
+Row run_one(const MasProblem& p, int repeats) {
+  MasInputs in = make_inputs(p, 42);
+  HostTensor path(DType::i32, {p.B, p.T, p.S});
+  path.poison();
+  Row r;
+  r.op = "mas";
+  r.backend = "cpu";
+  r.problem = describe(p);
+  r.ms = time_ms([&] {
+    monotonic_alignment_search(in.value, in.text_lengths, in.mel_lengths, path, TensorView{});
+  }, repeats);
+  std::vector<int32_t> ref;
+  {
+    Progress pr("mas: Cython-semantics oracle on " + r.problem);
+    ref = ref::monotonic_alignment_search(in.value, in.text_lengths.ptr<int32_t>(),
+                                          in.mel_lengths.ptr<int32_t>(), -1e9f);
+  }
+  int64_t bad = 0;
+  for (int64_t i = 0; i < path.numel(); ++i) bad += path.ptr<int32_t>()[i] != ref[i];
+  r.error = static_cast<double>(bad);
+  r.tolerance = 0;
+  r.pass = bad == 0;
+  int64_t cells = 0;
+  for (int64_t b = 0; b < p.B; ++b) cells += int64_t{in.text_lengths.ptr<int32_t>()[b]} *
+                                             in.mel_lengths.ptr<int32_t>()[b];
+  char rate[32];
+  std::snprintf(rate, sizeof rate, "%.2f Gcell/s", cells / (r.ms * 1e6));
+  r.rate = rate;
+  return r;
+}
+
+DType parse_dtype(const std::string& s) {
+  if (s == "f32" || s == "float32") return DType::f32;
+  if (s == "f16" || s == "float16") return DType::f16;
+  if (s == "bf16" || s == "bfloat16") return DType::bf16;
+  throw Error("--dtype: expected f32, f16 or bf16, got '" + s + "'");
+}
+
+}  // namespace
+
+std::vector<Row> run_mas(const Context& ctx) {
+  if (ctx.gpu) std::fprintf(stderr, "  mas: no CUDA kernel yet, running on the CPU\n");
+  if (ctx.size == Size::demo) return {run_one({32, 512, 2048, DType::f32, false, true}, 5)};
+  return {run_one({6, 61, 200, DType::f32, false, false}, 3),
+          run_one({6, 61, 200, DType::f32, true, false}, 3),
+          run_one({4, 40, 130, DType::bf16, true, false}, 3)};
+}
+
+int bench_mas(const std::vector<std::string>& args, const Context& ctx) {
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::puts("flashkit bench mas [--batch 32] [--text 512] [--mel 2048] [--dtype f32|f16|bf16]\n"
+              "                   [--output path|durations] [--repeats 10] [--json PATH]\n"
+              "  full lengths (tx = text, ty = mel); output path int32 [B, T, S] or durations\n"
+              "  int32 [B, T]; median of repeats");
+    return 0;
+  }
+  if (ctx.gpu) std::fprintf(stderr, "  mas: no CUDA kernel yet, timing the CPU\n");
+  MasProblem p{arg_int(args, "--batch", 32), arg_int(args, "--text", 512),
+               arg_int(args, "--mel", 2048), parse_dtype(arg(args, "--dtype", "f32")), false, true};
+  const int repeats = static_cast<int>(arg_int(args, "--repeats", 10));
+  MasInputs in = make_inputs(p, 7);
+  const std::string output = arg(args, "--output", "path");
+  if (output != "path" && output != "durations")
+    throw Error("--output: expected path or durations, got '" + output + "'");
+  HostTensor path, durations;
+  if (output == "path") path.reset(DType::i32, {p.B, p.T, p.S});
+  else durations.reset(DType::i32, {p.B, p.T});
+  const double ms = time_ms([&] {
+    monotonic_alignment_search(in.value, in.text_lengths, in.mel_lengths, path, durations);
+  }, repeats);
+  const BuildInfo bi = build_info();
+  std::printf("mas cpu %s -> %s: %.3f ms (median of %d, %d threads)\n", describe(p).c_str(),
+              output.c_str(), ms, repeats, bi.cpu_threads);
+  const std::string json = arg(args, "--json", "");
+  if (!json.empty()) {
+    std::ofstream f(json);
+    if (!f) throw Error("--json: expected a writable file, got '" + json + "'");
+    f << "{\"op\": \"mas\", \"device\": \"cpu\", \"threads\": " << bi.cpu_threads
+      << ", \"batch\": " << p.B << ", \"text\": " << p.T << ", \"mel\": " << p.S
+      << ", \"dtype\": \"" << dtype_name(p.dtype) << "\", \"output\": \"" << output
+      << "\", \"repeats\": " << repeats
+      << ", \"ms_median\": " << ms << "}\n";
+  }
+  return 0;
+}
+
 }  // namespace flashkit::cli

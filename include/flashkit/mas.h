@@ -1,7 +1,7 @@
 // Monotonic alignment search (Glow-TTS / VITS), exact: paths identical to the Cython
 // `maximum_path` for every input, see shared/DESIGN.md "MAS semantics".
 // value: log-likelihoods [B, T_text, S_mel] (fp32/fp16/bf16, any strides — pass a transposed view
-// for a [B, S, T] layout). text_lengths / mel_lengths: int32 [B] on value's device.
+// for the VITS [B, S, T] layout). text_lengths / mel_lengths: int32 [B] on value's device.
 #pragma once
 #include <limits>
 
@@ -12,19 +12,21 @@ namespace flashkit {
 
 struct MasOptions {
   // Value of the forbidden cells (the Cython code's max_neg_val). -1e9 is the glow-tts/vits
-  // default; -1e32 and -inf are also common.
+  // default; -1e32 and -inf are also common. NaN is refused.
   float neg = -1e9f;
   // Allow the GPU kernel to use `value` as scratch (it is left modified). Default: untouched.
+  // The CPU backend never writes `value`, so there this is a permission it does not need.
   bool in_place = false;
   Stream stream = nullptr;
   Workspace workspace;
 };
 
-// path (optional): [B, T, S], dtype f32/f16/bf16/i32/u8/bool8; 1 on the path, 0 elsewhere,
-// including outside [0, tx) x [0, ty). durations (optional): int32 [B, T], frames per text token
-// (0 past tx). At least one of the two must be given. tx > ty for some item is an Error naming
-// the item (on the GPU: checked on the device, reported by the next call of mas_check_errors or
-// by a synchronising wrapper; see the GPU notes in mas.h's implementation).
+// path (optional): [B, T, S], dtype f32/f16/bf16/i32/u8/bool8, any non-overlapping strides; 1 on
+// the path, 0 elsewhere, including outside [0, tx) x [0, ty). durations (optional): int32 [B, T],
+// frames per text token (the path's row sums; 0 past tx). At least one of the two must be given.
+// Lengths: 0 <= tx <= T, 0 <= ty <= S, tx <= ty (tx > ty has no monotonic path: an Error naming
+// the item). An item with tx == 0 gets an all-zero path (the Cython code writes out of bounds).
+// On the CPU every check runs before any output is written.
 void monotonic_alignment_search(const TensorView& value, const TensorView& text_lengths,
                                 const TensorView& mel_lengths, const TensorView& path,
                                 const TensorView& durations, const MasOptions& opts = {});
