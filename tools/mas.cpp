@@ -1,6 +1,8 @@
 // `flashkit demo/check` rows for monotonic alignment search (exact equality with the Cython
 // transcription, tolerance 0 mismatching cells) and `flashkit bench mas` (timings, JSON).
 // Called from tools/main.cpp through run_mas / bench_mas.
+#include "flashkit/mas.h"
+
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -11,7 +13,6 @@
 #include "common/host_tensor.h"
 #include "cpu/reference_mas.h"
 #include "flashkit/errors.h"
-#include "flashkit/mas.h"
 
 namespace flashkit::cli {
 namespace {
@@ -39,7 +40,10 @@ MasInputs make_inputs(const MasProblem& p, uint64_t seed) {
   std::mt19937_64 rng(seed);
   MasInputs in{HostTensor(p.dtype, {p.B, p.T, p.S}), HostTensor(DType::i32, {p.B}),
                HostTensor(DType::i32, {p.B})};
-  if (p.ties) in.value.fill_int(rng, -3, 0); else in.value.fill_normal(rng, -2.f, 1.f);
+  if (p.ties)
+    in.value.fill_int(rng, -3, 0);
+  else
+    in.value.fill_normal(rng, -2.f, 1.f);
   for (int64_t b = 0; b < p.B; ++b) {
     int32_t tx = static_cast<int32_t>(p.T), ty = static_cast<int32_t>(p.S);
     if (!p.full_lengths) {
@@ -60,9 +64,11 @@ Row run_one(const MasProblem& p, int repeats) {
   r.op = "mas";
   r.backend = "cpu";
   r.problem = describe(p);
-  r.ms = time_ms([&] {
-    monotonic_alignment_search(in.value, in.text_lengths, in.mel_lengths, path, TensorView{});
-  }, repeats);
+  r.ms = time_ms(
+      [&] {
+        monotonic_alignment_search(in.value, in.text_lengths, in.mel_lengths, path, TensorView{});
+      },
+      repeats);
   std::vector<int32_t> ref;
   {
     Progress pr("mas: Cython-semantics oracle on " + r.problem);
@@ -75,8 +81,8 @@ Row run_one(const MasProblem& p, int repeats) {
   r.tolerance = 0;
   r.pass = bad == 0;
   int64_t cells = 0;
-  for (int64_t b = 0; b < p.B; ++b) cells += int64_t{in.text_lengths.ptr<int32_t>()[b]} *
-                                             in.mel_lengths.ptr<int32_t>()[b];
+  for (int64_t b = 0; b < p.B; ++b)
+    cells += int64_t{in.text_lengths.ptr<int32_t>()[b]} * in.mel_lengths.ptr<int32_t>()[b];
   char rate[32];
   std::snprintf(rate, sizeof rate, "%.2f Gcell/s", cells / (r.ms * 1e6));
   r.rate = rate;
@@ -102,26 +108,35 @@ std::vector<Row> run_mas(const Context& ctx) {
 
 int bench_mas(const std::vector<std::string>& args, const Context& ctx) {
   if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-    std::puts("flashkit bench mas [--batch 32] [--text 512] [--mel 2048] [--dtype f32|f16|bf16]\n"
-              "                   [--output path|durations] [--repeats 10] [--json PATH]\n"
-              "  full lengths (tx = text, ty = mel); output path int32 [B, T, S] or durations\n"
-              "  int32 [B, T]; median of repeats");
+    std::puts(
+        "flashkit bench mas [--batch 32] [--text 512] [--mel 2048] [--dtype f32|f16|bf16]\n"
+        "                   [--output path|durations] [--repeats 10] [--json PATH]\n"
+        "  full lengths (tx = text, ty = mel); output path int32 [B, T, S] or durations\n"
+        "  int32 [B, T]; median of repeats");
     return 0;
   }
   if (ctx.gpu) std::fprintf(stderr, "  mas: no CUDA kernel yet, timing the CPU\n");
-  MasProblem p{arg_int(args, "--batch", 32), arg_int(args, "--text", 512),
-               arg_int(args, "--mel", 2048), parse_dtype(arg(args, "--dtype", "f32")), false, true};
+  MasProblem p{arg_int(args, "--batch", 32),
+               arg_int(args, "--text", 512),
+               arg_int(args, "--mel", 2048),
+               parse_dtype(arg(args, "--dtype", "f32")),
+               false,
+               true};
   const int repeats = static_cast<int>(arg_int(args, "--repeats", 10));
   MasInputs in = make_inputs(p, 7);
   const std::string output = arg(args, "--output", "path");
   if (output != "path" && output != "durations")
     throw Error("--output: expected path or durations, got '" + output + "'");
   HostTensor path, durations;
-  if (output == "path") path.reset(DType::i32, {p.B, p.T, p.S});
-  else durations.reset(DType::i32, {p.B, p.T});
-  const double ms = time_ms([&] {
-    monotonic_alignment_search(in.value, in.text_lengths, in.mel_lengths, path, durations);
-  }, repeats);
+  if (output == "path")
+    path.reset(DType::i32, {p.B, p.T, p.S});
+  else
+    durations.reset(DType::i32, {p.B, p.T});
+  const double ms = time_ms(
+      [&] {
+        monotonic_alignment_search(in.value, in.text_lengths, in.mel_lengths, path, durations);
+      },
+      repeats);
   const BuildInfo bi = build_info();
   std::printf("mas cpu %s -> %s: %.3f ms (median of %d, %d threads)\n", describe(p).c_str(),
               output.c_str(), ms, repeats, bi.cpu_threads);
@@ -132,8 +147,7 @@ int bench_mas(const std::vector<std::string>& args, const Context& ctx) {
     f << "{\"op\": \"mas\", \"device\": \"cpu\", \"threads\": " << bi.cpu_threads
       << ", \"batch\": " << p.B << ", \"text\": " << p.T << ", \"mel\": " << p.S
       << ", \"dtype\": \"" << dtype_name(p.dtype) << "\", \"output\": \"" << output
-      << "\", \"repeats\": " << repeats
-      << ", \"ms_median\": " << ms << "}\n";
+      << "\", \"repeats\": " << repeats << ", \"ms_median\": " << ms << "}\n";
   }
   return 0;
 }

@@ -1,9 +1,10 @@
 // flashkit._C.monotonic_alignment_search: NumPy / DLPack arrays -> flashkit's MAS (CPU now;
 // CUDA tensors once the GPU kernel lands). The Python drop-ins live in python/flashkit/mas.py.
+#include "flashkit/mas.h"
+
 #include <nanobind/nanobind.h>
 
 #include "bindings.h"
-#include "flashkit/mas.h"
 
 namespace flashkit::py {
 
@@ -21,8 +22,8 @@ void bind_mas(nb::module_& m) {
         nb::gil_scoped_release no_gil;
         monotonic_alignment_search(v, tx, ty, p, d, opts);
       },
-      nb::arg("value"), nb::arg("text_lengths"), nb::arg("mel_lengths"),
-      nb::arg("path").none(), nb::arg("durations").none(), nb::arg("neg") = -1e9f,
+      nb::arg("value"), nb::arg("text_lengths"), nb::arg("mel_lengths"), nb::arg("path").none(),
+      nb::arg("durations").none(), nb::arg("neg") = -1e9f,
       "Writes the Cython-exact MAS path [B, T, S] and/or durations int32 [B, T] for value\n"
       "[B, T, S] (any strides) and int32 lengths [B]; see flashkit.mas for the Python API.");
 }

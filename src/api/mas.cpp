@@ -1,6 +1,6 @@
 // monotonic_alignment_search: every argument check, then dispatch by device to src/cpu/mas.cpp
-// (the CUDA kernel is not written yet). On the CPU the lengths are read and checked here too (range,
-// tx <= ty), so nothing is written unless every item has a monotonic path.
+// (the CUDA kernel is not written yet). On the CPU the lengths are read and checked here too
+// (range, tx <= ty), so nothing is written unless every item has a monotonic path.
 #include "flashkit/mas.h"
 
 #include <algorithm>

@@ -5,6 +5,7 @@
 #include "cpu/mas.h"
 
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -19,7 +20,7 @@
 namespace flashkit::cpu {
 namespace {
 
-constexpr int kLanes = 8;  // fp32 lanes of an AVX2 register: one x chunk
+constexpr int kLanes = 8;   // fp32 lanes of an AVX2 register: one x chunk
 constexpr int kPanel = 16;  // mel columns converted to fp32 at a time: one 64-byte line of fp32
 constexpr int kAhead = 4;   // panels prefetched ahead: rows are kPanel*4 bytes apart streams
 
@@ -106,7 +107,8 @@ void fill_panel(const E* v, int64_t sx, int64_t sy, int tx, int y0, int ny, int 
         _mm_prefetch(reinterpret_cast<const char*>(rows + i * sx + kAhead * kPanel), _MM_HINT_T0);
       for (int h = 0; h < kPanel; h += 8) transpose_tile(rows + h, sx, panel + h * ld + x, ld);
     } else if (full_rows && sx == 1) {  // VITS layout (transposed view): columns contiguous in x
-      for (int j = 0; j < ny; ++j) _mm256_storeu_ps(panel + j * ld + x, load8(v + x + (y0 + j) * sy));
+      for (int j = 0; j < ny; ++j)
+        _mm256_storeu_ps(panel + j * ld + x, load8(v + x + (y0 + j) * sy));
     } else {
       for (int j = 0; j < ny; ++j)
         for (int i = 0; i < kLanes; ++i)
@@ -123,7 +125,8 @@ void align_item(const E* v, int64_t sx, int64_t sy, int tx, int ty, float neg, S
   const int bytes_per_col = ld / kLanes;
   for (auto& c : s.col) c.assign(static_cast<size_t>(ld + kLanes), neg);
   if (s.panel.size() < static_cast<size_t>(kPanel * ld)) s.panel.resize(kPanel * ld);
-  if (s.bits.size() < static_cast<size_t>(ty) * bytes_per_col) s.bits.resize(static_cast<size_t>(ty) * bytes_per_col);
+  if (s.bits.size() < static_cast<size_t>(ty) * bytes_per_col)
+    s.bits.resize(static_cast<size_t>(ty) * bytes_per_col);
   s.row.resize(ty);
   // Buffers start kLanes floats in so that index -1 (the x = -1 slot) is valid.
   float* prev = s.col[0].data() + kLanes;
@@ -152,8 +155,8 @@ void align_item(const E* v, int64_t sx, int64_t sy, int tx, int ty, float neg, S
         // Cython's max(v_cur, v_prev) is (v_prev > v_cur) ? v_prev : v_cur: exactly maxps.
         __m256 m = _mm256_max_ps(v_prev, v_cur);
         _mm256_storeu_ps(cur + x, _mm256_add_ps(m, _mm256_loadu_ps(vcol + x)));
-        bcol[x / kLanes] = static_cast<uint8_t>(
-            _mm256_movemask_ps(_mm256_cmp_ps(v_prev, v_cur, _CMP_GT_OQ)));
+        bcol[x / kLanes] =
+            static_cast<uint8_t>(_mm256_movemask_ps(_mm256_cmp_ps(v_prev, v_cur, _CMP_GT_OQ)));
       }
       std::swap(prev, cur);
     }
@@ -173,10 +176,14 @@ void align_item(const E* v, int64_t sx, int64_t sy, int tx, int ty, float neg, S
 // The bit pattern of 1 in each path dtype (little-endian low bytes).
 uint32_t one_pattern(DType t) {
   switch (t) {
-    case DType::f32: return 0x3F800000u;
-    case DType::f16: return 0x3C00u;
-    case DType::bf16: return 0x3F80u;
-    default: return 1u;  // i32, u8, bool8
+    case DType::f32:
+      return 0x3F800000u;
+    case DType::f16:
+      return 0x3C00u;
+    case DType::bf16:
+      return 0x3F80u;
+    default:
+      return 1u;  // i32, u8, bool8
   }
 }
 
@@ -198,7 +205,8 @@ void write_line(char* line, int64_t n, size_t es, int64_t a, int64_t b, uint32_t
     __m256i chunk = _mm256_setzero_si256();
     if (i < b_byte && i + 32 > a_byte) {
       alignas(32) char tmp[32] = {};
-      for (int64_t off = std::max(i, a_byte); off < std::min(i + 32, b_byte); off += static_cast<int64_t>(es))
+      for (int64_t off = std::max(i, a_byte); off < std::min(i + 32, b_byte);
+           off += static_cast<int64_t>(es))
         std::memcpy(tmp + (off - i), &one, es);
       chunk = _mm256_load_si256(reinterpret_cast<const __m256i*>(tmp));
     }
@@ -214,7 +222,9 @@ void write_path(const TensorView& path, int64_t b, const int32_t* row, int ty) {
   const size_t es = dtype_size(path.dtype);
   const int64_t T = path.shape[1], S = path.shape[2], s1 = path.stride[1], s2 = path.stride[2];
   char* base = static_cast<char*>(path.data) + b * path.stride[0] * static_cast<int64_t>(es);
-  auto at = [&](int64_t x, int64_t y) { return base + (x * s1 + y * s2) * static_cast<int64_t>(es); };
+  auto at = [&](int64_t x, int64_t y) {
+    return base + (x * s1 + y * s2) * static_cast<int64_t>(es);
+  };
   const uint32_t one = one_pattern(path.dtype);
   if (s2 == 1 || S == 1) {
     int y = 0;  // frames [y, y_end) sit on text row x
@@ -245,7 +255,13 @@ template <class E>
 void run(const TensorView& value, const int32_t* tx, const int32_t* ty, const TensorView& path,
          const TensorView& durations, float neg) {
   const int64_t B = value.shape[0];
-#pragma omp parallel
+  // Threads only where there is work for them: waking a team costs more than a small batch.
+  int64_t cells = 0;
+  for (int64_t b = 0; b < B; ++b) cells += int64_t{tx[b]} * ty[b];
+  const int threads = cells < (int64_t{1} << 18)
+                          ? 1
+                          : static_cast<int>(std::min<int64_t>(B, omp_get_max_threads()));
+#pragma omp parallel num_threads(threads)
   {
     Scratch s;
 #pragma omp for schedule(dynamic, 1)
@@ -265,9 +281,12 @@ void run(const TensorView& value, const int32_t* tx, const int32_t* ty, const Te
 void monotonic_alignment_search(const TensorView& value, const int32_t* tx, const int32_t* ty,
                                 const TensorView& path, const TensorView& durations, float neg) {
   switch (value.dtype) {
-    case DType::f16: return run<F16>(value, tx, ty, path, durations, neg);
-    case DType::bf16: return run<BF16>(value, tx, ty, path, durations, neg);
-    default: return run<float>(value, tx, ty, path, durations, neg);
+    case DType::f16:
+      return run<F16>(value, tx, ty, path, durations, neg);
+    case DType::bf16:
+      return run<BF16>(value, tx, ty, path, durations, neg);
+    default:
+      return run<float>(value, tx, ty, path, durations, neg);
   }
 }
 

@@ -1,5 +1,6 @@
 // The CPU backend of monotonic_alignment_search (src/cpu/mas.cpp), called by src/api/mas.cpp
-// after validation: lengths are host-readable and already checked (0 <= tx <= ty, tx <= T, ty <= S).
+// after validation: lengths are host-readable and already checked (0 <= tx <= ty, tx <= T, ty <=
+// S).
 #pragma once
 #include <cstdint>
 

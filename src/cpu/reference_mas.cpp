@@ -45,12 +45,12 @@ std::vector<int32_t> monotonic_alignment_search(const TensorView& value,
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t x = 0; x < T; ++x)
       for (int64_t y = 0; y < S; ++y)
-        item[x * S + y] = load_as_float(
-            value.data, value.dtype,
-            b * value.stride[0] + x * value.stride[1] + y * value.stride[2]);
+        item[x * S + y] =
+            load_as_float(value.data, value.dtype,
+                          b * value.stride[0] + x * value.stride[1] + y * value.stride[2]);
     if (text_lengths[b] > 0)
-      maximum_path_each(paths.data() + b * T * S, item.data(), S, text_lengths[b],
-                        mel_lengths[b], neg);
+      maximum_path_each(paths.data() + b * T * S, item.data(), S, text_lengths[b], mel_lengths[b],
+                        neg);
   }
   return paths;
 }

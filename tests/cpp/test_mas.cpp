@@ -41,10 +41,17 @@ void random_lengths(std::mt19937_64& rng, int64_t B, int64_t T, int64_t S, std::
     int x = std::uniform_int_distribution<int>(1, static_cast<int>(T))(rng);
     int y = std::uniform_int_distribution<int>(x, static_cast<int>(S))(rng);
     switch (b % 6) {
-      case 1: y = x; break;
-      case 2: x = 1; break;
-      case 3: x = static_cast<int>(T), y = static_cast<int>(S); break;
-      default: break;
+      case 1:
+        y = x;
+        break;
+      case 2:
+        x = 1;
+        break;
+      case 3:
+        x = static_cast<int>(T), y = static_cast<int>(S);
+        break;
+      default:
+        break;
     }
     tx[b] = x;
     ty[b] = y;
@@ -57,8 +64,8 @@ int64_t mismatches_vs_oracle(const TensorView& value, const std::vector<int32_t>
                              const std::vector<int32_t>& ty, float neg,
                              DType path_dtype = DType::i32, bool transposed_path = false) {
   const int64_t B = value.shape[0], T = value.shape[1], S = value.shape[2];
-  HostTensor path_buf(path_dtype, transposed_path ? std::vector<int64_t>{B, S, T}
-                                                  : std::vector<int64_t>{B, T, S});
+  HostTensor path_buf(
+      path_dtype, transposed_path ? std::vector<int64_t>{B, S, T} : std::vector<int64_t>{B, T, S});
   HostTensor dur(DType::i32, {B, T});
   path_buf.poison();
   dur.poison();
@@ -146,7 +153,8 @@ TEST(Mas, RandomNormalEachNeg) {
       std::vector<int32_t> tx, ty;
       random_lengths(rng, B, T, S, tx, ty);
       expect_oracle_paths_valid(v, tx, ty, neg);
-      EXPECT_EQ(mismatches_vs_oracle(v, tx, ty, neg), 0) << "neg " << neg << " T " << T << " S " << S;
+      EXPECT_EQ(mismatches_vs_oracle(v, tx, ty, neg), 0)
+          << "neg " << neg << " T " << T << " S " << S;
     }
 }
 
@@ -193,7 +201,10 @@ TEST(Mas, HalfAndBfloat16Inputs) {
   for (DType dt : {DType::f16, DType::bf16})
     for (bool ties : {false, true}) {
       HostTensor v(dt, {6, 41, 99});
-      if (ties) v.fill_int(rng, -2, 0); else v.fill_normal(rng, -2.f, 1.f);
+      if (ties)
+        v.fill_int(rng, -2, 0);
+      else
+        v.fill_normal(rng, -2.f, 1.f);
       std::vector<int32_t> tx, ty;
       random_lengths(rng, 6, 41, 99, tx, ty);
       EXPECT_EQ(mismatches_vs_oracle(v, tx, ty, -1e9f), 0) << dtype_name(dt) << " ties " << ties;
@@ -214,7 +225,8 @@ TEST(Mas, StridedViews) {
 
     HostTensor big(dt, {B, T + 3, S + 5});
     big.fill_int(rng, -2, 0);
-    TensorView padded = TensorView::strided(big.data(), dt, {B, T, S}, {(T + 3) * (S + 5), S + 5, 1});
+    TensorView padded =
+        TensorView::strided(big.data(), dt, {B, T, S}, {(T + 3) * (S + 5), S + 5, 1});
     EXPECT_EQ(mismatches_vs_oracle(padded, tx, ty, -kInf), 0) << dtype_name(dt);
   }
 }
@@ -337,15 +349,19 @@ TEST(MasValidation, WrongDtypesShapesAndMissingTensors) {
   expect_error(a, v2, a.txt, a.mel, a.path, a.dur, "value: expected 3 dims, got 2");
   expect_error(a, TensorView{}, a.txt, a.mel, a.path, a.dur, "value: expected a tensor");
   HostTensor t64(DType::i64, {4}), t5(DType::i32, {5});
-  expect_error(a, a.value, t64, a.mel, a.path, a.dur, "text_lengths: expected dtype int32, got int64");
+  expect_error(a, a.value, t64, a.mel, a.path, a.dur,
+               "text_lengths: expected dtype int32, got int64");
   expect_error(a, a.value, a.txt, t5, a.path, a.dur, "mel_lengths: expected shape [4], got [5]");
   expect_error(a, a.value, a.txt, TensorView{}, a.path, a.dur, "mel_lengths: expected a tensor");
   HostTensor p64(DType::f64, {4, 6, 10}), pshape(DType::f32, {4, 6, 11});
   expect_error(a, a.value, a.txt, a.mel, p64, a.dur, "path: expected dtype float32 or float16");
-  expect_error(a, a.value, a.txt, a.mel, pshape, a.dur, "path: expected shape [4, 6, 10], got [4, 6, 11]");
+  expect_error(a, a.value, a.txt, a.mel, pshape, a.dur,
+               "path: expected shape [4, 6, 10], got [4, 6, 11]");
   HostTensor df(DType::f32, {4, 6}), dshape(DType::i32, {4, 7});
-  expect_error(a, a.value, a.txt, a.mel, a.path, df, "durations: expected dtype int32, got float32");
-  expect_error(a, a.value, a.txt, a.mel, a.path, dshape, "durations: expected shape [4, 6], got [4, 7]");
+  expect_error(a, a.value, a.txt, a.mel, a.path, df,
+               "durations: expected dtype int32, got float32");
+  expect_error(a, a.value, a.txt, a.mel, a.path, dshape,
+               "durations: expected shape [4, 6], got [4, 7]");
   expect_error(a, a.value, a.txt, a.mel, TensorView{}, TensorView{},
                "path: expected a path and/or a durations output, got neither");
 }
@@ -358,9 +374,11 @@ TEST(MasValidation, DevicesStridesOverlapAndNeg) {
                "text_lengths: expected device cpu:0 like value, got cuda:0");
   TensorView cuda_path = a.path.view();
   cuda_path.device = Device::cuda;
-  expect_error(a, a.value, a.txt, a.mel, cuda_path, a.dur, "path: expected device cpu:0 like value");
+  expect_error(a, a.value, a.txt, a.mel, cuda_path, a.dur,
+               "path: expected device cpu:0 like value");
   TensorView broadcast = TensorView::strided(a.path.data(), DType::f32, {4, 6, 10}, {60, 0, 1});
-  expect_error(a, a.value, a.txt, a.mel, broadcast, a.dur, "path: expected strides that do not alias");
+  expect_error(a, a.value, a.txt, a.mel, broadcast, a.dur,
+               "path: expected strides that do not alias");
   TensorView neg_stride = TensorView::strided(a.value.data(), DType::f32, {4, 6, 10}, {60, 10, -1});
   expect_error(a, neg_stride, a.txt, a.mel, a.path, a.dur, "value: expected non-negative strides");
   TensorView on_value = a.value.view();
