@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "api/validate.h"
 #include "cpu/decode.h"
@@ -148,6 +149,14 @@ void decode(const TensorView& q, const TensorView& k_cache, const TensorView& v_
   if (q.dtype == DType::f32) fail("q: expected float16 or bfloat16 on the GPU, got float32");
   if (p.hdim != 64 && p.hdim != 128 && p.hdim != 256)
     fail("q: expected hdim 64, 128 or 256 on the GPU, got ", p.hdim);
+  // The kernel moves q/k/v in 16-byte pieces: 8 elements, so every row must start 16-byte aligned.
+  for (const auto& [t, name] : {std::pair{&q, "q"}, {&k_cache, "k_cache"}, {&v_cache, "v_cache"}}) {
+    check_aligned(*t, name, 16);
+    for (int d = 0; d < 3; ++d)
+      if (t->stride[d] % 8 != 0)
+        fail(name, ": expected strides that are multiples of 8 elements on the GPU, got ", t->stride[d],
+             " in dim ", d);
+  }
   cuda::decode(q, k_cache, v_cache, cache_seqlens, block_table, out, lse, plan, scale, opts.stream,
                opts.workspace);
 #else

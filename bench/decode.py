@@ -1,0 +1,137 @@
+"""Decode attention side by side on one GPU (run by tests/gpu/run or tests/gpu/run_decode.sh with
+--out DIR): flashkit's three schedules (single, split-KV, Lean) against PyTorch SDPA's flash, cuDNN
+and efficient backends on a trimmed version of the LeanAttention paper's sweep (context 1k..512k,
+heads 16..128, batch 1..16, hdim 64 and 128; q_len 1, bf16, dense cache). Median of per-call CUDA
+event times with L2 flushed between calls; TB/s counts the bytes of K and V read. Writes
+<date>-<gpu>-decode.json and a speedup plot (like the paper's Figure 7) into --out."""
+import argparse
+import json
+import math
+import os
+import time
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from flashkit import _C
+
+SHAPES = [  # (batch, heads, ctx) - the paper sweeps heads and context at batch 1..16
+    (1, 56, 1024), (1, 56, 8192), (1, 56, 65536), (1, 56, 262144), (1, 16, 524288),
+    (1, 128, 32768), (2, 128, 65536), (4, 32, 16384), (4, 32, 131072), (8, 64, 16384),
+    (16, 16, 8192), (16, 128, 4096), (16, 32, 65536),
+]
+HDIMS = [64, 128]
+REPEATS = 15
+
+
+def timed(fn, flush):
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(REPEATS):
+        flush.zero_()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2] * 1e3  # us
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    dev = torch.device("cuda")
+    gpu = torch.cuda.get_device_name()
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    stream = torch.cuda.current_stream().cuda_stream
+    rows = []
+    t_start = time.time()
+    for d in HDIMS:
+        for (b, h, ctx) in SHAPES[: 4 if args.quick else None]:
+            if time.time() - t_start > 170:
+                print("time budget reached, stopping the sweep")
+                break
+            kv_bytes = 2 * b * h * ctx * d * 2
+            q = torch.randn(b, 1, h, d, device=dev, dtype=torch.bfloat16)
+            k = torch.randn(b, ctx, h, d, device=dev, dtype=torch.bfloat16)
+            v = torch.randn(b, ctx, h, d, device=dev, dtype=torch.bfloat16)
+            lens = torch.full((b,), ctx, device=dev, dtype=torch.int32)
+            out = torch.empty_like(q)
+            lse = torch.empty(b, h, 1, device=dev, dtype=torch.float32)
+            row = {"batch": b, "heads": h, "kv_heads": h, "ctx": ctx, "hdim": d, "kv_bytes": kv_bytes, "us": {}}
+            ref = None
+            for sched in ["single", "split_kv", "lean"]:
+                plan = _C.make_decode_plan(b, 1, h, h, d, "bfloat16", [ctx] * b, schedule=sched, device="cuda")
+                fn = lambda: _C.decode(q, k, v, lens, None, out, lse, plan, 0.0, stream)
+                row["us"]["flashkit_" + sched] = timed(fn, flush)
+                if ref is None:
+                    ref = out.clone()
+                else:
+                    row.setdefault("max_diff_vs_single", {})[sched] = (out.float() - ref.float()).abs().max().item()
+                if sched == "lean":
+                    row["lean_plan"] = repr(plan)
+            qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+            for name, backend in [("torch_flash", SDPBackend.FLASH_ATTENTION),
+                                  ("torch_cudnn", SDPBackend.CUDNN_ATTENTION),
+                                  ("torch_efficient", SDPBackend.EFFICIENT_ATTENTION)]:
+                try:
+                    with sdpa_kernel(backend):
+                        o = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt)
+                        row.setdefault("max_diff_vs_torch", {})[name] = (o.transpose(1, 2).float() - ref.float()).abs().max().item()
+                        row["us"][name] = timed(lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt), flush)
+                except RuntimeError as e:
+                    row["us"][name] = None
+                    row.setdefault("errors", {})[name] = str(e).splitlines()[0][:160]
+            row["TBps"] = {k_: (kv_bytes / (us * 1e-6) / 1e12 if us else None) for k_, us in row["us"].items()}
+            rows.append(row)
+            best_torch = min([u for n, u in row["us"].items() if n.startswith("torch") and u] or [math.nan])
+            print(f"d{d} b{b} h{h} ctx{ctx}: " + "  ".join(
+                f"{n}={u:.1f}us" if u else f"{n}=n/a" for n, u in row["us"].items()) +
+                f"  lean TB/s={row['TBps']['flashkit_lean']:.2f}  lean/best-torch={best_torch / row['us']['flashkit_lean']:.2f}x",
+                flush=True)
+            del q, k, v, out
+            torch.cuda.empty_cache()
+    tag = gpu.replace("NVIDIA ", "").replace(" ", "-").lower()
+    result = {"gpu": gpu, "torch": torch.__version__, "dtype": "bfloat16", "q_len": 1, "repeats": REPEATS,
+              "timing": "median of per-call CUDA events, 256 MiB L2 flush between calls", "rows": rows}
+    path = os.path.join(args.out, f"2026-11-21-{tag}-decode.json")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    print("wrote", path)
+    plot(rows, os.path.join(args.out, f"2026-11-21-{tag}-decode-speedup.png"), gpu)
+
+
+def plot(rows, path, gpu):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(15, 5), sharey=True)
+    peers = ["flashkit_single", "flashkit_split_kv", "torch_flash", "torch_cudnn", "torch_efficient"]
+    for ax, d in zip(axes, HDIMS):
+        sub = [r for r in rows if r["hdim"] == d]
+        x = range(len(sub))
+        width = 0.16
+        for i, p in enumerate(peers):
+            ys = [(r["us"][p] / r["us"]["flashkit_lean"]) if r["us"].get(p) else 0 for r in sub]
+            ax.bar([xi + (i - 2) * width for xi in x], ys, width, label=f"Lean vs {p}")
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_xticks(list(x))
+        ax.set_xticklabels([f"b{r['batch']} h{r['heads']}\n{r['ctx'] // 1024}k" for r in sub], fontsize=7)
+        ax.set_title(f"hdim {d}: speedup of flashkit Lean (bf16, q_len 1)")
+        ax.set_yscale("log", base=2)
+    axes[0].set_ylabel("time(peer) / time(Lean)")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(gpu)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+// cuda::decode and cuda::decode_device_info (launch.h): picks the (dtype, hdim) KernelSet, fills
+// DecodeParams from the tensors, the plan's device copy and the workspace, launches the plan's
+// schedule, and for split-KV the merge_states kernel over the partials.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "api/validate.h"
+#include "cuda/common/check.h"
+#include "cuda/common/workspace.h"
+#include "cuda/decode/kernel_set.h"
+#include "cuda/decode/launch.h"
+#include "cuda/decode/plan_device.h"
+#include "flashkit/decode.h"
+
+namespace flashkit::cuda {
+
+using decoding::KernelSet;
+
+namespace {
+
+// Calls fn.template operator()<T, D>() for the compiled (dtype, hdim); an Error otherwise.
+template <class Fn>
+auto with_kernels(DType dt, int hdim, Fn&& fn) {
+  const bool bf = dt == DType::bf16;
+  if (dt != DType::bf16 && dt != DType::f16)
+    detail::fail("q: expected float16 or bfloat16 on the GPU, got ", dtype_name(dt));
+  switch (hdim) {
+    case 64: return bf ? fn.template operator()<__nv_bfloat16, 64>() : fn.template operator()<__half, 64>();
+    case 128: return bf ? fn.template operator()<__nv_bfloat16, 128>() : fn.template operator()<__half, 128>();
+    case 256: return bf ? fn.template operator()<__nv_bfloat16, 256>() : fn.template operator()<__half, 256>();
+  }
+  detail::fail("q: expected hdim 64, 128 or 256 on the GPU, got ", hdim);
+}
+
+struct CtasPerSm {
+  template <class T, int D>
+  int operator()() const { return KernelSet<T, D>::ctas_per_sm(); }
+};
+
+struct Launch {
+  const decoding::DecodeParams& p;
+  DecodeSchedule schedule;
+  cudaStream_t stream;
+  template <class T, int D>
+  void operator()() const { KernelSet<T, D>::launch(p, schedule, stream); }
+};
+
+}  // namespace
+
+DeviceInfo decode_device_info(const DecodeProblem& problem, int device) {
+  int sms = 0, current = 0;
+  FK_CUDA_CHECK(cudaGetDevice(&current));
+  FK_CUDA_CHECK(cudaSetDevice(device));
+  FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  int ctas = 1;
+  if ((problem.dtype == DType::bf16 || problem.dtype == DType::f16) &&
+      (problem.hdim == 64 || problem.hdim == 128 || problem.hdim == 256))
+    ctas = with_kernels(problem.dtype, problem.hdim, CtasPerSm{});
+  FK_CUDA_CHECK(cudaSetDevice(current));
+  return DeviceInfo{sms, ctas};
+}
+
+void decode(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& seqlens,
+            const TensorView& table, const TensorView& out, const TensorView& lse, const DecodePlan& plan,
+            float scale, Stream stream, const Workspace& ws) {
+  int device = 0;
+  FK_CUDA_CHECK(cudaGetDevice(&device));
+  if (device != q.device_id)
+    detail::fail("q: is on cuda:", q.device_id, " but the current CUDA device is ", device);
+  const DecodeProblem& pr = plan.problem;
+  if (plan.schedule == DecodeSchedule::lean) {
+    // Spin-waits end only if every CTA of the grid can be resident at once.
+    int sms = 0;
+    FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const int per_sm = with_kernels(pr.dtype, pr.hdim, CtasPerSm{});
+    if (static_cast<int64_t>(sms) * per_sm < plan.grid)
+      detail::fail("plan: its Lean grid of ", plan.grid, " CTAs exceeds the ", sms * per_sm,
+                   " this GPU runs at once (", sms, " SMs x ", per_sm, "); plan with decode_device_info");
+  }
+  const decoding::PlanOnDevice dp = decoding::plan_on_device(plan, device, stream);
+  const size_t bytes = decode_workspace_bytes(plan);
+  float* part = static_cast<float*>(workspace(ws, bytes, stream, "decode"));
+
+  decoding::DecodeParams p{};
+  p.q = q.data;
+  p.q_sb = q.stride[0], p.q_st = q.stride[1], p.q_sh = q.stride[2];
+  p.k = k.data;
+  p.v = v.data;
+  p.k_so = k.stride[0], p.k_st = k.stride[1], p.k_sh = k.stride[2];
+  p.v_so = v.stride[0], p.v_st = v.stride[1], p.v_sh = v.stride[2];
+  p.block_table = table.ptr<const int32_t>();
+  p.bt_s0 = table.data ? table.stride[0] : 0;
+  p.bt_s1 = table.data ? table.stride[1] : 0;
+  p.page_size = pr.paged ? pr.page_size : 1;
+  p.seqlens = seqlens.ptr<const int32_t>();
+  p.seqlens_s = seqlens.stride[0];
+  p.out = out.data;
+  p.o_sb = out.stride[0], p.o_st = out.stride[1], p.o_sh = out.stride[2];
+  p.lse = lse.ptr<float>();
+  p.l_sb = lse.stride[0], p.l_sh = lse.stride[1], p.l_st = lse.stride[2];
+  p.scale = scale;
+  p.q_len = pr.q_len, p.group = pr.group(), p.rows = pr.rows(), p.num_q_heads = pr.num_q_heads;
+  p.batch = pr.batch, p.lean_tile = plan.lean_tile;
+  p.tiles = dp.tiles, p.ctas = dp.ctas, p.splits = dp.splits, p.kv_lengths = dp.kv_lengths;
+  p.num_splits = plan.num_splits, p.grid = plan.grid;
+  p.flags = dp.flags, p.epoch = dp.epoch, p.arrived = dp.arrived;
+  const int64_t part_rows = plan.schedule == DecodeSchedule::lean
+                                ? int64_t{plan.num_partial_slots} * kDecodeRowsPerBlock
+                                : int64_t{plan.num_splits} * pr.batch * pr.q_len * pr.num_q_heads;
+  p.part_o = part;
+  p.part_lse = part ? part + part_rows * pr.hdim : nullptr;
+
+  with_kernels(pr.dtype, pr.hdim, Launch{p, plan.schedule, stream});
+  if (plan.schedule == DecodeSchedule::split_kv) {
+    const int64_t P = plan.num_splits, b = pr.batch, t = pr.q_len, h = pr.num_q_heads, d = pr.hdim;
+    TensorView o_parts = TensorView::of(p.part_o, DType::f32, {P, b, t, h, d}, Device::cuda, device);
+    TensorView lse_parts = TensorView::of(p.part_lse, DType::f32, {P, b, t, h}, Device::cuda, device);
+    // decode's lse is [b, h, t]; merge_states walks [b, t, h]
+    TensorView lse_bth = TensorView::strided(lse.data, DType::f32, {b, t, h},
+                                             {lse.stride[0], lse.stride[2], lse.stride[1]}, Device::cuda, device);
+    cuda::merge_states(o_parts, lse_parts, out, lse_bth, stream);
+  }
+}
+
+}  // namespace flashkit::cuda

@@ -1,0 +1,48 @@
+// DecodeParams: what the decode kernels read, built once per call on the host by dispatch.cu from
+// the validated tensors, the plan's device copy and the workspace. Strides are in elements.
+#pragma once
+#include <cstdint>
+
+#include "flashkit/plan.h"
+
+namespace flashkit::cuda::decoding {
+
+struct DecodeParams {
+  const void* q;
+  int64_t q_sb, q_st, q_sh;  // batch, token, head
+  const void* k;
+  const void* v;
+  int64_t k_so, k_st, k_sh;  // batch-or-page, token, head
+  int64_t v_so, v_st, v_sh;
+  const int32_t* block_table;  // null: dense
+  int64_t bt_s0, bt_s1;
+  int page_size;
+  const int32_t* seqlens;
+  int64_t seqlens_s;
+  void* out;
+  int64_t o_sb, o_st, o_sh;
+  float* lse;
+  int64_t l_sb, l_sh, l_st;  // [batch, head, token]
+  float scale;               // natural-log domain, like the CPU backend's SoftmaxStat
+  int q_len, group, rows, num_q_heads, batch, lean_tile;
+
+  // The plan's device copy (plan.h types are plain ints).
+  const DecodeTile* tiles;
+  const LeanCta* ctas;
+  const KvSplit* splits;
+  const int* kv_lengths;
+  int num_splits;
+  int grid;
+  // Lean synchronisation, owned by the plan's device copy (zeroed once at upload): one flag per
+  // CTA, the launch epoch and the arrival counter that advances it.
+  unsigned* flags;
+  unsigned* epoch;
+  unsigned* arrived;
+
+  // Workspace partials: Lean [slot][16 rows][hdim] + lse [slot][16]; split-KV o_parts
+  // [P, batch, q_len, heads, hdim] + lse_parts [P, batch, q_len, heads] (merge_states' layout).
+  float* part_o;
+  float* part_lse;
+};
+
+}  // namespace flashkit::cuda::decoding

@@ -1,0 +1,85 @@
+// The three decode schedules as tile schedulers of one kernel (kernel.h): each hands a CTA its
+// segments (a tile and a token range) and says what to do with the result. They differ only here.
+//   Single:  CTA i = tile i, the whole cache, written directly.
+//   SplitKv: CTA i = split i % P of tile i / P (FlashDecoding), a partial for merge_states.
+//   Lean:    CTA i walks LeanTiles [begin, end) in stream-K order (LeanAttention); a segment that
+//            starts inside a tile is a peer's partial, one that starts a tile is its host's.
+#pragma once
+#include <algorithm>
+
+#include "cuda/decode/params.h"
+
+namespace flashkit::cuda::decoding {
+
+enum class Role : int {
+  direct,         // the whole tile: write O and LSE
+  split_partial,  // split-KV: write (O, lse) to o_parts / lse_parts
+  lean_partial,   // Lean peer: write to its slot, raise its flag
+  lean_host,      // Lean host that is not the finishing CTA: wait for peers, reduce, write
+};
+
+struct Work {
+  int tile = 0;
+  int lo = 0, hi = 0;  // token range
+  Role role = Role::direct;
+  int slot = 0;        // split index (split_partial) or partial slot (lean_partial)
+  int next_iter = 0;   // Lean: where this CTA's next segment starts
+  bool valid = false;
+};
+
+struct SingleScheduler {
+  __device__ Work first(const DecodeParams& p) const {
+    Work w;
+    w.tile = blockIdx.x;
+    w.hi = p.kv_lengths[p.tiles[w.tile].seq];
+    w.valid = true;
+    return w;
+  }
+  __device__ Work next(const DecodeParams&, const Work&) const { return Work{}; }
+};
+
+struct SplitKvScheduler {
+  __device__ Work first(const DecodeParams& p) const {
+    Work w;
+    w.tile = blockIdx.x / p.num_splits;
+    w.slot = blockIdx.x % p.num_splits;
+    const KvSplit s = p.splits[p.tiles[w.tile].seq * p.num_splits + w.slot];
+    w.lo = s.begin;
+    w.hi = s.end;
+    w.role = Role::split_partial;
+    w.valid = true;
+    return w;
+  }
+  __device__ Work next(const DecodeParams&, const Work&) const { return Work{}; }
+};
+
+struct LeanScheduler {
+  __device__ Work segment(const DecodeParams& p, int it, int tile) const {
+    const LeanCta cta = p.ctas[blockIdx.x];
+    Work w;
+    if (it >= cta.end) return w;
+    const DecodeTile t = p.tiles[tile];
+    const int stop = min(cta.end, t.first_iter + t.num_iters);
+    w.tile = tile;
+    w.lo = (it - t.first_iter) * p.lean_tile;
+    w.hi = min(p.kv_lengths[t.seq], (stop - t.first_iter) * p.lean_tile);
+    w.next_iter = stop;
+    if (it != t.first_iter) {
+      w.role = Role::lean_partial;  // only ever this CTA's first segment
+      w.slot = cta.partial_slot;
+    } else {
+      w.role = stop == t.first_iter + t.num_iters ? Role::direct : Role::lean_host;
+    }
+    w.valid = true;
+    return w;
+  }
+  __device__ Work first(const DecodeParams& p) const {
+    const LeanCta cta = p.ctas[blockIdx.x];
+    return segment(p, cta.begin, cta.first_tile);
+  }
+  __device__ Work next(const DecodeParams& p, const Work& w) const {
+    return segment(p, w.next_iter, w.tile + 1);
+  }
+};
+
+}  // namespace flashkit::cuda::decoding

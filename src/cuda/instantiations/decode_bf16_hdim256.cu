@@ -1,0 +1,7 @@
+// The decode kernels (single, split-KV, Lean) for bf16, hdim 256: one instantiation per file so
+// they compile in parallel. Decode kernels are cheap to build, so every set keeps them all.
+#include "cuda/decode/kernel.h"
+
+namespace flashkit::cuda::decoding {
+template struct KernelSet<__nv_bfloat16, 256>;
+}  // namespace flashkit::cuda::decoding

@@ -1,0 +1,243 @@
+// GPU decode (src/cuda/decode/) for every schedule against the fp64 CPU reference on fresh random
+// inputs, outputs poisoned first: dense/paged/ragged/GQA/MQA/q_len > 1, fp16/bf16, hdim 64/128/256;
+// results independent of the CTA count; repeated runs and CUDA-graph replays (the epoch-reset
+// flags); decode while another kernel holds part of the GPU; merge_states; GPU-only errors.
+// Tests named *Small* also run under compute-sanitizer (tests/gpu/run).
+#include <gtest/gtest.h>
+
+#include "decode_case.h"
+#include "device_tensor.h"
+#include "flashkit/decode.h"
+#include "flashkit/errors.h"
+
+using namespace flashkit;
+using namespace flashkit::testing;
+
+namespace {
+
+struct GpuInputs {
+  DecodeInputs host;
+  DeviceTensor q, k, v, seqlens, table, out, lse;
+  explicit GpuInputs(const DecodeCase& c) : host(make_decode_inputs(c)) {
+    q.upload(host.q);
+    k.upload(host.k);
+    v.upload(host.v);
+    seqlens.upload(host.seqlens);
+    if (host.problem.paged) table.upload(host.table);
+    out.upload(host.out);
+    lse.upload(host.lse);
+  }
+  TensorView table_view() const { return host.problem.paged ? table.view() : TensorView{}; }
+  void run(const DecodePlan& plan, Stream stream = nullptr) {
+    DecodeOptions o;
+    o.stream = stream;
+    decode(q, k, v, seqlens, table_view(), out, lse, plan, o);
+  }
+  void fetch() {
+    FK_CUDA_CHECK(cudaDeviceSynchronize());
+    out.download(host.out);
+    lse.download(host.lse);
+  }
+};
+
+// Runs `plan` on poisoned outputs and checks against the reference; returns the output.
+HostTensor check(GpuInputs& in, const DecodePlan& plan, const std::string& what) {
+  in.out.poison();
+  in.lse.poison();
+  in.run(plan);
+  in.fetch();
+  auto exact = cpu::reference_decode(in.host.q, in.host.k, in.host.v, in.host.seqlens, in.host.table_view(), 0.f);
+  auto naive = cpu::reference_decode(in.host.q, in.host.k, in.host.v, in.host.seqlens, in.host.table_view(), 0.f, true);
+  EXPECT_LE(max_abs_err(in.host.out, exact.out), decode_tolerance(exact, naive)) << what << " " << plan.describe();
+  EXPECT_LE(max_abs_err(in.host.lse, exact.lse), 2e-3) << what << " " << plan.describe();
+  return in.host.out;
+}
+
+const DecodeSchedule kAll[] = {DecodeSchedule::single, DecodeSchedule::split_kv, DecodeSchedule::lean};
+
+void sweep(const DecodeCase& c, const std::string& what) {
+  GpuInputs in(c);
+  DeviceInfo dev = decode_device_info(in.host.problem, Device::cuda);
+  for (DecodeSchedule s : kAll) check(in, make_decode_plan(in.host.problem, c.lens, dev, s), what);
+}
+
+}  // namespace
+
+TEST(DecodeGpu, DenseRaggedGqaEveryDtypeAndHdim) {
+  for (DType dt : {DType::bf16, DType::f16})
+    for (int d : {64, 128, 256})
+      sweep(DecodeCase{.batch = 5, .q_len = 1, .hq = 16, .hkv = 4, .d = d, .dtype = dt,
+                       .lens = {1, 4000, 257, 9000, 64}, .seed = static_cast<uint64_t>(d)},
+            std::string(dtype_name(dt)) + " d" + std::to_string(d));
+}
+
+TEST(DecodeGpu, PagedPageSizes) {
+  for (int ps : {1, 16, 64, 256})
+    sweep(DecodeCase{.batch = 3, .q_len = 1, .hq = 8, .hkv = 8, .d = 128, .dtype = DType::bf16,
+                     .page_size = ps, .lens = {3000, 17, 1200}, .seed = static_cast<uint64_t>(ps)},
+          "page " + std::to_string(ps));
+}
+
+TEST(DecodeGpu, QueryTokensAndMqa) {
+  for (int q_len : {2, 5, 16})
+    // MQA 8:1 with 16 tokens -> 128 rows, 8 row blocks; the length-3 sequence leaves early tokens
+    // without visible keys.
+    sweep(DecodeCase{.batch = 3, .q_len = q_len, .hq = 8, .hkv = 1, .d = 64, .dtype = DType::bf16,
+                     .page_size = 16, .lens = {3, 2000, 700}, .seed = static_cast<uint64_t>(q_len)},
+          "q_len " + std::to_string(q_len));
+}
+
+TEST(DecodeGpu, ResultIndependentOfCtaCount) {
+  DecodeCase c{.batch = 2, .q_len = 1, .hq = 8, .hkv = 2, .d = 128, .dtype = DType::bf16,
+               .page_size = 16, .lens = {20000, 3000}, .seed = 3};
+  GpuInputs in(c);
+  HostTensor base = check(in, make_decode_plan(in.host.problem, c.lens, {132, 1}, DecodeSchedule::single), "single");
+  for (DeviceInfo dev : {DeviceInfo{1, 1}, DeviceInfo{7, 1}, DeviceInfo{33, 2}, DeviceInfo{132, 2}}) {
+    DecodePlan plan = make_decode_plan(in.host.problem, c.lens, dev, DecodeSchedule::lean);
+    HostTensor o = check(in, plan, "lean");
+    double diff = 0;
+    for (int64_t i = 0; i < o.numel(); ++i) diff = std::max(diff, double(std::fabs(o.get(i) - base.get(i))));
+    EXPECT_LE(diff, 1.6e-2) << plan.describe();  // a bf16 ulp at |x| < 2 after fp32 reassociation
+  }
+}
+
+// Flags are never reset by a memset: each launch bumps the epoch. Run the same plan many times
+// with fresh queries, then replay it from a CUDA graph.
+TEST(DecodeGpu, RepeatedRunsAndGraphReplay) {
+  DecodeCase c{.batch = 3, .q_len = 2, .hq = 16, .hkv = 4, .d = 128, .dtype = DType::bf16,
+               .page_size = 32, .lens = {5000, 1300, 77}, .seed = 9};
+  GpuInputs in(c);
+  DecodePlan plan = make_decode_plan(in.host.problem, c.lens, decode_device_info(in.host.problem, Device::cuda),
+                                     DecodeSchedule::lean);
+  ASSERT_GT(plan.num_partial_slots, 0);
+  std::mt19937_64 rng(77);
+  for (int i = 0; i < 4; ++i) {
+    in.host.q.fill_normal(rng);
+    in.q.upload(in.host.q);
+    check(in, plan, "run " + std::to_string(i));
+  }
+  for (DecodeSchedule s : {DecodeSchedule::lean, DecodeSchedule::split_kv}) {
+    DecodePlan p = make_decode_plan(in.host.problem, c.lens, decode_device_info(in.host.problem, Device::cuda), s);
+    cudaStream_t stream;
+    FK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    in.run(p, stream);  // uploads the plan and sizes the workspace before capture
+    FK_CUDA_CHECK(cudaStreamSynchronize(stream));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    FK_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    in.run(p, stream);
+    FK_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    FK_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int i = 0; i < 3; ++i) {
+      in.host.q.fill_normal(rng);
+      in.q.upload(in.host.q);
+      in.out.poison();
+      FK_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      FK_CUDA_CHECK(cudaStreamSynchronize(stream));
+      in.fetch();
+      auto exact = cpu::reference_decode(in.host.q, in.host.k, in.host.v, in.host.seqlens, in.host.table_view(), 0.f);
+      auto naive = cpu::reference_decode(in.host.q, in.host.k, in.host.v, in.host.seqlens, in.host.table_view(), 0.f, true);
+      EXPECT_LE(max_abs_err(in.host.out, exact.out), decode_tolerance(exact, naive)) << "replay " << i;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
+}
+
+namespace {
+// Holds `blocks` SMs (one CTA each, most of the shared memory) for about `cycles` clocks.
+__global__ void occupy(long long cycles, int* sink) {
+  extern __shared__ int pad[];
+  const long long t0 = clock64();
+  int x = 0;
+  while (clock64() - t0 < cycles) x += pad[threadIdx.x % 32];
+  if (x == -1) *sink = x;
+}
+}  // namespace
+
+// Lean's CTAs spin on their peers: with part of the GPU taken by another kernel, not all are
+// resident at first; the plan's co-residency bound means they still finish once it leaves.
+TEST(DecodeGpu, RunsWhileAnotherKernelHoldsPartOfTheGpu) {
+  DecodeCase c{.batch = 4, .q_len = 1, .hq = 32, .hkv = 8, .d = 128, .dtype = DType::bf16,
+               .page_size = 16, .lens = {30000, 9000, 100, 17000}, .seed = 12};
+  GpuInputs in(c);
+  DecodePlan plan = make_decode_plan(in.host.problem, c.lens, decode_device_info(in.host.problem, Device::cuda),
+                                     DecodeSchedule::lean);
+  in.run(plan);  // upload the plan first
+  FK_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaStream_t busy, work;
+  FK_CUDA_CHECK(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking));
+  FK_CUDA_CHECK(cudaStreamCreateWithFlags(&work, cudaStreamNonBlocking));
+  int* sink;
+  FK_CUDA_CHECK(cudaMalloc(&sink, 4));
+  const int smem = 200 * 1024;
+  FK_CUDA_CHECK(cudaFuncSetAttribute(occupy, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  occupy<<<plan.device.sm_count / 2, 32, smem, busy>>>(50'000'000LL, sink);  // ~25 ms on half the SMs
+  FK_CUDA_CHECK(cudaGetLastError());
+  in.out.poison();
+  in.run(plan, work);
+  FK_CUDA_CHECK(cudaStreamSynchronize(work));
+  FK_CUDA_CHECK(cudaStreamSynchronize(busy));
+  in.fetch();
+  auto exact = cpu::reference_decode(in.host.q, in.host.k, in.host.v, in.host.seqlens, in.host.table_view(), 0.f);
+  auto naive = cpu::reference_decode(in.host.q, in.host.k, in.host.v, in.host.seqlens, in.host.table_view(), 0.f, true);
+  EXPECT_LE(max_abs_err(in.host.out, exact.out), decode_tolerance(exact, naive));
+  cudaFree(sink);
+  cudaStreamDestroy(busy);
+  cudaStreamDestroy(work);
+}
+
+// Small shapes for compute-sanitizer: a Lean grid with hosts, peers and finishing CTAs, split-KV
+// with empty splits, single; paged and dense; q_len 3.
+TEST(DecodeGpuSmall, AllSchedules) {
+  for (int ps : {0, 16}) {
+    DecodeCase c{.batch = 2, .q_len = 3, .hq = 4, .hkv = 2, .d = 64, .dtype = DType::bf16,
+                 .page_size = ps, .lens = {700, 90}, .seed = 31};
+    GpuInputs in(c);
+    for (DecodeSchedule s : kAll) check(in, make_decode_plan(in.host.problem, c.lens, {3, 1}, s), "small");
+  }
+}
+
+TEST(DecodeGpuSmall, MergeStatesMatchesCpu) {
+  std::mt19937_64 rng(5);
+  HostTensor o(DType::bf16, {3, 4, 2, 64}), l(DType::f32, {3, 4, 2}), out_cpu(DType::f32, {4, 2, 64}),
+      lse_cpu(DType::f32, {4, 2}), out_gpu(DType::f32, {4, 2, 64}), lse_gpu(DType::f32, {4, 2});
+  o.fill_normal(rng);
+  l.fill_normal(rng, 0.f, 3.f);
+  l.ptr<float>()[5] = -INFINITY;  // one empty part
+  merge_states(o, l, out_cpu, lse_cpu);
+  DeviceTensor d_o(o), d_l(l), d_out(out_gpu), d_lse(lse_gpu);
+  d_out.poison();
+  d_lse.poison();
+  merge_states(d_o, d_l, d_out, d_lse);
+  FK_CUDA_CHECK(cudaDeviceSynchronize());
+  d_out.download(out_gpu);
+  d_lse.download(lse_gpu);
+  for (int i = 0; i < out_cpu.numel(); ++i) EXPECT_NEAR(out_gpu.get(i), out_cpu.get(i), 1e-5) << i;
+  for (int i = 0; i < lse_cpu.numel(); ++i) EXPECT_NEAR(lse_gpu.get(i), lse_cpu.get(i), 1e-5) << i;
+}
+
+TEST(DecodeGpuSmall, GpuOnlyErrorsNameArgument) {
+  DecodeCase c{.batch = 1, .q_len = 1, .hq = 2, .hkv = 2, .d = 32, .dtype = DType::bf16, .lens = {40}, .seed = 2};
+  GpuInputs in(c);
+  DecodePlan plan = make_decode_plan(in.host.problem, c.lens, {4, 1});
+  try {
+    in.run(plan);
+    ADD_FAILURE() << "hdim 32 accepted on the GPU";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("q: expected hdim 64, 128 or 256 on the GPU", 0), 0u) << e.what();
+  }
+  // 32 KV heads x 79 LeanTiles: more CTAs than any GPU of today holds at once.
+  DecodeCase c2{.batch = 1, .q_len = 1, .hq = 32, .hkv = 32, .d = 64, .dtype = DType::bf16, .lens = {20000}, .seed = 2};
+  GpuInputs in2(c2);
+  DecodePlan huge = make_decode_plan(in2.host.problem, c2.lens, {100000, 1}, DecodeSchedule::lean);
+  try {
+    in2.run(huge);
+    ADD_FAILURE() << "non-co-resident Lean grid accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("plan:", 0), 0u) << e.what();
+  }
+  in2.fetch();
+  for (int64_t i = 0; i < in2.host.out.numel(); ++i) ASSERT_TRUE(std::isnan(in2.host.out.get(i)));
+}
