@@ -1,7 +1,7 @@
 // `flashkit demo/check` rows for exact attention (forward + backward vs the fp64 reference with
 // the DESIGN.md tolerance rule, CPU and, when built with CUDA and a GPU is there, the GPU) and
-// `flashkit bench attention`: the FA2 CPU path against a naive fp32 path (the full score matrix
-// materialised) and the fp64 reference, in ms and GFLOP/s, optionally written as JSON.
+// `flashkit bench attention`: the FA2 CPU path against the naive fp32 path (src/cpu/naive_attention)
+// and the fp64 reference, in ms and GFLOP/s, optionally written as JSON.
 #include <omp.h>
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 
 #include "attention_case.h"
 #include "cli.h"
+#include "cpu/naive_attention.h"
 #include "flashkit/attention.h"
 #include "flashkit/errors.h"
 #ifdef FLASHKIT_WITH_CUDA
@@ -202,52 +203,19 @@ std::vector<Row> run_attention(const Context& ctx) {
 
 namespace {
 
-// The naive fp32 path the FA2 loop is compared with: per (batch, head) the whole seqlen_q x
-// seqlen_k score matrix in memory, then softmax, then P V; loops ordered so they vectorise and
-// threads over (batch, head) like the FA2 path. Dense fp32 [b, s, h, d] inputs.
-void naive_fp32_forward(const AttentionSpec& s, const std::vector<float>& q,
-                        const std::vector<float>& k, const std::vector<float>& v,
-                        std::vector<float>& out) {
-  const int sq = s.seqlen_q, sk = s.seqlen_k, d = s.hdim, h = s.heads, hk = s.kv_heads;
-  const float scale = 1.f / std::sqrt(static_cast<float>(d));
-#pragma omp parallel
-  {
-    std::vector<float> S(static_cast<size_t>(sq) * sk), kt(static_cast<size_t>(d) * sk);
-#pragma omp for schedule(dynamic, 1)
-    for (int bh = 0; bh < s.batch * h; ++bh) {
-      const int b = bh / h, hh = bh % h, kvh = hh / (h / hk);
-      auto at = [&](int t, int head, int heads) { return ((static_cast<size_t>(b) * (t) ) * heads + head) * d; };
-      for (int j = 0; j < sk; ++j)
-        for (int c = 0; c < d; ++c) kt[static_cast<size_t>(c) * sk + j] = k[at(j, kvh, hk) + c];
-      for (int i = 0; i < sq; ++i) {
-        float* srow = &S[static_cast<size_t>(i) * sk];
-        std::fill(srow, srow + sk, 0.f);
-        for (int c = 0; c < d; ++c) {
-          const float qc = scale * q[at(i, hh, h) + c];
-          const float* kc = &kt[static_cast<size_t>(c) * sk];
-          for (int j = 0; j < sk; ++j) srow[j] += qc * kc[j];
-        }
-        const int last = s.causal ? std::min(sk, i + sk - sq + 1) : sk;
-        float mx = -INFINITY, sum = 0.f;
-        for (int j = 0; j < last; ++j) mx = std::max(mx, srow[j]);
-        for (int j = 0; j < last; ++j) sum += (srow[j] = std::exp(srow[j] - mx));
-        float* o = &out[at(i, hh, h)];
-        std::fill(o, o + d, 0.f);
-        for (int j = 0; j < last; ++j) {
-          const float p = srow[j] / sum;
-          const float* vj = &v[at(j, kvh, hk)];
-          for (int c = 0; c < d; ++c) o[c] += p * vj[c];
-        }
-      }
-    }
-  }
-}
-
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> r;
   std::stringstream ss(s);
   for (std::string x; std::getline(ss, x, ',');) r.push_back(x);
   return r;
+}
+
+// /proc/loadavg's first three fields: the machine is shared, so results say how busy it was.
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a + " " + b + " " + c;
 }
 
 DType parse_dtype(const std::string& s) {
@@ -275,7 +243,8 @@ int bench_attention(const std::vector<std::string>& args, const Context&) {
   const std::string json = arg(args, "--json", "");
   std::ostringstream js;
   js << "{\n  \"date\": \"2026-11-21\",\n  \"device\": \"cpu\",\n  \"threads\": "
-     << omp_get_max_threads() << ",\n  \"flops\": \"4*b*h*sq*sk*d, /2 causal, x2.5 bwd\",\n"
+     << omp_get_max_threads() << ",\n  \"load_average_at_start\": \"" << load_average()
+     << "\",\n  \"flops\": \"4*b*h*sq*sk*d, /2 causal, x2.5 bwd\",\n"
      << "  \"results\": [";
   bool first = true;
   std::printf("%-28s %-24s %10s %14s\n", "problem", "path", "ms", "rate");
@@ -298,10 +267,18 @@ int bench_attention(const std::vector<std::string>& args, const Context&) {
                      }, repeats),
                      attention_flops(s, true)});
       if (naive) {
-        const std::vector<float> qf = c.q.to_float(), kf = c.k.to_float(), vf = c.v.to_float();
-        std::vector<float> of(qf.size());
-        t.push_back({"naive fp32 fwd", time_ms([&] { naive_fp32_forward(s, qf, kf, vf, of); }, repeats),
+        HostTensor qf(DType::f32, c.q_shape()), kf(DType::f32, c.kv_shape()),
+            vf(DType::f32, c.kv_shape()), of(DType::f32, c.q_shape());
+        for (int64_t i = 0; i < qf.numel(); ++i) qf.set(i, c.q.get(i));
+        for (int64_t i = 0; i < kf.numel(); ++i) kf.set(i, c.k.get(i)), vf.set(i, c.v.get(i));
+        t.push_back({"naive fp32 fwd", time_ms([&] {
+                       cpu::naive_attention_forward_f32(qf, kf, vf, of, s.causal);
+                     }, repeats),
                      attention_flops(s, false)});
+        // Both paths must compute the same thing, or the comparison means nothing.
+        const double diff = testing::max_abs_diff(of, out);
+        if (!(diff < 0.05))
+          throw Error("bench: the naive fp32 path differs from fa2 by " + std::to_string(diff));
         HostTensor r_out(DType::f64, c.q_shape()), r_lse(DType::f64, c.lse_shape());
         t.push_back({"naive fp64 fwd (reference)", time_ms([&] {
                        cpu::reference_attention_forward(c.q, c.k, c.v, r_out, r_lse, c.opts);
