@@ -19,6 +19,7 @@ TensorView to_view(const nb::ndarray<>& a, const char* name);
 TensorView to_view_opt(const std::optional<nb::ndarray<>>& a, const char* name);
 
 void bind_attention(nb::module_& m);
+void bind_attention_gpu(nb::module_& m);  // python/src/attention_gpu.cpp
 void bind_decode(nb::module_& m);
 void bind_mas(nb::module_& m);
 

@@ -71,6 +71,7 @@ NB_MODULE(_C, m) {
     return d;
   });
   py::bind_attention(m);
+  py::bind_attention_gpu(m);
   py::bind_decode(m);
   py::bind_mas(m);
 }

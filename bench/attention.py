@@ -1,0 +1,209 @@
+"""FlashAttention-2 paper protocol (Figs. 4-6) on one GPU: batch * seqlen = 16k tokens, hidden
+2048 (heads = 2048 / hdim), hdim 64/128/256, causal off/on, seqlen 512..16k, bf16. Times forward,
+backward and forward+backward (CUDA events, median after warm-up) of flashkit (through
+flashkit._C on torch tensors) and PyTorch SDPA's flash (FA2), cudnn, efficient and math
+backends, all in this process on the same inputs; then peak memory of forward+backward vs
+seqlen for flashkit and math. Writes <out>/2026-11-21-<gpu>-attention.json (+ PNGs when
+matplotlib is there; bench/plot_attention.py draws them from the JSON otherwise).
+usage: PYTHONPATH=python python3 bench/attention.py --out DIR [--quick]  (or FK_BENCH_QUICK=1)"""
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from flashkit import _C
+
+TOKENS, HIDDEN = 16384, 2048
+SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
+BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+
+
+def timed(fn, budget_ms=150.0):
+    """Median of repeats (3..20, about budget_ms in all) after two warm-up calls."""
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    est = (time.perf_counter() - t0) * 1e3
+    reps = max(3, min(20, int(budget_ms / max(est, 1e-3))))
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def flops(b, h, s, d, causal):
+    f = 4 * b * h * s * s * d
+    return f / 2 if causal else f
+
+
+class Flashkit:
+    def __init__(self, q, k, v, causal):
+        self.q, self.k, self.v, self.causal = q, k, v, causal
+        b, s, h, d = q.shape
+        self.out = torch.empty_like(q)
+        self.lse = torch.empty(b, h, s, device=q.device, dtype=torch.float32)
+        self.dout = torch.randn_like(q)
+        self.dq, self.dk, self.dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        n = _C.attention_backward_workspace_bytes(q, k, causal)
+        self.ws = torch.empty(max(n, 1), device=q.device, dtype=torch.uint8)
+        self.stream = torch.cuda.current_stream().cuda_stream
+
+    def fwd(self):
+        _C.attention_forward_into(self.q, self.k, self.v, self.out, self.lse, 0.0, self.causal, self.stream)
+
+    def bwd(self):
+        _C.attention_backward_into(self.q, self.k, self.v, self.out, self.dout, self.lse, self.dq,
+                                   self.dk, self.dv, 0.0, self.causal, False, self.stream, self.ws)
+
+
+def sdpa_fns(backend, q, k, v, causal):
+    # SDPA wants [b, h, s, d]; transposed views of the same [b, s, h, d] storage.
+    qt, kt, vt = (x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v))
+    dout = torch.randn_like(qt)
+
+    def fwd():
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+
+    with torch.no_grad():
+        fwd()  # raises here when the backend cannot take this problem
+    out = fwd()
+
+    def bwd():
+        torch.autograd.grad(out, (qt, kt, vt), dout, retain_graph=True)
+
+    def fwd_nograd():
+        with torch.no_grad():
+            fwd()
+
+    return fwd_nograd, bwd
+
+
+def measure_speed(hdims, seqlens, methods):
+    rows = []
+    for d in hdims:
+        h = HIDDEN // d
+        for causal in (False, True):
+            for s in seqlens:
+                b = TOKENS // s
+                q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+                f = flops(b, h, s, d, causal)
+                for m in methods:
+                    row = {"method": m, "hdim": d, "causal": causal, "seqlen": s, "batch": b, "heads": h}
+                    try:
+                        if m == "math" and s > 4096:
+                            raise RuntimeError("skipped: quadratic memory/time")
+                        if m == "flashkit":
+                            fk = Flashkit(q, k, v, causal)
+                            fwd, bwd = fk.fwd, fk.bwd
+                        else:
+                            fwd, bwd = sdpa_fns(BACKENDS[m], q, k, v, causal)
+                        tf, tb = timed(fwd), timed(bwd)
+                        row.update(fwd_ms=tf, bwd_ms=tb, fwd_tflops=f / tf / 1e9,
+                                   bwd_tflops=2.5 * f / tb / 1e9, fwd_bwd_tflops=3.5 * f / (tf + tb) / 1e9)
+                    except Exception as e:  # a backend that cannot run this shape
+                        row["error"] = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+                    rows.append(row)
+                    torch.cuda.empty_cache()
+                line = f"d{d:<3} {'causal' if causal else 'full  '} s{s:<5}"
+                for r in rows[-len(methods):]:
+                    if "fwd_tflops" in r:
+                        line += f" | {r['method']} {r['fwd_tflops']:.0f}/{r['bwd_tflops']:.0f}"
+                print(line, flush=True)
+    return rows
+
+
+def measure_memory(seqlens):
+    """Peak bytes allocated during forward+backward beyond the inputs (hdim 128, hidden 2048)."""
+    rows = []
+    d, h = 128, HIDDEN // 128
+    for s in seqlens:
+        b = TOKENS // s
+        for m in ("flashkit", "math"):
+            q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            row = {"method": m, "seqlen": s, "batch": b, "heads": h, "hdim": d}
+            try:
+                if m == "flashkit":
+                    fk = Flashkit(q, k, v, False)  # outputs, dout, grads and workspace all counted
+                    fk.fwd()
+                    fk.bwd()
+                    del fk
+                else:
+                    qt, kt, vt = (x.transpose(1, 2).requires_grad_() for x in (q, k, v))
+                    with sdpa_kernel(SDPBackend.MATH):
+                        out = F.scaled_dot_product_attention(qt, kt, vt)
+                    out.backward(torch.randn_like(out))
+                    del out, qt, kt, vt
+                torch.cuda.synchronize()
+                row["peak_bytes"] = torch.cuda.max_memory_allocated() - base
+            except torch.OutOfMemoryError:
+                row["error"] = "out of memory"
+            rows.append(row)
+            del q, k, v
+            torch.cuda.empty_cache()
+        print("memory s%-5d " % s + " ".join(f"{r['method']} {r.get('peak_bytes', 0) / 2**20:.0f} MiB"
+                                              for r in rows[-2:]), flush=True)
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default="bench/results")
+    p.add_argument("--quick", action="store_true", help="flashkit and flash only, seqlen 2k and 8k")
+    args = p.parse_args()
+    args.quick = args.quick or bool(os.environ.get("FK_BENCH_QUICK"))  # tests/gpu/run passes no args
+    gpu = torch.cuda.get_device_name()
+    tag = "h200" if "H200" in gpu else "h100" if "H100" in gpu else gpu.replace(" ", "_").lower()
+    t0 = time.time()
+    if args.quick:
+        speed = measure_speed([64, 128, 256], [2048, 8192], ["flashkit", "flash"])
+        memory = []
+    else:
+        speed = measure_speed([64, 128, 256], SEQLENS, ["flashkit", "flash", "cudnn", "efficient", "math"])
+        memory = measure_memory(SEQLENS)
+    res = {"gpu": gpu, "torch": torch.__version__, "dtype": "bf16", "tokens": TOKENS, "hidden": HIDDEN,
+           "flops": "4*b*h*s*s*d (/2 causal); bwd x2.5; fwd+bwd x3.5", "speed": speed, "memory": memory,
+           "seconds": round(time.time() - t0, 1)}
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, f"2026-11-21-{tag}-attention{'-quick' if args.quick else ''}.json")
+    with open(path, "w") as f:
+        json.dump(res, f, indent=1)
+    print("wrote", path)
+    # The bar: flashkit >= flash at seqlen >= 2k for every (hdim, causal), fwd and bwd.
+    worst = {}
+    for r in speed:
+        if r["method"] != "flashkit" or r["seqlen"] < 2048 or "fwd_tflops" not in r:
+            continue
+        ref = next((x for x in speed if x["method"] == "flash" and x["hdim"] == r["hdim"]
+                    and x["causal"] == r["causal"] and x["seqlen"] == r["seqlen"] and "fwd_tflops" in x), None)
+        if ref:
+            for pas in ("fwd", "bwd"):
+                ratio = r[f"{pas}_tflops"] / ref[f"{pas}_tflops"]
+                worst[pas] = min(worst.get(pas, 9), ratio)
+    print("flashkit / torch flash, worst over seqlen >= 2k:", {k: round(v, 3) for k, v in worst.items()})
+    try:
+        import plot_attention
+        plot_attention.plot(path, args.out)
+    except ImportError:
+        print("matplotlib missing: run bench/plot_attention.py on the JSON")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+// flashkit::cuda::attention_forward/backward (declared in launch.h): CUDA-specific checks
+// (dtype, 16-byte access, options this backend lacks), AttentionShape -> AttnArguments, and the
+// switch to the kernel compiled for (dtype, hdim bucket, causal).
+#include <cstdint>
+
+#include "api/validate.h"
+#include "cuda/attention/kernels.h"
+#include "cuda/attention/launch.h"
+#include "cuda/attention/tile_config.h"
+#include "cuda/common/check.h"
+#include "cuda/common/workspace.h"
+
+namespace flashkit::cuda {
+
+namespace {
+
+using attn::AttnArguments;
+using detail::fail;
+
+// Makes `id` the current device for the call's duration (the caller's device comes back after).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int id) {
+    FK_CUDA_CHECK(cudaGetDevice(&prev_));
+    if (prev_ != id) FK_CUDA_CHECK(cudaSetDevice(id));
+  }
+  ~DeviceGuard() { cudaSetDevice(prev_); }
+
+ private:
+  int prev_ = 0;
+};
+
+// The kernels move rows in 16-byte cp.async / vector stores.
+void check_vector_access(const TensorView& t, const char* name) {
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
+    fail(name, ": expected a 16-byte aligned data pointer on cuda, got ", t.data);
+  for (int d = 0; d + 1 < t.ndim; ++d)
+    if (t.stride[d] % 8 != 0)
+      fail(name, ": expected strides that are multiples of 8 elements on cuda (16-byte rows), got ",
+           t.stride[d], " in dim ", d);
+}
+
+void check_supported(const AttentionShape& s, const AttentionOptions& o) {
+  if (s.dtype != DType::f16 && s.dtype != DType::bf16)
+    fail("q: expected f16 or bf16 on cuda, got ", dtype_name(s.dtype));
+  if (o.window_left >= 0 || o.window_right >= 0)
+    fail("window_left/window_right: sliding windows are not implemented on cuda yet");
+  if (o.softcap != 0.f) fail("softcap: not implemented on cuda yet");
+  if (o.alibi_slopes.defined()) fail("alibi_slopes: not implemented on cuda yet");
+  if (o.dropout_p != 0.f || o.dropout_mask_out.defined())
+    fail("dropout_p: dropout is not implemented on cuda yet");
+  if (o.block_mask.defined()) fail("block_mask: not implemented on cuda yet");
+  if (!(s.softmax_scale > 0.f))
+    fail("softmax_scale: expected > 0 on cuda (the max is taken on unscaled scores), got ",
+         s.softmax_scale);
+  if (s.heads > 65535 || s.batch > 65535)
+    fail("q: expected at most 65535 heads and batch on cuda, got ", s.heads, " and ", s.batch);
+}
+
+attn::Strides strides_of(const TensorView& t, bool varlen) {
+  TokenStrides s = token_strides(t, varlen);
+  return {s.batch, s.token, s.head};
+}
+
+AttnArguments arguments(const AttentionShape& s, const TensorView& q, const TensorView& k,
+                        const TensorView& v, const TensorView& out, const TensorView& lse,
+                        const AttentionOptions& o) {
+  AttnArguments a;
+  a.q = q.data, a.k = k.data, a.v = v.data, a.o = out.data;
+  a.lse = lse.ptr<float>();
+  a.q_stride = strides_of(q, s.varlen), a.k_stride = strides_of(k, s.varlen);
+  a.v_stride = strides_of(v, s.varlen), a.o_stride = strides_of(out, s.varlen);
+  TokenStrides ls = lse_strides(lse, s.varlen);
+  a.lse_batch_stride = ls.batch, a.lse_head_stride = ls.head, a.lse_row_stride = ls.token;
+  if (s.varlen) {
+    a.cu_seqlens_q = o.cu_seqlens_q.ptr<const int>();
+    a.cu_seqlens_k = o.cu_seqlens_k.ptr<const int>();
+  }
+  a.batch = s.batch, a.heads = s.heads, a.kv_heads = s.kv_heads;
+  a.seqlen_q = s.seqlen_q, a.seqlen_k = s.seqlen_k;
+  a.total_q = static_cast<int>(s.total_q);
+  a.head_dim = s.hdim;
+  a.softmax_scale = s.softmax_scale;
+  a.causal = o.causal;
+  a.deterministic = o.deterministic;
+  return a;
+}
+
+// Calls f.operator()<Element, kHeadDim, kCausal>() for the compiled kernel matching the problem.
+template <class F>
+void dispatch(const AttentionShape& s, bool causal, F&& f) {
+  auto by_causal = [&]<class E, int D>() {
+    if (causal) f.template operator()<E, D, true>();
+    else f.template operator()<E, D, false>();
+  };
+  auto by_hdim = [&]<class E>() {
+    switch (attn::hdim_bucket(s.hdim)) {
+#ifndef FLASHKIT_KERNELS_MINIMAL
+      case 32: return by_causal.template operator()<E, 32>();
+      case 96: return by_causal.template operator()<E, 96>();
+      case 192: return by_causal.template operator()<E, 192>();
+      case 256: return by_causal.template operator()<E, 256>();
+#endif
+      case 64: return by_causal.template operator()<E, 64>();
+      case 128: return by_causal.template operator()<E, 128>();
+      default:
+        fail("q: hdim ", s.hdim, " kernels are not compiled into this build (FLASHKIT_KERNELS=minimal"
+             " keeps hdim 33..64 and 97..128)");
+    }
+  };
+  if (s.dtype == DType::bf16) return by_hdim.template operator()<cutlass::bfloat16_t>();
+#ifndef FLASHKIT_KERNELS_MINIMAL
+  return by_hdim.template operator()<cutlass::half_t>();
+#else
+  fail("q: f16 kernels are not compiled into this build (FLASHKIT_KERNELS=minimal keeps bf16)");
+#endif
+}
+
+// Nothing to compute: no query rows or no heads (outputs are empty).
+bool empty(const AttentionShape& s) { return s.batch == 0 || s.heads == 0 || s.total_q == 0 || s.seqlen_q == 0; }
+
+}  // namespace
+
+void attention_forward(const AttentionShape& s, const TensorView& q, const TensorView& k,
+                       const TensorView& v, const TensorView& out, const TensorView& lse,
+                       const AttentionOptions& opts) {
+  check_supported(s, opts);
+  check_vector_access(q, "q");
+  check_vector_access(k, "k");
+  check_vector_access(v, "v");
+  check_vector_access(out, "out");
+  if (empty(s)) return;
+  DeviceGuard guard(s.device_id);
+  AttnArguments a = arguments(s, q, k, v, out, lse, opts);
+  auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
+  dispatch(s, opts.causal, [&]<class E, int D, bool C>() { attn::run_fwd_sm80<E, D, C>(a, stream); });
+}
+
+size_t attention_backward_workspace_bytes(const AttentionShape& s, const AttentionOptions&) {
+  return attn::bwd_workspace_layout(s.batch, s.heads, s.total_q, s.seqlen_q, attn::hdim_bucket(s.hdim))
+      .bytes;
+}
+
+void attention_backward(const AttentionShape& s, const TensorView& q, const TensorView& k,
+                        const TensorView& v, const TensorView& out, const TensorView& dout,
+                        const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                        const TensorView& dv, const AttentionOptions& opts) {
+  check_supported(s, opts);
+  const std::pair<const TensorView*, const char*> vecs[] = {
+      {&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}, {&dout, "dout"},
+      {&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}};
+  for (auto [t, name] : vecs) check_vector_access(*t, name);
+  if (empty(s)) return;
+  DeviceGuard guard(s.device_id);
+  auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
+  AttnArguments a = arguments(s, q, k, v, out, lse, opts);
+  a.dout = dout.data, a.dq = dq.data, a.dk = dk.data, a.dv = dv.data;
+  a.do_stride = strides_of(dout, s.varlen), a.dq_stride = strides_of(dq, s.varlen);
+  a.dk_stride = strides_of(dk, s.varlen), a.dv_stride = strides_of(dv, s.varlen);
+  a.workspace = workspace(opts.workspace, attention_backward_workspace_bytes(s, opts), opts.stream,
+                          "attention_backward");
+  dispatch(s, opts.causal, [&]<class E, int D, bool C>() { attn::run_bwd_sm80<E, D, C>(a, stream); });
+}
+
+}  // namespace flashkit::cuda

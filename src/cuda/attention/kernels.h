@@ -1,0 +1,29 @@
+// Declarations of the compiled attention kernels (explicit instantiations live in
+// src/cuda/instantiations/, one small file per (pass, dtype, hdim bucket, causal)), plus the
+// backward's scratch layout. dispatch.cu includes only this, not the CuTe kernel headers.
+#pragma once
+#include <cuda_runtime.h>
+#include <cutlass/numeric_types.h>
+
+#include <cstddef>
+
+#include "cuda/attention/params.h"
+
+namespace flashkit::cuda::attn {
+
+template <class Element, int kHeadDim, bool kCausal>
+void run_fwd_sm80(const AttnArguments& a, cudaStream_t stream);
+
+template <class Element, int kHeadDim, bool kCausal>
+void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream);
+
+// Backward scratch, carved from one buffer: dq_accum fp32 [total_q, heads, hdim bucket] (dQ summed
+// over key blocks), dsum fp32 [total_q, heads] (D = rowsum(dO * O)), and for deterministic runs
+// one int per (batch, head, query block): how many key blocks have added into that dQ block.
+struct BwdWorkspace {
+  size_t dq_accum, dsum, semaphore, bytes;  // byte offsets and the total
+};
+BwdWorkspace bwd_workspace_layout(int batch, int heads, int64_t total_q, int seqlen_q,
+                                  int hdim_bucket);
+
+}  // namespace flashkit::cuda::attn

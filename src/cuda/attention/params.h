@@ -1,0 +1,44 @@
+// The attention problem as the CUDA kernels see it: raw pointers, element strides and sizes,
+// filled once on the host by dispatch.cu from the validated API arguments. Mainloops, epilogues
+// and schedulers (sm80/ now, sm90/ later) build their own Params from this one Arguments struct.
+#pragma once
+#include <cstdint>
+
+namespace flashkit::cuda::attn {
+
+// Strides of a [batch, seqlen, heads, hdim] (or varlen [tokens, heads, hdim]) tensor; hdim is
+// contiguous. Varlen tensors ignore `batch` and start each sequence at cu_seqlens[b] rows.
+struct Strides {
+  int64_t batch = 0, row = 0, head = 0;
+};
+
+struct AttnArguments {
+  // Forward inputs/outputs (the backward reads q, k, v, o, lse too).
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  float* lse = nullptr;  // [batch, heads, seqlen_q] or varlen [heads, total_q]
+  Strides q_stride, k_stride, v_stride, o_stride;
+  int64_t lse_batch_stride = 0, lse_head_stride = 0, lse_row_stride = 1;
+
+  const int* cu_seqlens_q = nullptr;  // int32 [batch+1] on the device; null = dense
+  const int* cu_seqlens_k = nullptr;
+  int batch = 0, heads = 0, kv_heads = 0;
+  int seqlen_q = 0, seqlen_k = 0;  // dense: the lengths; varlen: upper bounds (grid size)
+  int total_q = 0;                 // rows of q in memory (dense: batch * seqlen_q)
+  int head_dim = 0;
+  float softmax_scale = 0.f;
+  bool causal = false;
+
+  // Backward only.
+  const void* dout = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  Strides do_stride, dq_stride, dk_stride, dv_stride;
+  bool deterministic = false;
+  void* workspace = nullptr;  // attention_backward_workspace_bytes() of scratch
+};
+
+}  // namespace flashkit::cuda::attn

@@ -1,0 +1,51 @@
+// Host side of the sm80-class backward: carves the scratch (kernels.h's BwdWorkspace), then
+// launches preprocess (D, zeroed dQ accumulator), the main kernel over (K/V block, KV head,
+// batch), and the dQ conversion, all on the caller's stream. Explicitly instantiated per (dtype,
+// hdim, causal) by the generated files in src/cuda/instantiations/.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "cuda/attention/bwd_kernel.h"
+#include "cuda/attention/fwd_kernel.h"
+#include "cuda/attention/kernels.h"
+#include "cuda/attention/sm80/bwd_epilogue.h"
+#include "cuda/attention/sm80/bwd_mainloop.h"
+#include "cuda/attention/sm80/bwd_pre_post.h"
+#include "cuda/attention/tile_config.h"
+#include "cuda/common/check.h"
+
+namespace flashkit::cuda::attn {
+
+template <class Element, int kHeadDim, bool kCausal>
+void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream) {
+  constexpr DType dt = std::is_same_v<Element, cutlass::half_t> ? DType::f16 : DType::bf16;
+  constexpr TileConfig t = tile_config(Pass::bwd, kHeadDim, dt, kCausal);
+  using Mainloop = sm80::BwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.warps, kCausal>;
+  using Kernel = BwdKernel<Mainloop, sm80::BwdEpilogue<Mainloop>, SingleTileScheduler>;
+
+  BwdWorkspace wl = bwd_workspace_layout(a.batch, a.heads, a.total_q, a.seqlen_q, kHeadDim);
+  char* base = static_cast<char*>(a.workspace);
+  sm80::BwdScratch ws{reinterpret_cast<float*>(base + wl.dq_accum), reinterpret_cast<float*>(base + wl.dsum),
+                      a.deterministic ? reinterpret_cast<int*>(base + wl.semaphore) : nullptr};
+
+  dim3 rows_grid(unsigned(ceil_div(a.seqlen_q, 32)), unsigned(a.heads), unsigned(a.batch));
+  int sem_count = a.batch * a.heads * ceil_div(a.seqlen_q, t.block_m);
+  sm80::bwd_preprocess<Element, kHeadDim><<<rows_grid, 256, 0, stream>>>(a, ws, sem_count);
+  FK_CHECK_LAUNCH("attention backward preprocess");
+
+  typename Kernel::Params params{
+      Mainloop::to_params(a, ws), sm80::BwdEpilogue<Mainloop>::to_params(a),
+      SingleTileScheduler::to_params({ceil_div(a.seqlen_k, t.block_n), a.kv_heads, a.batch, false}),
+      a.seqlen_q, a.seqlen_k, a.cu_seqlens_q, a.cu_seqlens_k};
+  auto kernel = run_kernel<Kernel>;
+  FK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     Kernel::kSmemBytes));
+  kernel<<<SingleTileScheduler::grid_shape(params.scheduler), Kernel::kThreads, Kernel::kSmemBytes,
+           stream>>>(params);
+  FK_CHECK_LAUNCH("attention backward (sm80)");
+
+  sm80::bwd_convert_dq<Element, kHeadDim><<<rows_grid, 256, 0, stream>>>(a, ws.dq_accum);
+  FK_CHECK_LAUNCH("attention backward dq conversion");
+}
+
+}  // namespace flashkit::cuda::attn

@@ -1,0 +1,281 @@
+// FlashAttention-2 backward mainloop (Algorithm 2), sm80-class: one CTA per K/V block keeps K, V
+// and the dK, dV accumulators on chip and walks the query blocks (of every query head sharing
+// this KV head, so GQA/MQA sums happen in registers). Per query block: P recomputed from LSE,
+// dV += P^T dO, dS = P * (dP - D), dK += dS^T Q, and dQ += dS K added in fp32 to the scratch
+// accumulator (atomics; in deterministic mode in key-block order behind a per-block semaphore).
+#pragma once
+#include <cmath>
+
+#include "cuda/attention/params.h"
+#include "cuda/attention/seqlen.h"
+#include "cuda/attention/sm80/bwd_pre_post.h"
+#include "cuda/attention/sm80/tensor_ops.h"
+#include "cuda/attention/tile_scheduler.h"
+
+namespace flashkit::cuda::attn::sm80 {
+
+__device__ __forceinline__ int load_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_release(int* p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, bool kCausal_>
+struct BwdMainloop {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_, kBlockM = kBlockM_, kBlockN = kBlockN_;
+  static constexpr int kWarps = kWarps_, kThreads = kWarps * 32;
+  static constexpr bool kCausal = kCausal_;
+  static constexpr int kStages = 2;
+  static_assert(kWarps == 8, "the warp grids below are laid out for 8 warps");
+
+  // Warp grids: 2 x 4 over S/dP (each warp reads a 32-row A and a 32-row B slab: less smem
+  // traffic than 4 x 2), 4 x 2 over dK/dV, and 2 x 4 over dQ where hdim allows 64-wide steps.
+  static constexpr int kDqWarpsN = kHeadDim % 64 == 0 ? 4 : 2;
+  using MmaSdP = TiledMmaOf<Element, 2, 4>;                    // S, dP: (block_m x block_n)
+  using MmaKV = TiledMmaOf<Element, 4, 2>;                     // dK, dV: (block_n x hdim)
+  using MmaDQ = TiledMmaOf<Element, 8 / kDqWarpsN, kDqWarpsN>;  // dQ: (block_m x hdim)
+  using LayoutQ = SmemTiles<kBlockM, kHeadDim, kStages>;  // Q and dO
+  using LayoutKV = SmemTile<kBlockN, kHeadDim>;
+  using LayoutP = SmemTile<kBlockM, kBlockN>;             // P and dS
+  using Load = GmemLoad<Element, kThreads, kHeadDim>;
+
+  struct SharedStorage {
+    alignas(128) Element q[cosize_v<LayoutQ>];
+    alignas(128) Element d_o[cosize_v<LayoutQ>];
+    alignas(128) Element k[cosize_v<LayoutKV>];
+    alignas(128) Element v[cosize_v<LayoutKV>];
+    alignas(128) Element p[cosize_v<LayoutP>];
+    alignas(128) Element ds[cosize_v<LayoutP>];
+  };
+
+  struct Params {
+    const Element *q, *k, *v, *d_o;
+    Strides q_stride, k_stride, v_stride, do_stride;
+    const float* lse;
+    int64_t lse_batch_stride, lse_head_stride, lse_row_stride;
+    BwdScratch ws;
+    int heads, h_ratio, head_dim, num_m_blocks;
+    float scale_log2;
+    bool deterministic;
+  };
+  static Params to_params(const AttnArguments& a, BwdScratch ws) {
+    return {static_cast<const Element*>(a.q), static_cast<const Element*>(a.k),
+            static_cast<const Element*>(a.v), static_cast<const Element*>(a.dout),
+            a.q_stride, a.k_stride, a.v_stride, a.do_stride,
+            a.lse, a.lse_batch_stride, a.lse_head_stride, a.lse_row_stride, ws,
+            a.heads, a.heads / a.kv_heads, a.head_dim, ceil_div(a.seqlen_q, kBlockM),
+            a.softmax_scale * float(M_LOG2E), a.deterministic};
+  }
+
+  // First query block with a row that sees key block n (bottom-right causal: row i sees keys
+  // j <= i + seqlen_k - seqlen_q). Non-decreasing in n, so the key blocks adding into any dQ
+  // block are a prefix 0..J — the deterministic order relies on that.
+  __device__ static int first_m_block(int n_block, int seqlen_q, int seqlen_k) {
+    if constexpr (!kCausal) return 0;
+    int first_row = n_block * kBlockN - (seqlen_k - seqlen_q);
+    return first_row <= 0 ? 0 : first_row / kBlockM;
+  }
+
+  template <class AccKV>
+  __device__ static void run(const Params& p, SharedStorage& smem, const WorkTile& w,
+                             const SeqBounds& sb, AccKV& acc_dk, AccKV& acc_dv, int tid) {
+    clear(acc_dk);
+    clear(acc_dv);
+    const int n_block = w.block, kv_head = w.head, b = w.batch;
+    const int m_begin = first_m_block(n_block, sb.seqlen_q, sb.seqlen_k);
+    const int m_end = ceil_div(sb.seqlen_q, kBlockM);
+    if (m_begin >= m_end) return;
+    const int causal_offset = sb.seqlen_k - sb.seqlen_q;
+
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q), LayoutQ{});    // (M, D, stage)
+    Tensor sdO = make_tensor(make_smem_ptr(smem.d_o), LayoutQ{});
+    Tensor sQt = make_tensor(make_smem_ptr(smem.q), transposed_staged<LayoutQ, kBlockM, kHeadDim, kStages>(LayoutQ{}));
+    Tensor sdOt = make_tensor(make_smem_ptr(smem.d_o), transposed_staged<LayoutQ, kBlockM, kHeadDim, kStages>(LayoutQ{}));
+    Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});   // (N, D)
+    Tensor sV = make_tensor(make_smem_ptr(smem.v), LayoutKV{});
+    Tensor sKt = make_tensor(make_smem_ptr(smem.k), transposed<LayoutKV, kBlockN, kHeadDim>(LayoutKV{}));
+    Tensor sP = make_tensor(make_smem_ptr(smem.p), LayoutP{});    // (M, N)
+    Tensor sdS = make_tensor(make_smem_ptr(smem.ds), LayoutP{});
+    Tensor sPt = make_tensor(make_smem_ptr(smem.p), transposed<LayoutP, kBlockM, kBlockN>(LayoutP{}));
+    Tensor sdSt = make_tensor(make_smem_ptr(smem.ds), transposed<LayoutP, kBlockM, kBlockN>(LayoutP{}));
+
+    // K and V of this block, once.
+    Load load;
+    auto load_thr = load.get_thread_slice(tid);
+    {
+      Tensor mK = make_tensor(make_gmem_ptr(p.k + sb.k_offset(p.k_stride, b, kv_head)),
+                              make_shape(sb.seqlen_k, Int<kHeadDim>{}), make_stride(p.k_stride.row, _1{}));
+      Tensor mV = make_tensor(make_gmem_ptr(p.v + sb.k_offset(p.v_stride, b, kv_head)),
+                              make_shape(sb.seqlen_k, Int<kHeadDim>{}), make_stride(p.v_stride.row, _1{}));
+      auto tile = Shape<Int<kBlockN>, Int<kHeadDim>>{};
+      Tensor c = load_thr.partition_S(make_identity_tensor(tile));
+      int rows = sb.seqlen_k - n_block * kBlockN;
+      load_tile(load, load_thr.partition_S(local_tile(mK, tile, make_coord(n_block, 0))),
+                load_thr.partition_D(sK), c, rows, p.head_dim);
+      load_tile(load, load_thr.partition_S(local_tile(mV, tile, make_coord(n_block, 0))),
+                load_thr.partition_D(sV), c, rows, p.head_dim);
+      cp_async_fence();
+    }
+    Tensor tQc = load_thr.partition_S(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+    Tensor tQsQ = load_thr.partition_D(sQ);
+    Tensor tQsdO = load_thr.partition_D(sdO);
+
+    // S = Q K^T and dP = dO V^T.
+    MmaSdP mma_sdp;
+    auto thr_sdp = mma_sdp.get_thread_slice(tid);
+    Tensor tSrQ = thr_sdp.partition_fragment_A(sQ(_, _, 0));
+    Tensor tSrK = thr_sdp.partition_fragment_B(sK);
+    Tensor tdPrdO = thr_sdp.partition_fragment_A(sdO(_, _, 0));
+    Tensor tdPrV = thr_sdp.partition_fragment_B(sV);
+    auto ldsm_a_sdp = make_tiled_copy_A(LdsmN<Element>{}, mma_sdp);
+    auto ldsm_b_sdp = make_tiled_copy_B(LdsmN<Element>{}, mma_sdp);
+    Tensor tSsQ = ldsm_a_sdp.get_thread_slice(tid).partition_S(sQ);
+    Tensor tdPsdO = ldsm_a_sdp.get_thread_slice(tid).partition_S(sdO);
+    Tensor tSsK = ldsm_b_sdp.get_thread_slice(tid).partition_S(sK);
+    Tensor tdPsV = ldsm_b_sdp.get_thread_slice(tid).partition_S(sV);
+    Tensor tScS = rowcol_view(thr_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{})));
+    auto sts_p = make_tiled_copy_C(StsPair<Element>{}, mma_sdp);
+    auto sts_p_thr = sts_p.get_thread_slice(tid);
+    Tensor tPsP = sts_p_thr.partition_D(sP);
+    Tensor tPsdS = sts_p_thr.partition_D(sdS);
+
+    // dV += P^T dO and dK += dS^T Q: both operands read transposed.
+    MmaKV mma_kv;
+    auto thr_kv = mma_kv.get_thread_slice(tid);
+    auto plain_nm = Layout<Shape<Int<kBlockN>, Int<kBlockM>>>{};
+    auto plain_dm = Layout<Shape<Int<kHeadDim>, Int<kBlockM>>>{};
+    Tensor tdVrPt = thr_kv.partition_fragment_A(make_tensor(make_smem_ptr(smem.p), plain_nm));
+    Tensor tdVrdOt = thr_kv.partition_fragment_B(make_tensor(make_smem_ptr(smem.d_o), plain_dm));
+    Tensor tdKrdSt = thr_kv.partition_fragment_A(make_tensor(make_smem_ptr(smem.ds), plain_nm));
+    Tensor tdKrQt = thr_kv.partition_fragment_B(make_tensor(make_smem_ptr(smem.q), plain_dm));
+    auto ldsm_a_kv = make_tiled_copy_A(LdsmT<Element>{}, mma_kv);
+    auto ldsm_b_kv = make_tiled_copy_B(LdsmT<Element>{}, mma_kv);
+    Tensor tdVsPt = ldsm_a_kv.get_thread_slice(tid).partition_S(sPt);
+    Tensor tdKsdSt = ldsm_a_kv.get_thread_slice(tid).partition_S(sdSt);
+    Tensor tdVsdOt = ldsm_b_kv.get_thread_slice(tid).partition_S(sdOt);
+    Tensor tdKsQt = ldsm_b_kv.get_thread_slice(tid).partition_S(sQt);
+
+    // dQ = dS K.
+    MmaDQ mma_dq;
+    auto thr_dq = mma_dq.get_thread_slice(tid);
+    Tensor tdQrdS = thr_dq.partition_fragment_A(sdS);
+    Tensor tdQrKt = thr_dq.partition_fragment_B(
+        make_tensor(make_smem_ptr(smem.k), Layout<Shape<Int<kHeadDim>, Int<kBlockN>>>{}));
+    auto ldsm_a_dq = make_tiled_copy_A(LdsmN<Element>{}, mma_dq);
+    auto ldsm_b_dq = make_tiled_copy_B(LdsmT<Element>{}, mma_dq);
+    Tensor tdQsdS = ldsm_a_dq.get_thread_slice(tid).partition_S(sdS);
+    Tensor tdQsKt = ldsm_b_dq.get_thread_slice(tid).partition_S(sKt);
+    Tensor tdQc = thr_dq.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+
+    for (int g = 0; g < p.h_ratio; ++g) {
+      const int h = kv_head * p.h_ratio + g;
+      Tensor mQ = make_tensor(make_gmem_ptr(p.q + sb.q_offset(p.q_stride, b, h)),
+                              make_shape(sb.seqlen_q, Int<kHeadDim>{}), make_stride(p.q_stride.row, _1{}));
+      Tensor mdO = make_tensor(make_gmem_ptr(p.d_o + sb.q_offset(p.do_stride, b, h)),
+                               make_shape(sb.seqlen_q, Int<kHeadDim>{}), make_stride(p.do_stride.row, _1{}));
+      Tensor tQgQ = load_thr.partition_S(local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(_, 0)));
+      Tensor tQgdO = load_thr.partition_S(local_tile(mdO, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(_, 0)));
+      auto load_q = [&](int m, int stage) {
+        load_tile(load, tQgQ(_, _, _, m), tQsQ(_, _, _, stage), tQc, sb.seqlen_q - m * kBlockM, p.head_dim);
+        load_tile(load, tQgdO(_, _, _, m), tQsdO(_, _, _, stage), tQc, sb.seqlen_q - m * kBlockM, p.head_dim);
+      };
+      const float* lse = p.lse + int64_t(b) * p.lse_batch_stride + int64_t(h) * p.lse_head_stride +
+                         int64_t(sb.q_start) * p.lse_row_stride;
+      const int64_t token0 = sb.q_token(b);
+      const float* dsum = p.ws.dsum + token0 * p.heads + h;
+      float* dq_accum = p.ws.dq_accum + (token0 * p.heads + h) * kHeadDim;
+      int* semaphore = p.ws.semaphore + (int64_t(b) * p.heads + h) * p.num_m_blocks;
+
+      load_q(m_begin, 0);
+      cp_async_fence();
+      for (int m = m_begin, stage = 0; m < m_end; ++m, stage ^= 1) {
+        if (m + 1 < m_end) load_q(m + 1, stage ^ 1);
+        cp_async_fence();
+
+        // Per-row LSE (log2 units; rows past the end or without keys get +inf so P = 0) and D.
+        constexpr int kRows = decltype(size<0>(tScS))::value;
+        float lse_log2[kRows], d_row[kRows];
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          int row = m * kBlockM + get<0>(tScS(r, 0));
+          float l = row < sb.seqlen_q ? lse[int64_t(row) * p.lse_row_stride] : INFINITY;
+          lse_log2[r] = l == -INFINITY ? INFINITY : l * float(M_LOG2E);
+          d_row[r] = row < sb.seqlen_q ? dsum[int64_t(row) * p.heads] : 0.f;
+        }
+        cp_async_wait<1>();
+        __syncthreads();
+
+        Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});
+        clear(acc_s);
+        gemm_ss(mma_sdp, acc_s, tSrQ, tSrK, tSsQ(_, _, _, stage), tSsK, ldsm_a_sdp, ldsm_b_sdp);
+        Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});
+        clear(acc_dp);
+        gemm_ss(mma_sdp, acc_dp, tdPrdO, tdPrV, tdPsdO(_, _, _, stage), tdPsV, ldsm_a_sdp, ldsm_b_sdp);
+
+        Tensor s = rowcol_view(acc_s);
+        Tensor dp = rowcol_view(acc_dp);
+        const bool need_mask = (n_block + 1) * kBlockN > sb.seqlen_k ||
+                               (kCausal && (n_block + 1) * kBlockN - 1 > m * kBlockM + causal_offset);
+        CUTE_UNROLL
+        for (int r = 0; r < size<0>(s); ++r) {
+          CUTE_UNROLL
+          for (int c = 0; c < size<1>(s); ++c) {
+            float x = s(r, c) * p.scale_log2 - lse_log2[r];
+            if (need_mask) {
+              int row = m * kBlockM + get<0>(tScS(r, c));
+              int col = n_block * kBlockN + get<1>(tScS(r, c));
+              if (col >= sb.seqlen_k || (kCausal && col > row + causal_offset)) x = -INFINITY;
+            }
+            float pr = exp2f(x);
+            s(r, c) = pr;
+            dp(r, c) = pr * (dp(r, c) - d_row[r]);  // dS, gradient w.r.t. the scaled score
+          }
+        }
+        copy(sts_p, sts_p_thr.retile_S(convert<Element>(acc_s)), tPsP);
+        copy(sts_p, sts_p_thr.retile_S(convert<Element>(acc_dp)), tPsdS);
+        __syncthreads();
+
+        gemm_ss(mma_kv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
+        gemm_ss(mma_kv, acc_dk, tdKrdSt, tdKrQt, tdKsdSt, tdKsQt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
+
+        Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+        clear(acc_dq);
+        gemm_ss(mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, ldsm_a_dq, ldsm_b_dq);
+        add_dq(p, acc_dq, tdQc, dq_accum, semaphore, m, n_block, sb.seqlen_q - m * kBlockM, tid);
+        __syncthreads();  // P, dS and this Q/dO stage are rewritten next iteration
+      }
+    }
+  }
+
+  // dq_accum[rows of block m] += acc_dq, as float2 atomics. Deterministic runs take the block's
+  // turn first: key block n adds after key blocks 0..n-1 did, so fp32 sums round identically.
+  template <class Acc, class Coord>
+  __device__ static void add_dq(const Params& p, const Acc& acc, const Coord& coord, float* dq_accum,
+                                int* semaphore, int m, int n_block, int rows, int tid) {
+    if (p.deterministic) {
+      if (tid == 0)
+        while (load_acquire(semaphore + m) != n_block) {
+        }
+      __syncthreads();
+    }
+    float* base = dq_accum + int64_t(m) * kBlockM * p.heads * kHeadDim;
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc); i += 2) {
+      int row = get<0>(coord(i)), col = get<1>(coord(i));
+      if (row < rows && col < p.head_dim)
+        atomicAdd(reinterpret_cast<float2*>(base + int64_t(row) * p.heads * kHeadDim + col),
+                  make_float2(acc(i), acc(i + 1)));
+    }
+    if (p.deterministic) {
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) store_release(semaphore + m, n_block + 1);
+    }
+  }
+};
+
+}  // namespace flashkit::cuda::attn::sm80

@@ -1,0 +1,36 @@
+// Host side of the sm80-class forward: picks the tiles for (hdim bucket, dtype, causal), builds
+// the kernel's Params once and launches. Explicitly instantiated per (dtype, hdim, causal) by the
+// generated files in src/cuda/instantiations/.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "cuda/attention/fwd_kernel.h"
+#include "cuda/attention/sm80/fwd_epilogue.h"
+#include "cuda/attention/sm80/fwd_mainloop.h"
+#include "cuda/attention/tile_config.h"
+#include "cuda/common/check.h"
+
+namespace flashkit::cuda::attn {
+
+template <class Element>
+constexpr DType dtype_of() {
+  return std::is_same_v<Element, cutlass::half_t> ? DType::f16 : DType::bf16;
+}
+
+template <class Element, int kHeadDim, bool kCausal>
+void run_fwd_sm80(const AttnArguments& a, cudaStream_t stream) {
+  constexpr TileConfig t = tile_config(Pass::fwd, kHeadDim, dtype_of<Element>(), kCausal);
+  using Mainloop = sm80::FwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.warps, kCausal>;
+  using Kernel = FwdKernel<Mainloop, sm80::FwdEpilogue<Mainloop>, SingleTileScheduler>;
+  // Varlen grids cover the longest sequence; blocks past a shorter one exit at once.
+  int num_blocks = ceil_div(a.seqlen_q, t.block_m);
+  auto params = Kernel::to_params(a, {num_blocks, a.heads, a.batch, kCausal});
+  auto kernel = run_kernel<Kernel>;
+  FK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     Kernel::kSmemBytes));
+  kernel<<<SingleTileScheduler::grid_shape(params.scheduler), Kernel::kThreads, Kernel::kSmemBytes,
+           stream>>>(params);
+  FK_CHECK_LAUNCH("attention forward (sm80)");
+}
+
+}  // namespace flashkit::cuda::attn

@@ -1,0 +1,164 @@
+// FlashAttention-2 forward mainloop (Algorithm 1), sm80-class: for one query block, stream K/V
+// tiles through a 2-stage cp.async ring, S = Q K^T and O += P V on mma.sync, online softmax in
+// registers. Split-Q: warp w owns rows {w*16 .. w*16+15} of every 16*kWarps-row slab, so no
+// reduction across warps is needed. Called by fwd_kernel.h; the epilogue finishes O and LSE.
+#pragma once
+#include <cmath>
+
+#include "cuda/attention/params.h"
+#include "cuda/attention/seqlen.h"
+#include "cuda/attention/sm80/online_softmax.h"
+#include "cuda/attention/sm80/tensor_ops.h"
+#include "cuda/attention/tile_scheduler.h"
+
+namespace flashkit::cuda::attn::sm80 {
+
+template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, bool kCausal_>
+struct FwdMainloop {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_, kBlockM = kBlockM_, kBlockN = kBlockN_;
+  static constexpr int kWarps = kWarps_, kThreads = kWarps * 32;
+  static constexpr bool kCausal = kCausal_;
+  static constexpr int kStages = 2;
+
+  using TiledMma = TiledMmaOf<Element, kWarps, 1>;
+  using LayoutQ = SmemTile<kBlockM, kHeadDim>;
+  using LayoutKV = SmemTiles<kBlockN, kHeadDim, kStages>;
+  using Load = GmemLoad<Element, kThreads, kHeadDim>;
+  // Rows of the accumulator one thread holds: 2 per 16-row MMA tile.
+  static constexpr int kRowsPerThread = 2 * kBlockM / (16 * kWarps);
+  using Softmax = OnlineSoftmax<kRowsPerThread>;
+
+  struct SharedStorage {
+    alignas(128) Element q[cosize_v<LayoutQ>];
+    alignas(128) Element k[cosize_v<LayoutKV>];
+    alignas(128) Element v[cosize_v<LayoutKV>];
+  };
+
+  struct Params {
+    const Element *q, *k, *v;
+    Strides q_stride, k_stride, v_stride;
+    const int *cu_seqlens_q, *cu_seqlens_k;
+    int seqlen_q, seqlen_k, head_dim, h_ratio;
+    float scale, scale_log2;
+  };
+  static Params to_params(const AttnArguments& a) {
+    return {static_cast<const Element*>(a.q), static_cast<const Element*>(a.k),
+            static_cast<const Element*>(a.v), a.q_stride, a.k_stride, a.v_stride,
+            a.cu_seqlens_q, a.cu_seqlens_k, a.seqlen_q, a.seqlen_k, a.head_dim,
+            a.heads / a.kv_heads, a.softmax_scale, a.softmax_scale * float(M_LOG2E)};
+  }
+
+  // Key blocks [0, n_end) hold keys some row of query block m sees; blocks >= n_mask need a mask
+  // (the causal diagonal or the partial last block). Bottom-right causal alignment: row i sees
+  // keys j <= i + seqlen_k - seqlen_q.
+  struct KeyRange {
+    int n_end, n_mask;
+  };
+  __device__ static KeyRange key_range(int m_block, int seqlen_q, int seqlen_k) {
+    int n_blocks = ceil_div(seqlen_k, kBlockN);
+    KeyRange r{n_blocks, seqlen_k % kBlockN ? n_blocks - 1 : n_blocks};
+    if constexpr (kCausal) {
+      int offset = seqlen_k - seqlen_q;
+      int last_key = min(m_block * kBlockM + kBlockM, seqlen_q) - 1 + offset;  // of the last row
+      r.n_end = last_key < 0 ? 0 : min(r.n_end, last_key / kBlockN + 1);
+      int first_row_keys = m_block * kBlockM + offset + 1;  // keys the block's first row sees
+      r.n_mask = min(r.n_mask, first_row_keys <= 0 ? 0 : first_row_keys / kBlockN);
+    }
+    return r;
+  }
+
+  // Runs Algorithm 1's inner loop for one query block; acc_o is left un-scaled (the epilogue
+  // divides by l). A block whose rows see no key leaves acc_o = 0 and the stats empty.
+  template <class AccO>
+  __device__ static void run(const Params& p, SharedStorage& smem, const WorkTile& w,
+                             const SeqBounds& sb, AccO& acc_o, Softmax& softmax, int tid) {
+    clear(acc_o);
+    const int m_block = w.block;
+    const KeyRange kr = key_range(m_block, sb.seqlen_q, sb.seqlen_k);
+    if (kr.n_end <= 0) return;
+    const int kv_head = w.head / p.h_ratio;
+
+    Tensor mQ = make_tensor(make_gmem_ptr(p.q + sb.q_offset(p.q_stride, w.batch, w.head)),
+                            make_shape(sb.seqlen_q, Int<kHeadDim>{}), make_stride(p.q_stride.row, _1{}));
+    Tensor mK = make_tensor(make_gmem_ptr(p.k + sb.k_offset(p.k_stride, w.batch, kv_head)),
+                            make_shape(sb.seqlen_k, Int<kHeadDim>{}), make_stride(p.k_stride.row, _1{}));
+    Tensor mV = make_tensor(make_gmem_ptr(p.v + sb.k_offset(p.v_stride, w.batch, kv_head)),
+                            make_shape(sb.seqlen_k, Int<kHeadDim>{}), make_stride(p.v_stride.row, _1{}));
+    Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));
+    Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, 0));  // (BN, D, n)
+    Tensor gV = local_tile(mV, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, 0));
+
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q), LayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});  // (BN, D, stage)
+    Tensor sVt = make_tensor(make_smem_ptr(smem.v),
+                             transposed_staged<LayoutKV, kBlockN, kHeadDim, kStages>(LayoutKV{}));
+
+    Load load;
+    auto load_thr = load.get_thread_slice(tid);
+    Tensor tQgQ = load_thr.partition_S(gQ);
+    Tensor tQsQ = load_thr.partition_D(sQ);
+    Tensor tKgK = load_thr.partition_S(gK);
+    Tensor tKsK = load_thr.partition_D(sK);
+    Tensor tVgV = load_thr.partition_S(gV);
+    Tensor tVsV = load_thr.partition_D(make_tensor(make_smem_ptr(smem.v), LayoutKV{}));
+    Tensor tQc = load_thr.partition_S(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+    Tensor tKVc = load_thr.partition_S(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+
+    TiledMma mma;
+    auto thr_mma = mma.get_thread_slice(tid);
+    Tensor tSrQ = thr_mma.partition_fragment_A(sQ);
+    Tensor tSrK = thr_mma.partition_fragment_B(sK(_, _, 0));
+    Tensor tOrVt = thr_mma.partition_fragment_B(
+        make_tensor(make_smem_ptr(smem.v), Layout<Shape<Int<kHeadDim>, Int<kBlockN>>>{}));
+    auto copy_q = make_tiled_copy_A(LdsmN<Element>{}, mma);
+    auto copy_k = make_tiled_copy_B(LdsmN<Element>{}, mma);
+    auto copy_v = make_tiled_copy_B(LdsmT<Element>{}, mma);
+    Tensor tSsQ = copy_q.get_thread_slice(tid).partition_S(sQ);
+    Tensor tSsK = copy_k.get_thread_slice(tid).partition_S(sK);
+    Tensor tOsVt = copy_v.get_thread_slice(tid).partition_S(sVt);
+    // Score coordinates (row, col) within the tile, for masking.
+    Tensor tScS = rowcol_view(thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{})));
+
+    const int rows_q = sb.seqlen_q - m_block * kBlockM;
+    auto load_kv = [&](int n, int stage) {
+      load_tile(load, tKgK(_, _, _, n), tKsK(_, _, _, stage), tKVc, sb.seqlen_k - n * kBlockN, p.head_dim);
+      load_tile(load, tVgV(_, _, _, n), tVsV(_, _, _, stage), tKVc, sb.seqlen_k - n * kBlockN, p.head_dim);
+    };
+    load_tile(load, tQgQ, tQsQ, tQc, rows_q, p.head_dim);
+    load_kv(kr.n_end - 1, 0);
+    cp_async_fence();
+
+    const int causal_offset = sb.seqlen_k - sb.seqlen_q;
+    // Key blocks run from the last to the first, so the masked ones come first.
+    for (int n = kr.n_end - 1, stage = 0; n >= 0; --n, stage ^= 1) {
+      if (n > 0) load_kv(n - 1, stage ^ 1);  // prefetch a whole iteration ahead
+      cp_async_fence();
+      cp_async_wait<1>();
+      __syncthreads();
+
+      Tensor acc_s = partition_fragment_C(mma, Shape<Int<kBlockM>, Int<kBlockN>>{});
+      clear(acc_s);
+      gemm_ss(mma, acc_s, tSrQ, tSrK, tSsQ, tSsK(_, _, _, stage), copy_q, copy_k);
+
+      Tensor s = rowcol_view(acc_s);
+      if (n >= kr.n_mask) {
+        CUTE_UNROLL
+        for (int i = 0; i < size(s); ++i) {
+          int row = m_block * kBlockM + get<0>(tScS(i));
+          int col = n * kBlockN + get<1>(tScS(i));
+          if (col >= sb.seqlen_k || (kCausal && col > row + causal_offset)) s(i) = -INFINITY;
+        }
+      }
+      Tensor o = rowcol_view(acc_o);
+      softmax.update(s, o, p.scale, p.scale_log2);
+
+      Tensor rP = convert<Element>(acc_s);
+      Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
+      gemm_rs(mma, acc_o, tOrP, tOrVt, tOsVt(_, _, _, stage), copy_v);
+      __syncthreads();  // every warp is done with `stage` before the next prefetch refills it
+    }
+  }
+};
+
+}  // namespace flashkit::cuda::attn::sm80

@@ -1,0 +1,39 @@
+// Tile sizes of the attention kernels: one constexpr function of (pass, hdim bucket, dtype,
+// causal), read by the sm80 launchers (sm80/*_launch.h) and, later, the Hopper path. The numbers
+// are chosen for H100/H200 (228 KB smem, 64K registers per SM); see bench/NOTES-attention.md.
+#pragma once
+#include "flashkit/tensor.h"
+
+namespace flashkit::cuda::attn {
+
+enum class Pass { fwd, bwd };
+
+struct TileConfig {
+  int block_m;  // query rows per CTA (fwd) / per inner step (bwd)
+  int block_n;  // key rows per inner step (fwd) / per CTA (bwd)
+  int warps;
+};
+
+// Head-dim buckets: every multiple of 8 in [32, 256] runs in the smallest bucket that holds it,
+// the tail zero-padded in shared memory.
+constexpr int hdim_bucket(int d) {
+  return d <= 32 ? 32 : d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 128 : d <= 192 ? 192 : 256;
+}
+
+constexpr TileConfig tile_config(Pass pass, int hdim, DType dtype, bool causal) {
+  (void)dtype;   // fp16 and bf16 share tile sizes on sm80-class MMA
+  (void)causal;  // causal skips tiles but wants the same shapes
+  if (pass == Pass::fwd) {
+    // Split-Q: 4 warps of 16-row MMA tiles own block_m/4 rows each; 8 warps past hdim 128 keep the
+    // O accumulator (block_m * hdim / threads floats) near 128 registers per thread.
+    if (hdim <= 64) return {128, 128, 4};
+    if (hdim <= 128) return {128, 64, 4};
+    return {128, 64, 8};
+  }
+  // Backward: one CTA per K/V block of block_n rows; dK and dV (2 * block_n * hdim fp32) live in
+  // registers of 8 warps, so the block shrinks with the head dim.
+  if (hdim <= 128) return {64, 128, 8};
+  return {64, 64, 8};
+}
+
+}  // namespace flashkit::cuda::attn

@@ -1,0 +1,19 @@
+// The backward's scratch layout (kernels.h): offsets 256-byte aligned within one buffer.
+#include "cuda/attention/kernels.h"
+#include "cuda/attention/tile_config.h"
+
+namespace flashkit::cuda::attn {
+
+BwdWorkspace bwd_workspace_layout(int batch, int heads, int64_t total_q, int seqlen_q,
+                                  int hdim_bucket_) {
+  auto align = [](size_t x) { return (x + 255) / 256 * 256; };
+  const int block_m = tile_config(Pass::bwd, hdim_bucket_, DType::bf16, false).block_m;
+  BwdWorkspace w;
+  w.dq_accum = 0;
+  w.dsum = align(size_t(total_q) * heads * hdim_bucket_ * sizeof(float));
+  w.semaphore = w.dsum + align(size_t(total_q) * heads * sizeof(float));
+  w.bytes = w.semaphore + align(size_t(batch) * heads * ((seqlen_q + block_m - 1) / block_m) * sizeof(int));
+  return w;
+}
+
+}  // namespace flashkit::cuda::attn
