@@ -3,6 +3,9 @@
 // contiguous, other strides free. Varlen layout: q [total_q, heads, hdim] + cu_seqlens_q (int32
 // [batch+1]), likewise k/v with cu_seqlens_k. out has q's shape; lse is fp32 [batch, heads, seqlen_q]
 // (varlen: [heads, total_q]) holding the natural-log logsumexp of each scaled score row.
+// Scores: s = scale * q.k, then softcap (s = softcap * tanh(s / softcap)), then ALiBi, then the
+// masks (causal / window / block mask give -inf). A query row that sees no key gets out = 0 and
+// lse = -inf (its gradients are 0). Varlen tokens past cu_seqlens[batch] are not written.
 #pragma once
 #include <cstdint>
 
@@ -17,21 +20,30 @@ struct AttentionOptions {
   bool causal = false;
   // Sliding window (bottom-right aligned like causal): query i sees keys j with
   // i + sk - sq - window_left <= j <= i + sk - sq + window_right; -1 means unbounded.
+  // With causal set, window_right is capped at 0.
   int window_left = -1;
   int window_right = -1;
   float softcap = 0.f;        // > 0: scores become softcap * tanh(scores / softcap)
   TensorView alibi_slopes;    // fp32 [heads] or [batch, heads]; adds -slope*|i + sk - sq - j|
-  float dropout_p = 0.f;      // probability of dropping; kept values are scaled by 1/(1-p)
+  // Dropout on P: probability of dropping, kept values scaled by 1/(1-p). Element (b, h, i, j)
+  // (i, j within the sequence) is decided by Philox4x32-10 keyed on (seed, offset, b, h, i, j)
+  // (src/common/philox.h), so every backend and the backward draw the same mask.
+  float dropout_p = 0.f;
   uint64_t dropout_seed = 0;
   uint64_t dropout_offset = 0;
-  TensorView dropout_mask_out;  // optional u8 [batch, heads, seqlen_q, seqlen_k]: the kept mask
+  // Optional u8 [batch, heads, seqlen_q, seqlen_k] receiving the keep bits (forward only, dense
+  // layout only; every element, masked or not). Ignored by attention_backward.
+  TensorView dropout_mask_out;
   // Block-sparse: u8 [batch or 1, heads or 1, ceil(sq/block_q), ceil(sk/block_k)]; 0 skips a block.
+  // Varlen: sq/sk are max_seqlen_q/k and blocks index positions within each sequence.
   TensorView block_mask;
   int block_mask_block_q = 128;
   int block_mask_block_k = 128;
   TensorView cu_seqlens_q;    // int32 [batch+1]: varlen layout when set (cu_seqlens_k must be too)
   TensorView cu_seqlens_k;
-  int max_seqlen_q = 0;       // varlen: the longest sequence (0: computed on the CPU backend)
+  // Varlen: the longest sequence; required (> 0) on CUDA, where cu_seqlens are not read on the
+  // host; 0 on the CPU means computed from cu_seqlens (a given value must cover the longest).
+  int max_seqlen_q = 0;
   int max_seqlen_k = 0;
   bool deterministic = false;  // backward: bitwise reproducible dq (no float atomics)
   Stream stream = nullptr;
