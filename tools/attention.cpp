@@ -1,7 +1,9 @@
 // `flashkit demo/check` rows for exact attention (forward + backward vs the fp64 reference with
 // the DESIGN.md tolerance rule, CPU and, when built with CUDA and a GPU is there, the GPU) and
-// `flashkit bench attention`: the FA2 CPU path against the naive fp32 path (src/cpu/naive_attention)
-// and the fp64 reference, in ms and GFLOP/s, optionally written as JSON.
+// `flashkit bench attention`: the FA2 CPU path against the naive fp32 path
+// (src/cpu/naive_attention) and the fp64 reference, in ms and GFLOP/s, optionally written as JSON.
+#include "flashkit/attention.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 #include "attention_case.h"
 #include "cli.h"
 #include "cpu/naive_attention.h"
-#include "flashkit/attention.h"
 #include "flashkit/errors.h"
 #ifdef FLASHKIT_WITH_CUDA
 #include <cuda_runtime.h>
@@ -79,12 +80,13 @@ struct Outputs {
 // Checks one backend's outputs against the references; adds the fwd and bwd rows.
 void add_rows(std::vector<Row>& rows, const AttentionCase& c, const Outputs& o, const Outputs& ref,
               const Outputs& naive, const char* backend, double fwd_ms, double bwd_ms) {
-  ErrorBound f = worst({testing::bound(o.out, naive.out, ref.out),
-                        testing::bound(o.lse, naive.lse, ref.lse, 1e-4)});
+  ErrorBound f = worst(
+      {testing::bound(o.out, naive.out, ref.out), testing::bound(o.lse, naive.lse, ref.lse, 1e-4)});
   rows.push_back({"attention fwd", backend, problem(c.spec), f.error, f.tolerance, fwd_ms,
                   gflops(attention_flops(c.spec, false), fwd_ms), f.ok()});
-  ErrorBound b = worst({testing::bound(o.dq, naive.dq, ref.dq), testing::bound(o.dk, naive.dk, ref.dk),
-                        testing::bound(o.dv, naive.dv, ref.dv)});
+  ErrorBound b =
+      worst({testing::bound(o.dq, naive.dq, ref.dq), testing::bound(o.dk, naive.dk, ref.dk),
+             testing::bound(o.dv, naive.dv, ref.dv)});
   rows.push_back({"attention bwd", backend, problem(c.spec), b.error, b.tolerance, bwd_ms,
                   gflops(attention_flops(c.spec, true), bwd_ms), b.ok()});
 }
@@ -107,9 +109,9 @@ void run_cpu(std::vector<Row>& rows, const AttentionCase& c, const Outputs& ref,
   {
     Progress p("attention fwd+bwd on the CPU, " + problem(c.spec));
     fwd_ms = time_ms([&] { attention_forward(c.q, c.k, c.v, o.out, o.lse, c.opts); }, repeats);
-    bwd_ms = time_ms([&] {
-      attention_backward(c.q, c.k, c.v, o.out, c.dout, o.lse, o.dq, o.dk, o.dv, c.opts);
-    }, repeats);
+    bwd_ms = time_ms(
+        [&] { attention_backward(c.q, c.k, c.v, o.out, c.dout, o.lse, o.dq, o.dk, o.dv, c.opts); },
+        repeats);
   }
   add_rows(rows, c, o, ref, naive, "cpu", fwd_ms, bwd_ms);
 }
@@ -231,7 +233,8 @@ int bench_attention(const std::vector<std::string>& args, const Context&) {
   if (std::find(args.begin(), args.end(), "--help") != args.end()) {
     std::puts(
         "usage: flashkit bench attention [--batch 1] [--seqlen 2048] [--heads 8] [--hdim 64]\n"
-        "         [--dtype f32,bf16] [--causal 0,1] [--repeats 5] [--naive 1] [--bwd 1] [--json PATH]\n"
+        "         [--dtype f32,bf16] [--causal 0,1] [--repeats 5] [--naive 1] [--bwd 1] [--json "
+        "PATH]\n"
         "  CPU FA2 forward (and backward) against the naive fp32 path (full score matrix) and the\n"
         "  fp64 reference; comma lists run every combination; --json writes the results.");
     return 0;
@@ -250,7 +253,8 @@ int bench_attention(const std::vector<std::string>& args, const Context&) {
   std::printf("%-28s %-24s %10s %14s\n", "problem", "path", "ms", "rate");
   for (const std::string& dts : split(arg(args, "--dtype", "f32,bf16")))
     for (const std::string& cs : split(arg(args, "--causal", "0,1"))) {
-      AttentionSpec s = dense(parse_dtype(dts), batch, seqlen, seqlen, heads, heads, hdim, cs == "1");
+      AttentionSpec s =
+          dense(parse_dtype(dts), batch, seqlen, seqlen, heads, heads, hdim, cs == "1");
       AttentionCase c(s, 1);
       HostTensor out(s.dtype, c.q_shape()), lse(DType::f32, c.lse_shape());
       HostTensor dq(s.dtype, c.q_shape()), dk(s.dtype, c.kv_shape()), dv(s.dtype, c.kv_shape());
@@ -259,31 +263,35 @@ int bench_attention(const std::vector<std::string>& args, const Context&) {
         double ms, flops;
       };
       std::vector<Timing> t;
-      t.push_back({"fa2 fwd", time_ms([&] { attention_forward(c.q, c.k, c.v, out, lse, c.opts); }, repeats),
+      t.push_back({"fa2 fwd",
+                   time_ms([&] { attention_forward(c.q, c.k, c.v, out, lse, c.opts); }, repeats),
                    attention_flops(s, false)});
       if (bwd)
-        t.push_back({"fa2 bwd", time_ms([&] {
-                       attention_backward(c.q, c.k, c.v, out, c.dout, lse, dq, dk, dv, c.opts);
-                     }, repeats),
-                     attention_flops(s, true)});
+        t.push_back(
+            {"fa2 bwd",
+             time_ms(
+                 [&] { attention_backward(c.q, c.k, c.v, out, c.dout, lse, dq, dk, dv, c.opts); },
+                 repeats),
+             attention_flops(s, true)});
       if (naive) {
         HostTensor qf(DType::f32, c.q_shape()), kf(DType::f32, c.kv_shape()),
             vf(DType::f32, c.kv_shape()), of(DType::f32, c.q_shape());
         for (int64_t i = 0; i < qf.numel(); ++i) qf.set(i, c.q.get(i));
         for (int64_t i = 0; i < kf.numel(); ++i) kf.set(i, c.k.get(i)), vf.set(i, c.v.get(i));
-        t.push_back({"naive fp32 fwd", time_ms([&] {
-                       cpu::naive_attention_forward_f32(qf, kf, vf, of, s.causal);
-                     }, repeats),
-                     attention_flops(s, false)});
+        t.push_back(
+            {"naive fp32 fwd",
+             time_ms([&] { cpu::naive_attention_forward_f32(qf, kf, vf, of, s.causal); }, repeats),
+             attention_flops(s, false)});
         // Both paths must compute the same thing, or the comparison means nothing.
         const double diff = testing::max_abs_diff(of, out);
         if (!(diff < 0.05))
           throw Error("bench: the naive fp32 path differs from fa2 by " + std::to_string(diff));
         HostTensor r_out(DType::f64, c.q_shape()), r_lse(DType::f64, c.lse_shape());
-        t.push_back({"naive fp64 fwd (reference)", time_ms([&] {
-                       cpu::reference_attention_forward(c.q, c.k, c.v, r_out, r_lse, c.opts);
-                     }, 1),
-                     attention_flops(s, false)});
+        t.push_back(
+            {"naive fp64 fwd (reference)",
+             time_ms([&] { cpu::reference_attention_forward(c.q, c.k, c.v, r_out, r_lse, c.opts); },
+                     1),
+             attention_flops(s, false)});
       }
       for (const Timing& x : t) {
         std::printf("%-28s %-24s %10.2f %14s\n", problem(s).c_str(), x.path.c_str(), x.ms,

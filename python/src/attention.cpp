@@ -1,13 +1,14 @@
 // flashkit._C.attention_forward / attention_backward: NumPy / DLPack arrays -> flashkit's exact
 // attention (CPU now; CUDA arrays once the GPU kernels land). Outputs are caller-allocated; the
 // friendly Python API that allocates them lives in python/flashkit/attention.py.
+#include "flashkit/attention.h"
+
 #include <nanobind/nanobind.h>
 
 #include <cstdint>
 #include <tuple>
 
 #include "bindings.h"
-#include "flashkit/attention.h"
 
 namespace flashkit::py {
 
@@ -17,10 +18,10 @@ using Opt = std::optional<nb::ndarray<>>;
 
 AttentionOptions make_options(bool causal, float softmax_scale, int window_left, int window_right,
                               float softcap, const Opt& alibi_slopes, float dropout_p,
-                              uint64_t dropout_seed, uint64_t dropout_offset,
-                              const Opt& block_mask, int block_mask_block_q,
-                              int block_mask_block_k, const Opt& cu_seqlens_q,
-                              const Opt& cu_seqlens_k, int max_seqlen_q, int max_seqlen_k) {
+                              uint64_t dropout_seed, uint64_t dropout_offset, const Opt& block_mask,
+                              int block_mask_block_q, int block_mask_block_k,
+                              const Opt& cu_seqlens_q, const Opt& cu_seqlens_k, int max_seqlen_q,
+                              int max_seqlen_k) {
   AttentionOptions o;
   o.causal = causal;
   o.softmax_scale = softmax_scale;
@@ -46,25 +47,24 @@ AttentionOptions make_options(bool causal, float softmax_scale, int window_left,
 void bind_attention(nb::module_& m) {
   // The option keywords, shared by forward and backward (same names as AttentionOptions).
   auto options = [] {
-    return std::make_tuple(
-        nb::arg("causal") = false, nb::arg("softmax_scale") = 0.f, nb::arg("window_left") = -1,
-        nb::arg("window_right") = -1, nb::arg("softcap") = 0.f,
-        nb::arg("alibi_slopes").none() = nb::none(), nb::arg("dropout_p") = 0.f,
-        nb::arg("dropout_seed") = 0, nb::arg("dropout_offset") = 0,
-        nb::arg("block_mask").none() = nb::none(), nb::arg("block_mask_block_q") = 128,
-        nb::arg("block_mask_block_k") = 128, nb::arg("cu_seqlens_q").none() = nb::none(),
-        nb::arg("cu_seqlens_k").none() = nb::none(), nb::arg("max_seqlen_q") = 0,
-        nb::arg("max_seqlen_k") = 0);
+    return std::make_tuple(nb::arg("causal") = false, nb::arg("softmax_scale") = 0.f,
+                           nb::arg("window_left") = -1, nb::arg("window_right") = -1,
+                           nb::arg("softcap") = 0.f, nb::arg("alibi_slopes").none() = nb::none(),
+                           nb::arg("dropout_p") = 0.f, nb::arg("dropout_seed") = 0,
+                           nb::arg("dropout_offset") = 0, nb::arg("block_mask").none() = nb::none(),
+                           nb::arg("block_mask_block_q") = 128, nb::arg("block_mask_block_k") = 128,
+                           nb::arg("cu_seqlens_q").none() = nb::none(),
+                           nb::arg("cu_seqlens_k").none() = nb::none(), nb::arg("max_seqlen_q") = 0,
+                           nb::arg("max_seqlen_k") = 0);
   };
   std::apply(
       [&](auto... opt) {
         m.def(
             "attention_forward",
             [](const nb::ndarray<>& q, const nb::ndarray<>& k, const nb::ndarray<>& v,
-               const nb::ndarray<>& out, const nb::ndarray<>& lse, bool causal, float scale,
-               int wl, int wr, float softcap, const Opt& alibi, float p, uint64_t seed,
-               uint64_t offset, const Opt& bm, int bq, int bk, const Opt& cq, const Opt& ck,
-               int mq, int mk) {
+               const nb::ndarray<>& out, const nb::ndarray<>& lse, bool causal, float scale, int wl,
+               int wr, float softcap, const Opt& alibi, float p, uint64_t seed, uint64_t offset,
+               const Opt& bm, int bq, int bk, const Opt& cq, const Opt& ck, int mq, int mk) {
               AttentionOptions o = make_options(causal, scale, wl, wr, softcap, alibi, p, seed,
                                                 offset, bm, bq, bk, cq, ck, mq, mk);
               TensorView tq = to_view(q, "q"), tk = to_view(k, "k"), tv = to_view(v, "v"),
@@ -88,14 +88,15 @@ void bind_attention(nb::module_& m) {
                                                 offset, bm, bq, bk, cq, ck, mq, mk);
               TensorView tq = to_view(q, "q"), tk = to_view(k, "k"), tv = to_view(v, "v"),
                          to = to_view(out, "out"), tg = to_view(dout, "dout"),
-                         tl = to_view(lse, "lse"), tdq = to_view(dq, "dq"),
-                         tdk = to_view(dk, "dk"), tdv = to_view(dv, "dv");
+                         tl = to_view(lse, "lse"), tdq = to_view(dq, "dq"), tdk = to_view(dk, "dk"),
+                         tdv = to_view(dv, "dv");
               nb::gil_scoped_release no_gil;
               attention_backward(tq, tk, tv, to, tg, tl, tdq, tdk, tdv, o);
             },
             nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("dout"),
             nb::arg("lse"), nb::arg("dq"), nb::arg("dk"), nb::arg("dv"), nb::kw_only(), opt...,
-            "Writes dq, dk, dv of attention_forward given dout (GQA: dk/dv summed over the group).");
+            "Writes dq, dk, dv of attention_forward given dout (GQA: dk/dv summed over the "
+            "group).");
       },
       options());
 }

@@ -41,7 +41,8 @@ int check_cu_seqlens(const TensorView& cu, const char* name, const TensorView& q
   check_dtype(cu, name, {DType::i32});
   check_ndim(cu, name, 1);
   if (batch1 < 0) {
-    if (cu.shape[0] < 2) fail(name, ": expected shape [batch+1] with batch >= 1, got ", cu.shape_str());
+    if (cu.shape[0] < 2)
+      fail(name, ": expected shape [batch+1] with batch >= 1, got ", cu.shape_str());
   } else {
     check_shape(cu, name, {batch1});
   }
@@ -52,14 +53,14 @@ int check_cu_seqlens(const TensorView& cu, const char* name, const TensorView& q
   int longest = 0;
   for (int64_t b = 1; b < cu.shape[0]; ++b) {
     if (c[b] < c[b - 1])
-      fail(name, ": expected non-decreasing offsets, got ", name, "[", b, "] = ", c[b], " < ",
-           name, "[", b - 1, "] = ", c[b - 1]);
+      fail(name, ": expected non-decreasing offsets, got ", name, "[", b, "] = ", c[b], " < ", name,
+           "[", b - 1, "] = ", c[b - 1]);
     longest = std::max(longest, c[b] - c[b - 1]);
   }
   int64_t last = c[cu.shape[0] - 1];
   if (last > total)
-    fail(name, ": expected offsets within ", tokens_name, "'s ", total, " tokens, got ", name,
-         "[", cu.shape[0] - 1, "] = ", last);
+    fail(name, ": expected offsets within ", tokens_name, "'s ", total, " tokens, got ", name, "[",
+         cu.shape[0] - 1, "] = ", last);
   return longest;
 }
 
@@ -89,8 +90,7 @@ AttentionShape check_qkv(const TensorView& q, const TensorView& k, const TensorV
   s.hdim = static_cast<int>(q.size(-1));
   if (q.size(-1) < 8 || q.size(-1) > kMaxHdim || q.size(-1) % 8 != 0)
     fail("q: expected hdim (last dim) a multiple of 8 in 8..", kMaxHdim, ", got ", q.size(-1));
-  if (k.size(-1) != q.size(-1))
-    fail("k: expected hdim ", q.size(-1), " like q, got ", k.size(-1));
+  if (k.size(-1) != q.size(-1)) fail("k: expected hdim ", q.size(-1), " like q, got ", k.size(-1));
   const int64_t heads = q.size(-2), kv_heads = k.size(-2);
   if (heads < 1) fail("q: expected at least 1 head, got ", heads);
   if (kv_heads < 1 || heads % kv_heads != 0)
@@ -100,7 +100,8 @@ AttentionShape check_qkv(const TensorView& q, const TensorView& k, const TensorV
   constexpr int64_t kMaxLen = INT32_MAX;
   if (!varlen) {
     if (q.shape[0] < 1) fail("q: expected batch >= 1, got ", q.shape[0]);
-    if (k.shape[0] != q.shape[0]) fail("k: expected batch ", q.shape[0], " like q, got ", k.shape[0]);
+    if (k.shape[0] != q.shape[0])
+      fail("k: expected batch ", q.shape[0], " like q, got ", k.shape[0]);
     if (q.shape[1] > kMaxLen) fail("q: expected seqlen_q < 2^31, got ", q.shape[1]);
     if (k.shape[1] > kMaxLen) fail("k: expected seqlen_k < 2^31, got ", k.shape[1]);
     s.batch = static_cast<int>(q.shape[0]);
@@ -122,26 +123,32 @@ AttentionShape check_qkv(const TensorView& q, const TensorView& k, const TensorV
     if (q.device == Device::cpu) {
       // Given maxima must cover the real ones: a block mask is sized from them.
       if (opts.max_seqlen_q > 0 && opts.max_seqlen_q < lq)
-        fail("max_seqlen_q: expected >= the longest query sequence ", lq, ", got ", opts.max_seqlen_q);
+        fail("max_seqlen_q: expected >= the longest query sequence ", lq, ", got ",
+             opts.max_seqlen_q);
       if (opts.max_seqlen_k > 0 && opts.max_seqlen_k < lk)
-        fail("max_seqlen_k: expected >= the longest key sequence ", lk, ", got ", opts.max_seqlen_k);
+        fail("max_seqlen_k: expected >= the longest key sequence ", lk, ", got ",
+             opts.max_seqlen_k);
       s.seqlen_q = opts.max_seqlen_q > 0 ? opts.max_seqlen_q : lq;
       s.seqlen_k = opts.max_seqlen_k > 0 ? opts.max_seqlen_k : lk;
     } else {
       if (opts.max_seqlen_q <= 0)
-        fail("max_seqlen_q: expected > 0 for varlen on cuda (cu_seqlens are not read on the host), got ",
-             opts.max_seqlen_q);
+        fail(
+            "max_seqlen_q: expected > 0 for varlen on cuda (cu_seqlens are not read on the host), "
+            "got ",
+            opts.max_seqlen_q);
       if (opts.max_seqlen_k <= 0)
-        fail("max_seqlen_k: expected > 0 for varlen on cuda (cu_seqlens are not read on the host), got ",
-             opts.max_seqlen_k);
+        fail(
+            "max_seqlen_k: expected > 0 for varlen on cuda (cu_seqlens are not read on the host), "
+            "got ",
+            opts.max_seqlen_k);
       s.seqlen_q = opts.max_seqlen_q;
       s.seqlen_k = opts.max_seqlen_k;
     }
   }
   if (!std::isfinite(opts.softmax_scale))
     fail("softmax_scale: expected a finite value (0 = 1/sqrt(hdim)), got ", opts.softmax_scale);
-  s.softmax_scale = opts.softmax_scale != 0.f ? opts.softmax_scale
-                                              : 1.f / std::sqrt(static_cast<float>(s.hdim));
+  s.softmax_scale =
+      opts.softmax_scale != 0.f ? opts.softmax_scale : 1.f / std::sqrt(static_cast<float>(s.hdim));
   return s;
 }
 
@@ -156,7 +163,8 @@ void check_options(const AttentionShape& s, const TensorView& q, const Attention
   if (!(o.dropout_p >= 0.f && o.dropout_p < 1.f))
     fail("dropout_p: expected a value in [0, 1), got ", o.dropout_p);
   if (o.window_left < -1) fail("window_left: expected >= -1 (-1 = unbounded), got ", o.window_left);
-  if (o.window_right < -1) fail("window_right: expected >= -1 (-1 = unbounded), got ", o.window_right);
+  if (o.window_right < -1)
+    fail("window_right: expected >= -1 (-1 = unbounded), got ", o.window_right);
   if (!(o.softcap >= 0.f && std::isfinite(o.softcap)))
     fail("softcap: expected a finite value >= 0 (0 = off), got ", o.softcap);
   if (o.alibi_slopes.defined()) {
@@ -173,26 +181,30 @@ void check_options(const AttentionShape& s, const TensorView& q, const Attention
   }
   if (o.block_mask.defined()) {
     const TensorView& m = o.block_mask;
-    if (o.block_mask_block_q < 1) fail("block_mask_block_q: expected >= 1, got ", o.block_mask_block_q);
-    if (o.block_mask_block_k < 1) fail("block_mask_block_k: expected >= 1, got ", o.block_mask_block_k);
+    if (o.block_mask_block_q < 1)
+      fail("block_mask_block_q: expected >= 1, got ", o.block_mask_block_q);
+    if (o.block_mask_block_k < 1)
+      fail("block_mask_block_k: expected >= 1, got ", o.block_mask_block_k);
     check_defined(m, "block_mask");
     check_mask_like(m, "block_mask", q);
     check_ndim(m, "block_mask", 4);
     const int64_t nq = (s.seqlen_q + o.block_mask_block_q - 1) / o.block_mask_block_q;
     const int64_t nk = (s.seqlen_k + o.block_mask_block_k - 1) / o.block_mask_block_k;
-    bool ok = (m.shape[0] == 1 || m.shape[0] == s.batch) && (m.shape[1] == 1 || m.shape[1] == s.heads) &&
-              m.shape[2] == nq && m.shape[3] == nk;
+    bool ok = (m.shape[0] == 1 || m.shape[0] == s.batch) &&
+              (m.shape[1] == 1 || m.shape[1] == s.heads) && m.shape[2] == nq && m.shape[3] == nk;
     if (!ok)
       fail("block_mask: expected shape [", s.batch, " or 1, ", s.heads, " or 1, ", nq, ", ", nk,
            "] (ceil(seqlen / block size)), got ", m.shape_str());
   }
 }
 
-void check_dropout_mask_out(const AttentionShape& s, const TensorView& q, const AttentionOptions& o) {
+void check_dropout_mask_out(const AttentionShape& s, const TensorView& q,
+                            const AttentionOptions& o) {
   const TensorView& m = o.dropout_mask_out;
   if (!m.defined()) return;
   check_defined(m, "dropout_mask_out");
-  if (s.varlen) fail("dropout_mask_out: expected none with varlen (cu_seqlens), got ", m.shape_str());
+  if (s.varlen)
+    fail("dropout_mask_out: expected none with varlen (cu_seqlens), got ", m.shape_str());
   check_mask_like(m, "dropout_mask_out", q);
   check_shape(m, "dropout_mask_out", {s.batch, s.heads, s.seqlen_q, s.seqlen_k});
 }
@@ -201,8 +213,10 @@ void check_lse(const AttentionShape& s, const TensorView& lse, const TensorView&
   check_defined(lse, "lse");
   check_same_device(lse, "lse", q, "q");
   check_dtype(lse, "lse", {DType::f32});
-  if (s.varlen) check_shape(lse, "lse", {s.heads, s.total_q});
-  else check_shape(lse, "lse", {s.batch, s.heads, s.seqlen_q});
+  if (s.varlen)
+    check_shape(lse, "lse", {s.heads, s.total_q});
+  else
+    check_shape(lse, "lse", {s.batch, s.heads, s.seqlen_q});
   check_nonnegative_strides(lse, "lse");
   check_last_dim_contiguous(lse, "lse");
 }
@@ -238,11 +252,14 @@ void attention_forward(const TensorView& q, const TensorView& k, const TensorVie
   check_options(s, q, opts);
   check_dropout_mask_out(s, q, opts);
   const TensorView& dm = opts.dropout_mask_out;
-  check_outputs_separate(
-      {{&out, "out"}, {&lse, "lse"}, {&dm, "dropout_mask_out"}},
-      {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&opts.cu_seqlens_q, "cu_seqlens_q"},
-       {&opts.cu_seqlens_k, "cu_seqlens_k"}, {&opts.alibi_slopes, "alibi_slopes"},
-       {&opts.block_mask, "block_mask"}});
+  check_outputs_separate({{&out, "out"}, {&lse, "lse"}, {&dm, "dropout_mask_out"}},
+                         {{&q, "q"},
+                          {&k, "k"},
+                          {&v, "v"},
+                          {&opts.cu_seqlens_q, "cu_seqlens_q"},
+                          {&opts.cu_seqlens_k, "cu_seqlens_k"},
+                          {&opts.alibi_slopes, "alibi_slopes"},
+                          {&opts.block_mask, "block_mask"}});
   if (s.device == Device::cpu) return cpu::attention_forward(s, q, k, v, out, lse, opts);
 #ifdef FLASHKIT_WITH_CUDA
   cuda::attention_forward(s, q, k, v, out, lse, opts);
@@ -268,11 +285,17 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
   check_operand(dv, "dv", q, q.ndim);
   check_same_shape(dv, "dv", v, "v");
   check_options(s, q, opts);
-  check_outputs_separate(
-      {{&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}},
-      {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}, {&dout, "dout"}, {&lse, "lse"},
-       {&opts.cu_seqlens_q, "cu_seqlens_q"}, {&opts.cu_seqlens_k, "cu_seqlens_k"},
-       {&opts.alibi_slopes, "alibi_slopes"}, {&opts.block_mask, "block_mask"}});
+  check_outputs_separate({{&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}},
+                         {{&q, "q"},
+                          {&k, "k"},
+                          {&v, "v"},
+                          {&out, "out"},
+                          {&dout, "dout"},
+                          {&lse, "lse"},
+                          {&opts.cu_seqlens_q, "cu_seqlens_q"},
+                          {&opts.cu_seqlens_k, "cu_seqlens_k"},
+                          {&opts.alibi_slopes, "alibi_slopes"},
+                          {&opts.block_mask, "block_mask"}});
   if (s.device == Device::cpu)
     return cpu::attention_backward(s, q, k, v, out, dout, lse, dq, dk, dv, opts);
 #ifdef FLASHKIT_WITH_CUDA

@@ -36,8 +36,8 @@ inline TokenStrides token_strides(const TensorView& t, bool varlen) {
   return {t.stride[0], t.stride[1], t.stride[2]};
 }
 
-// Element strides of lse in the same (batch, token, head) form: dense [batch, heads, seqlen_q], varlen
-// [heads, total_q] (batch stride 0, token index from cu_seqlens_q).
+// Element strides of lse in the same (batch, token, head) form: dense [batch, heads, seqlen_q],
+// varlen [heads, total_q] (batch stride 0, token index from cu_seqlens_q).
 inline TokenStrides lse_strides(const TensorView& lse, bool varlen) {
   if (varlen) return {0, lse.stride[1], lse.stride[0]};
   return {lse.stride[0], lse.stride[2], lse.stride[1]};

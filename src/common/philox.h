@@ -40,13 +40,13 @@ FK_HD uint32_t dropout_threshold(float p) {
 // The draws for columns 4*col4 .. 4*col4+3 of row `row` (rows/cols local to the sequence).
 // Counter = (col4, row, batch * heads + head, low 32 bits of offset); key = seed with the high
 // 32 bits of offset folded into its upper word.
-FK_HD Philox4 dropout_draws(uint64_t seed, uint64_t offset, int batch, int head, int heads,
-                            int row, int col4) {
-  return philox4x32_10(static_cast<uint32_t>(col4), static_cast<uint32_t>(row),
-                       static_cast<uint32_t>(batch) * static_cast<uint32_t>(heads) +
-                           static_cast<uint32_t>(head),
-                       static_cast<uint32_t>(offset), static_cast<uint32_t>(seed),
-                       static_cast<uint32_t>(seed >> 32) ^ static_cast<uint32_t>(offset >> 32));
+FK_HD Philox4 dropout_draws(uint64_t seed, uint64_t offset, int batch, int head, int heads, int row,
+                            int col4) {
+  return philox4x32_10(
+      static_cast<uint32_t>(col4), static_cast<uint32_t>(row),
+      static_cast<uint32_t>(batch) * static_cast<uint32_t>(heads) + static_cast<uint32_t>(head),
+      static_cast<uint32_t>(offset), static_cast<uint32_t>(seed),
+      static_cast<uint32_t>(seed >> 32) ^ static_cast<uint32_t>(offset >> 32));
 }
 
 FK_HD bool dropout_keep(uint64_t seed, uint64_t offset, int batch, int head, int heads, int row,

@@ -25,9 +25,20 @@ int round8(int n) { return (n + 7) & ~7; }
 struct BackwardTiles {
   std::vector<float> q, dout, kt, k, vt, p, pd, ds, t, z, acc, acc2, lse, dsum;
   BackwardTiles(int d)
-      : q(kBr * d), dout(kBr * d), kt(d * kBc), k(kBc * d), vt(d * kBc), p(kBr * kBc),
-        pd(kBr * kBc), ds(kBr * kBc), t(kBr * kBc), z(kBr * kBc), acc(kBc * d), acc2(kBc * d),
-        lse(kBr), dsum(kBr) {}
+      : q(kBr * d),
+        dout(kBr * d),
+        kt(d * kBc),
+        k(kBc * d),
+        vt(d * kBc),
+        p(kBr * kBc),
+        pd(kBr * kBc),
+        ds(kBr * kBc),
+        t(kBr * kBc),
+        z(kBr * kBc),
+        acc(kBc * d),
+        acc2(kBc * d),
+        lse(kBr),
+        dsum(kBr) {}
 };
 
 template <class E>
@@ -46,7 +57,9 @@ struct Backward {
   }
 
   void compute_dsum() {
-    dsum.assign(static_cast<size_t>(sh.heads) * (sh.varlen ? sh.total_q : sh.batch * int64_t{sh.seqlen_q}), 0.f);
+    dsum.assign(
+        static_cast<size_t>(sh.heads) * (sh.varlen ? sh.total_q : sh.batch * int64_t{sh.seqlen_q}),
+        0.f);
     const int64_t tasks = static_cast<int64_t>(sh.batch) * sh.heads;
     const int64_t per_head = static_cast<int64_t>(dsum.size()) / sh.heads;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -66,8 +79,8 @@ struct Backward {
   // Loads the query-side tiles of rows [r0, r0+nr) of head h: scale*Q, dO, lse, D.
   void load_query_side(const SeqSpan& seq, int b, int h, int r0, int nr, BackwardTiles& t) const {
     const int d = sh.hdim;
-    load_rows<E>(t.q.data(), d, q + b * qs.batch + (seq.q0 + r0) * qs.token + h * qs.head,
-                 qs.token, nr, d, sh.softmax_scale);
+    load_rows<E>(t.q.data(), d, q + b * qs.batch + (seq.q0 + r0) * qs.token + h * qs.head, qs.token,
+                 nr, d, sh.softmax_scale);
     load_rows<E>(t.dout.data(), d, dout + b * dos.batch + (seq.q0 + r0) * dos.token + h * dos.head,
                  dos.token, nr, d);
     const int64_t per_head = static_cast<int64_t>(dsum.size()) / sh.heads;
@@ -84,8 +97,8 @@ struct Backward {
     const int d = sh.hdim;
     const T* kb = k + b * ks.batch + (seq.k0 + c0) * ks.token + kvh * ks.head;
     load_rows_t<E>(t.kt.data(), kBc, kb, ks.token, nc, d);
-    load_rows_t<E>(t.vt.data(), kBc,
-                   v + b * vs.batch + (seq.k0 + c0) * vs.token + kvh * vs.head, vs.token, nc, d);
+    load_rows_t<E>(t.vt.data(), kBc, v + b * vs.batch + (seq.k0 + c0) * vs.token + kvh * vs.head,
+                   vs.token, nc, d);
     if (want_k) load_rows<E>(t.k.data(), d, kb, ks.token, nc, d);
   }
 
@@ -142,14 +155,15 @@ struct Backward {
         load_query_side(seq, b, h, r0, nr, t);
         tile_ds(pol, r0, nr, c0, nc, kind, t);
         const float* pd = pol.dropout ? t.pd.data() : t.p.data();
-        gemm<true, true>(nc, d, nr, pd, kBc, t.dout.data(), d, dV, d);       // dV += Pd^T dO
-        gemm<true, true>(nc, d, nr, t.ds.data(), kBc, t.q.data(), d, dK, d);  // dK += dS^T (scale Q)
+        gemm<true, true>(nc, d, nr, pd, kBc, t.dout.data(), d, dV, d);  // dV += Pd^T dO
+        gemm<true, true>(nc, d, nr, t.ds.data(), kBc, t.q.data(), d, dK,
+                         d);  // dK += dS^T (scale Q)
       }
     }
-    store_rows<E>(dk + b * dks.batch + (seq.k0 + c0) * dks.token + kvh * dks.head, dks.token, dK,
-                  d, nc, d, 1.f);
-    store_rows<E>(dv + b * dvs.batch + (seq.k0 + c0) * dvs.token + kvh * dvs.head, dvs.token, dV,
-                  d, nc, d, 1.f);
+    store_rows<E>(dk + b * dks.batch + (seq.k0 + c0) * dks.token + kvh * dks.head, dks.token, dK, d,
+                  nc, d, 1.f);
+    store_rows<E>(dv + b * dvs.batch + (seq.k0 + c0) * dvs.token + kvh * dvs.head, dvs.token, dV, d,
+                  nc, d, 1.f);
   }
 
   // dQ of rows [r0, r0+nr) of head h: dQ = scale * sum over key blocks of dS K.
@@ -204,11 +218,27 @@ void attention_backward(const AttentionShape& shape, const TensorView& q, const 
   with_elem(shape.dtype, [&](auto e) {
     using E = decltype(e);
     using T = typename E::T;
-    Backward<E>{shape, opts, q.ptr<T>(), k.ptr<T>(), v.ptr<T>(), out.ptr<T>(), dout.ptr<T>(),
-                lse.ptr<float>(), dq.ptr<T>(), dk.ptr<T>(), dv.ptr<T>(), token_strides(q, vl),
-                token_strides(k, vl), token_strides(v, vl), token_strides(out, vl),
-                token_strides(dout, vl), lse_strides(lse, vl), token_strides(dq, vl),
-                token_strides(dk, vl), token_strides(dv, vl), {}}
+    Backward<E>{shape,
+                opts,
+                q.ptr<T>(),
+                k.ptr<T>(),
+                v.ptr<T>(),
+                out.ptr<T>(),
+                dout.ptr<T>(),
+                lse.ptr<float>(),
+                dq.ptr<T>(),
+                dk.ptr<T>(),
+                dv.ptr<T>(),
+                token_strides(q, vl),
+                token_strides(k, vl),
+                token_strides(v, vl),
+                token_strides(out, vl),
+                token_strides(dout, vl),
+                lse_strides(lse, vl),
+                token_strides(dq, vl),
+                token_strides(dk, vl),
+                token_strides(dv, vl),
+                {}}
         .run();
   });
 }

@@ -27,8 +27,14 @@ struct ForwardTiles {
   std::vector<float> q, kt, v, s, o, z, t;
   std::vector<SoftmaxStat> stat;
   explicit ForwardTiles(int d)
-      : q(kBr * d), kt(d * kBc), v(kBc * d), s(kBr * kBc), o(kBr * d), z(kBr * kBc),
-        t(kBr * kBc), stat(kBr) {}
+      : q(kBr * d),
+        kt(d * kBc),
+        v(kBc * d),
+        s(kBr * kBc),
+        o(kBr * d),
+        z(kBr * kBc),
+        t(kBr * kBc),
+        stat(kBr) {}
 };
 
 template <class E>
@@ -48,8 +54,8 @@ struct Forward {
     if (r0 >= seq.sq) return;
     const int nr = std::min(kBr, seq.sq - r0), d = sh.hdim, kvh = h / sh.group();
     const ScorePolicy pol(sh, opts, seq, b, h);
-    load_rows<E>(t.q.data(), d, q + b * qs.batch + (seq.q0 + r0) * qs.token + h * qs.head,
-                 qs.token, nr, d, sh.softmax_scale);
+    load_rows<E>(t.q.data(), d, q + b * qs.batch + (seq.q0 + r0) * qs.token + h * qs.head, qs.token,
+                 nr, d, sh.softmax_scale);
     std::fill(t.o.begin(), t.o.begin() + nr * d, 0.f);
     std::fill(t.stat.begin(), t.stat.end(), SoftmaxStat{});
     const T* kb = k + b * ks.batch + seq.k0 * ks.token + kvh * ks.head;
@@ -91,8 +97,8 @@ struct Forward {
       inv_l[r] = t.stat[r].l > 0.f ? 1.f / t.stat[r].l : 0.f;  // rows that see no key output 0
       lrow[r * ls.token] = stat_lse(t.stat[r]);
     }
-    store_rows<E>(out + b * os.batch + (seq.q0 + r0) * os.token + h * os.head, os.token,
-                  t.o.data(), d, nr, d, 1.f, inv_l);
+    store_rows<E>(out + b * os.batch + (seq.q0 + r0) * os.token + h * os.head, os.token, t.o.data(),
+                  d, nr, d, 1.f, inv_l);
   }
 
   void run() const {
@@ -147,9 +153,17 @@ void attention_forward(const AttentionShape& shape, const TensorView& q, const T
   with_elem(shape.dtype, [&](auto e) {
     using E = decltype(e);
     using T = typename E::T;
-    Forward<E>{shape, opts, q.ptr<T>(), k.ptr<T>(), v.ptr<T>(), out.ptr<T>(), lse.ptr<float>(),
-               token_strides(q, shape.varlen), token_strides(k, shape.varlen),
-               token_strides(v, shape.varlen), token_strides(out, shape.varlen),
+    Forward<E>{shape,
+               opts,
+               q.ptr<T>(),
+               k.ptr<T>(),
+               v.ptr<T>(),
+               out.ptr<T>(),
+               lse.ptr<float>(),
+               token_strides(q, shape.varlen),
+               token_strides(k, shape.varlen),
+               token_strides(v, shape.varlen),
+               token_strides(out, shape.varlen),
                lse_strides(lse, shape.varlen)}
         .run();
   });

@@ -41,7 +41,8 @@ struct ScorePolicy {
   uint64_t seed = 0, offset = 0;
   int batch = 0, head = 0, heads = 1;
 
-  ScorePolicy(const AttentionShape& s, const AttentionOptions& o, const SeqSpan& seq, int b, int h) {
+  ScorePolicy(const AttentionShape& s, const AttentionOptions& o, const SeqSpan& seq, int b,
+              int h) {
     constexpr int64_t kUnbounded = std::numeric_limits<int32_t>::max();
     diag = static_cast<int64_t>(seq.sk) - seq.sq;
     left = o.window_left < 0 ? kUnbounded : o.window_left;

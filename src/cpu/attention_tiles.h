@@ -32,10 +32,14 @@ struct BF16 {
 template <class Fn>
 void with_elem(DType t, Fn&& f) {
   switch (t) {
-    case DType::f32: return f(F32{});
-    case DType::f16: return f(F16{});
-    case DType::bf16: return f(BF16{});
-    default: throw Error("attention (cpu): unsupported dtype");
+    case DType::f32:
+      return f(F32{});
+    case DType::f16:
+      return f(F16{});
+    case DType::bf16:
+      return f(BF16{});
+    default:
+      throw Error("attention (cpu): unsupported dtype");
   }
 }
 

@@ -27,7 +27,8 @@ void naive_attention_forward_f32(const TensorView& q, const TensorView& k, const
         return ((static_cast<size_t>(b) * len + t) * heads + head) * d;
       };
       for (int j = 0; j < sk; ++j)
-        for (int c = 0; c < d; ++c) kt[static_cast<size_t>(c) * sk + j] = K[row(j, sk, kvh, hk) + c];
+        for (int c = 0; c < d; ++c)
+          kt[static_cast<size_t>(c) * sk + j] = K[row(j, sk, kvh, hk) + c];
       // S = scale Q K^T, the whole matrix first (this is what FA2 avoids).
       for (int i = 0; i < sq; ++i) {
         float* s = &S[static_cast<size_t>(i) * sk];

@@ -22,8 +22,10 @@ double load_d(const TensorView& t, int64_t i) {
   return t.dtype == DType::f64 ? t.ptr<double>()[i] : load_as_float(t.data, t.dtype, i);
 }
 void store_d(const TensorView& t, int64_t i, double x) {
-  if (t.dtype == DType::f64) t.ptr<double>()[i] = x;
-  else store_from_float(t.data, t.dtype, i, static_cast<float>(x));
+  if (t.dtype == DType::f64)
+    t.ptr<double>()[i] = x;
+  else
+    store_from_float(t.data, t.dtype, i, static_cast<float>(x));
 }
 
 // Rounds to the emulated precision (identity for f64).
@@ -31,10 +33,14 @@ struct Round {
   DType p;
   double operator()(double x) const {
     switch (p) {
-      case DType::f32: return static_cast<float>(x);
-      case DType::f16: return fp16_to_float(float_to_fp16(static_cast<float>(x)));
-      case DType::bf16: return bf16_to_float(float_to_bf16(static_cast<float>(x)));
-      default: return x;
+      case DType::f32:
+        return static_cast<float>(x);
+      case DType::f16:
+        return fp16_to_float(float_to_fp16(static_cast<float>(x)));
+      case DType::bf16:
+        return bf16_to_float(float_to_bf16(static_cast<float>(x)));
+      default:
+        return x;
     }
   }
 };
@@ -46,7 +52,8 @@ struct Problem {
   double scale;
   TokenStrides qs, ks, vs;
 
-  Problem(const TensorView& q, const TensorView& k, const TensorView& v, const AttentionOptions& o) {
+  Problem(const TensorView& q, const TensorView& k, const TensorView& v,
+          const AttentionOptions& o) {
     varlen = o.cu_seqlens_q.defined();
     if (q.ndim != (varlen ? 3 : 4) || k.ndim != q.ndim || v.ndim != q.ndim)
       throw Error("reference_attention: q, k, v must be 4-D (or 3-D with cu_seqlens)");
@@ -83,10 +90,10 @@ struct Problem {
 // the scores S (after softcap and ALiBi, -inf where masked), tanh for softcap, P, dropout scales.
 struct HeadState {
   int sq = 0, sk = 0, d = 0;
-  std::vector<double> q, k, v;       // [sq|sk][d]
-  std::vector<double> kt, vt;        // [d][sk]
-  std::vector<double> s, th, p, z;   // [sq][sk]
-  std::vector<double> lse;           // [sq]
+  std::vector<double> q, k, v;      // [sq|sk][d]
+  std::vector<double> kt, vt;       // [d][sk]
+  std::vector<double> s, th, p, z;  // [sq][sk]
+  std::vector<double> lse;          // [sq]
 
   void build(const Problem& pr, const TensorView& Q, const TensorView& K, const TensorView& V,
              const AttentionOptions& o, int b, int h, Round rnd) {
@@ -103,8 +110,10 @@ struct HeadState {
         q[i * d + c] = load_d(Q, b * pr.qs.batch + (sp.q0 + i) * pr.qs.token + h * pr.qs.head + c);
     for (int j = 0; j < sk; ++j)
       for (int c = 0; c < d; ++c) {
-        k[j * d + c] = load_d(K, b * pr.ks.batch + (sp.k0 + j) * pr.ks.token + kvh * pr.ks.head + c);
-        v[j * d + c] = load_d(V, b * pr.vs.batch + (sp.k0 + j) * pr.vs.token + kvh * pr.vs.head + c);
+        k[j * d + c] =
+            load_d(K, b * pr.ks.batch + (sp.k0 + j) * pr.ks.token + kvh * pr.ks.head + c);
+        v[j * d + c] =
+            load_d(V, b * pr.vs.batch + (sp.k0 + j) * pr.vs.token + kvh * pr.vs.head + c);
       }
     kt.assign(static_cast<size_t>(sk) * d, 0);  // K^T and V^T: the row loops below run over keys
     vt.assign(static_cast<size_t>(sk) * d, 0);
@@ -150,10 +159,9 @@ struct HeadState {
         if (right >= 0 && j > i + diag + right) visible = false;
         if (o.block_mask.defined()) {
           const TensorView& m = o.block_mask;
-          const int64_t off = (m.shape[0] == 1 ? 0 : b * m.stride[0]) +
-                              (m.shape[1] == 1 ? 0 : h * m.stride[1]) +
-                              (i / o.block_mask_block_q) * m.stride[2] +
-                              (j / o.block_mask_block_k) * m.stride[3];
+          const int64_t off =
+              (m.shape[0] == 1 ? 0 : b * m.stride[0]) + (m.shape[1] == 1 ? 0 : h * m.stride[1]) +
+              (i / o.block_mask_block_q) * m.stride[2] + (j / o.block_mask_block_k) * m.stride[3];
           if (m.ptr<uint8_t>()[off] == 0) visible = false;
         }
         srow[j] = visible ? rnd(x) : -INFINITY;
@@ -168,7 +176,8 @@ struct HeadState {
       double sum = 0;
       for (int j = 0; j < sk; ++j) sum += std::exp(srow[j] - mx);
       lse[i] = mx + std::log(sum);
-      for (int j = 0; j < sk; ++j) p[static_cast<size_t>(i) * sk + j] = rnd(std::exp(srow[j] - mx) / sum);
+      for (int j = 0; j < sk; ++j)
+        p[static_cast<size_t>(i) * sk + j] = rnd(std::exp(srow[j] - mx) / sum);
     }
   }
 };
@@ -180,7 +189,8 @@ void for_each_head(const Problem& pr, Fn&& fn) {
   {
     HeadState st;
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t t = 0; t < tasks; ++t) fn(static_cast<int>(t / pr.heads), static_cast<int>(t % pr.heads), st);
+    for (int64_t t = 0; t < tasks; ++t)
+      fn(static_cast<int>(t / pr.heads), static_cast<int>(t % pr.heads), st);
   }
 }
 
@@ -199,7 +209,8 @@ void reference_attention_forward(const TensorView& q, const TensorView& k, const
     for (int i = 0; i < st.sq; ++i) {
       std::fill(o.begin(), o.end(), 0.0);
       for (int j = 0; j < st.sk; ++j) {
-        const double pz = rnd(st.p[static_cast<size_t>(i) * st.sk + j] * st.z[static_cast<size_t>(i) * st.sk + j]);
+        const double pz = rnd(st.p[static_cast<size_t>(i) * st.sk + j] *
+                              st.z[static_cast<size_t>(i) * st.sk + j]);
         for (int c = 0; c < pr.d; ++c) o[c] += pz * st.v[static_cast<size_t>(j) * pr.d + c];
       }
       for (int c = 0; c < pr.d; ++c)

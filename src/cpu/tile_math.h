@@ -42,13 +42,13 @@ typedef float v8f __attribute__((vector_size(32), aligned(4)));
 // One MR x (8*NV) block of C, accumulators held in registers across the whole K loop. Written
 // with vector extensions because GCC's SLP pass splits the plain-loop form into 128-bit halves.
 template <int MR, int NV, bool TransA, bool Accumulate>
-inline void gemm_block(int K, const float* A, int lda, const float* B, int ldb, float* C,
-                       int ldc) {
+inline void gemm_block(int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc) {
   v8f acc[MR][NV];
   for (int r = 0; r < MR; ++r)
     for (int c = 0; c < NV; ++c)
-      acc[r][c] = Accumulate ? *reinterpret_cast<const v8f*>(C + static_cast<int64_t>(r) * ldc + 8 * c)
-                             : v8f{};
+      acc[r][c] = Accumulate
+                      ? *reinterpret_cast<const v8f*>(C + static_cast<int64_t>(r) * ldc + 8 * c)
+                      : v8f{};
   for (int k = 0; k < K; ++k) {
     const float* b = B + static_cast<int64_t>(k) * ldb;
     v8f bv[NV];
@@ -56,7 +56,8 @@ inline void gemm_block(int K, const float* A, int lda, const float* B, int ldb, 
     for (int r = 0; r < MR; ++r) {
       const float a =
           TransA ? A[static_cast<int64_t>(k) * lda + r] : A[static_cast<int64_t>(r) * lda + k];
-      for (int c = 0; c < NV; ++c) acc[r][c] += a * bv[c];  // contracted to FMA (-ffp-contract=fast)
+      for (int c = 0; c < NV; ++c)
+        acc[r][c] += a * bv[c];  // contracted to FMA (-ffp-contract=fast)
     }
   }
   for (int r = 0; r < MR; ++r)
@@ -90,22 +91,27 @@ inline float row_sum(const float* x, int n) {
 // C[M][N] (+)= A * B with A(m, k) = TransA ? A[k*lda + m] : A[m*lda + k] and B[K][N] row-major.
 // N must be a multiple of 8 (tiles are padded); M and K are free.
 template <bool TransA, bool Accumulate>
-void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc) {
+void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
+          int ldc) {
   auto a_row = [&](int m) { return TransA ? A + m : A + static_cast<int64_t>(m) * lda; };
   int m = 0;
   for (; m + 4 <= M; m += 4) {
     int n = 0;
     for (; n + 16 <= N; n += 16)
-      detail::gemm_block<4, 2, TransA, Accumulate>(K, a_row(m), lda, B + n, ldb, C + static_cast<int64_t>(m) * ldc + n, ldc);
+      detail::gemm_block<4, 2, TransA, Accumulate>(K, a_row(m), lda, B + n, ldb,
+                                                   C + static_cast<int64_t>(m) * ldc + n, ldc);
     for (; n < N; n += 8)
-      detail::gemm_block<4, 1, TransA, Accumulate>(K, a_row(m), lda, B + n, ldb, C + static_cast<int64_t>(m) * ldc + n, ldc);
+      detail::gemm_block<4, 1, TransA, Accumulate>(K, a_row(m), lda, B + n, ldb,
+                                                   C + static_cast<int64_t>(m) * ldc + n, ldc);
   }
   for (; m < M; ++m) {
     int n = 0;
     for (; n + 16 <= N; n += 16)
-      detail::gemm_block<1, 2, TransA, Accumulate>(K, a_row(m), lda, B + n, ldb, C + static_cast<int64_t>(m) * ldc + n, ldc);
+      detail::gemm_block<1, 2, TransA, Accumulate>(K, a_row(m), lda, B + n, ldb,
+                                                   C + static_cast<int64_t>(m) * ldc + n, ldc);
     for (; n < N; n += 8)
-      detail::gemm_block<1, 1, TransA, Accumulate>(K, a_row(m), lda, B + n, ldb, C + static_cast<int64_t>(m) * ldc + n, ldc);
+      detail::gemm_block<1, 1, TransA, Accumulate>(K, a_row(m), lda, B + n, ldb,
+                                                   C + static_cast<int64_t>(m) * ldc + n, ldc);
   }
 }
 

@@ -23,8 +23,8 @@ struct AttentionSpec {
   bool causal = false;
   int window_left = -1, window_right = -1;
   float softcap = 0.f;
-  int alibi_dims = 0;               // 0: off, 1: [heads], 2: [batch, heads]
-  int block_q = 0, block_k = 0;     // block mask with these blocks when > 0 (about 1/3 zeros)
+  int alibi_dims = 0;            // 0: off, 1: [heads], 2: [batch, heads]
+  int block_q = 0, block_k = 0;  // block mask with these blocks when > 0 (about 1/3 zeros)
   float dropout_p = 0.f;
   float softmax_scale = 0.f;
 
@@ -116,8 +116,10 @@ class AttentionCase {
     opts.softcap = s.softcap;
     opts.softmax_scale = s.softmax_scale;
     if (s.alibi_dims) {
-      if (s.alibi_dims == 1) alibi.reset(DType::f32, {s.heads});
-      else alibi.reset(DType::f32, {spec.batch, s.heads});
+      if (s.alibi_dims == 1)
+        alibi.reset(DType::f32, {s.heads});
+      else
+        alibi.reset(DType::f32, {spec.batch, s.heads});
       alibi.fill_uniform(rng, 0.01f, 0.5f);
       opts.alibi_slopes = alibi.view();
     }

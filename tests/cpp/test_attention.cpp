@@ -29,7 +29,9 @@ void check_case(const AttentionSpec& s, uint64_t seed, bool backward = true) {
   c.reference_forward(lp_out, lp_lse, s.dtype);
   ErrorBound eo = bound(out, lp_out, ref_out);
   ErrorBound el = bound(lse, lp_lse, ref_lse, 1e-4);
-  if (getenv("FK_VERBOSE")) printf("%s out %.3g/%.3g lse %.3g/%.3g\n", s.str().c_str(), eo.error, eo.tolerance, el.error, el.tolerance);
+  if (getenv("FK_VERBOSE"))
+    printf("%s out %.3g/%.3g lse %.3g/%.3g\n", s.str().c_str(), eo.error, eo.tolerance, el.error,
+           el.tolerance);
   EXPECT_TRUE(eo.ok()) << "out error " << eo.error << " > " << eo.tolerance;
 
   EXPECT_TRUE(el.ok()) << "lse error " << el.error << " > " << el.tolerance;
@@ -43,8 +45,9 @@ void check_case(const AttentionSpec& s, uint64_t seed, bool backward = true) {
   HostTensor rq, rk, rv, lq, lk, lv;
   c.reference_backward(rq, rk, rv, DType::f64);
   c.reference_backward(lq, lk, lv, s.dtype);
-  for (auto [name, got, lp, ref] : {std::tuple{"dq", &dq, &lq, &rq}, std::tuple{"dk", &dk, &lk, &rk},
-                                    std::tuple{"dv", &dv, &lv, &rv}}) {
+  for (auto [name, got, lp, ref] :
+       {std::tuple{"dq", &dq, &lq, &rq}, std::tuple{"dk", &dk, &lk, &rk},
+        std::tuple{"dv", &dv, &lv, &rv}}) {
     ErrorBound e = bound(*got, *lp, *ref);
     if (getenv("FK_VERBOSE")) printf("   %s %.3g/%.3g\n", name, e.error, e.tolerance);
     EXPECT_TRUE(e.ok()) << name << " error " << e.error << " > " << e.tolerance;
@@ -190,7 +193,8 @@ TEST(Attention, StridedPackedQkvAndOutputs) {
   o.causal = true;
   attention_forward(q, k, v, out, lse, o);
   // Same problem, contiguous copies.
-  HostTensor qc(DType::bf16, {b, s, h, d}), kc(DType::bf16, {b, s, h, d}), vc(DType::bf16, {b, s, h, d});
+  HostTensor qc(DType::bf16, {b, s, h, d}), kc(DType::bf16, {b, s, h, d}),
+      vc(DType::bf16, {b, s, h, d});
   for (int64_t i = 0; i < qc.numel(); ++i) {
     const int64_t c = i % d, hh = (i / d) % h, t = (i / (d * h)) % s, bb = i / (d * h * s);
     const int64_t src = ((bb * s + t) * 3 * h + hh) * d + c;
@@ -243,7 +247,9 @@ TEST(Attention, DropoutMaskOutMatchesPhiloxAndRate) {
       for (int i = 0; i < 50; ++i)
         for (int j = 0; j < 70; ++j) {
           const uint8_t m = mask.ptr<uint8_t>()[((b * 3 + h) * 50 + i) * 70 + j];
-          ASSERT_EQ(m, dropout_keep(c.opts.dropout_seed, c.opts.dropout_offset, b, h, 3, i, j, thr) ? 1 : 0);
+          ASSERT_EQ(m, dropout_keep(c.opts.dropout_seed, c.opts.dropout_offset, b, h, 3, i, j, thr)
+                           ? 1
+                           : 0);
           kept += m;
         }
   EXPECT_NEAR(static_cast<double>(kept) / mask.numel(), 0.75, 0.02);

@@ -18,10 +18,13 @@ class AttentionValidation : public ::testing::Test {
  protected:
   static constexpr int B = 2, S = 16, H = 4, HK = 2, D = 32;
   std::mt19937_64 rng{3};
-  HostTensor q{DType::f32, {B, S, H, D}}, k{DType::f32, {B, S, HK, D}}, v{DType::f32, {B, S, HK, D}};
-  HostTensor dout{DType::f32, {B, S, H, D}}, out_in{DType::f32, {B, S, H, D}}, lse_in{DType::f32, {B, H, S}};
+  HostTensor q{DType::f32, {B, S, H, D}}, k{DType::f32, {B, S, HK, D}},
+      v{DType::f32, {B, S, HK, D}};
+  HostTensor dout{DType::f32, {B, S, H, D}}, out_in{DType::f32, {B, S, H, D}},
+      lse_in{DType::f32, {B, H, S}};
   HostTensor out{DType::f32, {B, S, H, D}}, lse{DType::f32, {B, H, S}};
-  HostTensor dq{DType::f32, {B, S, H, D}}, dk{DType::f32, {B, S, HK, D}}, dv{DType::f32, {B, S, HK, D}};
+  HostTensor dq{DType::f32, {B, S, H, D}}, dk{DType::f32, {B, S, HK, D}},
+      dv{DType::f32, {B, S, HK, D}};
   HostTensor snapshot[5];
   AttentionOptions o;
 
@@ -44,8 +47,8 @@ class AttentionValidation : public ::testing::Test {
     }
     int i = 0;
     for (HostTensor* t : {&out, &lse, &dq, &dk, &dv})
-      EXPECT_TRUE(t->same_bytes(snapshot[i++])) << "an output was written before the error ("
-                                                << prefix << ")";
+      EXPECT_TRUE(t->same_bytes(snapshot[i++]))
+          << "an output was written before the error (" << prefix << ")";
   }
   void fwd(const TensorView& q_, const TensorView& k_, const TensorView& v_, const TensorView& out_,
            const TensorView& lse_, const std::string& prefix) {
@@ -79,18 +82,23 @@ TEST_F(AttentionValidation, ValidCallsSucceed) {
 }
 
 TEST_F(AttentionValidation, Dtypes) {
-  fwd(with_dtype(q, DType::f64), with_dtype(k, DType::f64), with_dtype(v, DType::f64), out, lse, "q:");
+  fwd(with_dtype(q, DType::f64), with_dtype(k, DType::f64), with_dtype(v, DType::f64), out, lse,
+      "q:");
   fwd(q, with_dtype(k, DType::f16), v, out, lse, "k:");
   fwd(q, k, with_dtype(v, DType::bf16), out, lse, "v:");
   fwd(q, k, v, with_dtype(out, DType::f16), lse, "out:");
   fwd(q, k, v, out, with_dtype(lse, DType::f16), "lse:");
   HostTensor dq16(DType::f16, {B, S, H, D});
-  expect_error([&] { attention_backward(q, k, v, out_in, with_dtype(dout, DType::f16), lse_in, dq, dk, dv, o); }, "dout:");
+  expect_error(
+      [&] {
+        attention_backward(q, k, v, out_in, with_dtype(dout, DType::f16), lse_in, dq, dk, dv, o);
+      },
+      "dout:");
   expect_error([&] { attention_backward(q, k, v, out_in, dout, lse_in, dq16, dk, dv, o); }, "dq:");
 }
 
 TEST_F(AttentionValidation, Shapes) {
-  fwd(q, with_shape(k, 0, 1), with_shape(v, 0, 1), out, lse, "k:");   // batch
+  fwd(q, with_shape(k, 0, 1), with_shape(v, 0, 1), out, lse, "k:");    // batch
   fwd(q, with_shape(k, 3, 16), with_shape(v, 3, 16), out, lse, "k:");  // hdim
   fwd(q, k, with_shape(v, 1, 8), out, lse, "v:");                      // v unlike k
   fwd(q, k, v, with_shape(out, 1, 8), lse, "out:");
@@ -99,13 +107,18 @@ TEST_F(AttentionValidation, Shapes) {
   fwd(q, k3, v3, out, lse, "k:");  // 4 heads % 3 kv heads
   HostTensor q3(DType::f32, {B, S, D});
   fwd(q3, k, v, out, lse, "q:");  // 3-D without cu_seqlens
-  expect_error([&] { attention_backward(q, k, v, out_in, dout, lse_in, dq, with_shape(dk, 1, 8), dv, o); }, "dk:");
-  expect_error([&] { attention_backward(q, k, v, out_in, dout, lse_in, dq, dk, with_shape(dv, 2, 1), o); }, "dv:");
+  expect_error(
+      [&] { attention_backward(q, k, v, out_in, dout, lse_in, dq, with_shape(dk, 1, 8), dv, o); },
+      "dk:");
+  expect_error(
+      [&] { attention_backward(q, k, v, out_in, dout, lse_in, dq, dk, with_shape(dv, 2, 1), o); },
+      "dv:");
 }
 
 TEST_F(AttentionValidation, UnsupportedHdim) {
   for (int d : {4, 12, 264}) {
-    HostTensor qd(DType::f32, {B, S, H, d}), kd(DType::f32, {B, S, HK, d}), vd(DType::f32, {B, S, HK, d});
+    HostTensor qd(DType::f32, {B, S, H, d}), kd(DType::f32, {B, S, HK, d}),
+        vd(DType::f32, {B, S, HK, d});
     HostTensor od(DType::f32, {B, S, H, d});
     expect_error([&] { attention_forward(qd, kd, vd, od, lse, o); }, "q:");
     expect_error([&] { attention_backward_workspace_bytes(qd, kd, o); }, "q:");
@@ -113,11 +126,13 @@ TEST_F(AttentionValidation, UnsupportedHdim) {
 }
 
 TEST_F(AttentionValidation, Strides) {
-  fwd(with_stride(q, 3, 2), k, v, out, lse, "q:");   // last dim not contiguous
+  fwd(with_stride(q, 3, 2), k, v, out, lse, "q:");        // last dim not contiguous
   fwd(q, with_stride(k, 1, -HK * D), v, out, lse, "k:");  // negative stride
   fwd(q, k, v, with_stride(out, 3, 2), lse, "out:");
   fwd(q, k, v, out, with_stride(lse, 2, 2), "lse:");
-  expect_error([&] { attention_backward(q, k, v, out_in, dout, lse_in, with_stride(dq, 3, 0), dk, dv, o); }, "dq:");
+  expect_error(
+      [&] { attention_backward(q, k, v, out_in, dout, lse_in, with_stride(dq, 3, 0), dk, dv, o); },
+      "dq:");
 }
 
 TEST_F(AttentionValidation, Devices) {
@@ -128,7 +143,10 @@ TEST_F(AttentionValidation, Devices) {
   lc.device = Device::cuda;
   fwd(q, k, v, out, lc, "lse:");
 #ifndef FLASHKIT_WITH_CUDA
-  auto on_cuda = [](TensorView t) { t.device = Device::cuda; return t; };
+  auto on_cuda = [](TensorView t) {
+    t.device = Device::cuda;
+    return t;
+  };
   fwd(on_cuda(q), on_cuda(k), on_cuda(v), on_cuda(out), on_cuda(lse), "q:");
 #endif
 }
@@ -226,5 +244,6 @@ TEST_F(AttentionValidation, OutputsOverlappingInputs) {
   expect_error([&] { attention_backward(q, k, v, out_in, dout, lse_in, dout, dk, dv, o); }, "dq:");
   expect_error([&] { attention_backward(q, k, v, out_in, dout, lse_in, dq, dk, dk, o); }, "dv:");
   TensorView dk_in_v = TensorView::of(v.data(), DType::f32, {B, S, HK, D});
-  expect_error([&] { attention_backward(q, k, v, out_in, dout, lse_in, dq, dk_in_v, dv, o); }, "dk:");
+  expect_error([&] { attention_backward(q, k, v, out_in, dout, lse_in, dq, dk_in_v, dv, o); },
+               "dk:");
 }
