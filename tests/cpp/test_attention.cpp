@@ -1,7 +1,8 @@
 // CPU FlashAttention-2 forward and backward against the fp64 naive reference on fresh random
 // inputs, with the DESIGN.md tolerance rule (2x the naive low-precision error + 1e-5): dtypes,
 // head dims, causal alignment, GQA/MQA, varlen, odd lengths, every modifier and some pairs.
-// FK_VERBOSE=1 prints each error next to its tolerance.
+// Also the Philox generator against its known-answer vectors. FK_VERBOSE=1 prints each error next
+// to its tolerance.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -273,4 +274,24 @@ TEST(Attention, FullyMaskedRowsGiveZeroAndMinusInfLse) {
     for (int d = 0; d < 32; ++d) EXPECT_EQ(out.get(i * 32 + d), 0.f);
   }
   EXPECT_TRUE(std::isfinite(lse.get(30)));
+}
+
+TEST(Philox, MatchesRandom123KnownAnswers) {
+  // Philox4x32-10 known-answer vectors from Random123's kat_vectors.
+  Philox4 a = philox4x32_10(0, 0, 0, 0, 0, 0);
+  EXPECT_EQ(a.x[0], 0x6627e8d5u);
+  EXPECT_EQ(a.x[1], 0xe169c58du);
+  EXPECT_EQ(a.x[2], 0xbc57ac4cu);
+  EXPECT_EQ(a.x[3], 0x9b00dbd8u);
+  Philox4 b = philox4x32_10(~0u, ~0u, ~0u, ~0u, ~0u, ~0u);
+  EXPECT_EQ(b.x[0], 0x408f276du);
+  EXPECT_EQ(b.x[1], 0x41c83b0eu);
+  EXPECT_EQ(b.x[2], 0xa20bc7c6u);
+  EXPECT_EQ(b.x[3], 0x6d5451fdu);
+  Philox4 c = philox4x32_10(0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u,
+                            0x299f31d0u);
+  EXPECT_EQ(c.x[0], 0xd16cfe09u);
+  EXPECT_EQ(c.x[1], 0x94fdccebu);
+  EXPECT_EQ(c.x[2], 0x5001e420u);
+  EXPECT_EQ(c.x[3], 0x24126ea1u);
 }
