@@ -31,8 +31,8 @@ void check_case(const AttentionSpec& s, uint64_t seed, bool backward = true) {
   ErrorBound eo = bound(out, lp_out, ref_out);
   ErrorBound el = bound(lse, lp_lse, ref_lse, 1e-4);
   if (getenv("FK_VERBOSE"))
-    printf("%s out %.3g/%.3g lse %.3g/%.3g\n", c.spec.str().c_str(), eo.error, eo.tolerance, el.error,
-           el.tolerance);
+    printf("%s out %.3g/%.3g lse %.3g/%.3g\n", c.spec.str().c_str(), eo.error, eo.tolerance,
+           el.error, el.tolerance);
   EXPECT_TRUE(eo.ok()) << "out error " << eo.error << " > " << eo.tolerance;
 
   EXPECT_TRUE(el.ok()) << "lse error " << el.error << " > " << el.tolerance;
@@ -288,8 +288,8 @@ TEST(Philox, MatchesRandom123KnownAnswers) {
   EXPECT_EQ(b.x[1], 0x41c83b0eu);
   EXPECT_EQ(b.x[2], 0xa20bc7c6u);
   EXPECT_EQ(b.x[3], 0x6d5451fdu);
-  Philox4 c = philox4x32_10(0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u,
-                            0x299f31d0u);
+  Philox4 c =
+      philox4x32_10(0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u, 0x299f31d0u);
   EXPECT_EQ(c.x[0], 0xd16cfe09u);
   EXPECT_EQ(c.x[1], 0x94fdccebu);
   EXPECT_EQ(c.x[2], 0x5001e420u);
