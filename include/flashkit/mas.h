@@ -17,6 +17,12 @@ struct MasOptions {
   // Allow the GPU kernel to use `value` as scratch (it is left modified). Default: untouched.
   // The CPU backend never writes `value`, so there this is a permission it does not need.
   bool in_place = false;
+  // Optional int32 [1] on value's device. The CUDA kernels read the lengths on the device and
+  // cannot throw without a sync, so they report here: -1 if every item had valid lengths, else
+  // the smallest item index with tx > ty or a length out of range (its path and durations rows
+  // are written as zeros). The CPU throws instead (nothing written) and also writes -1 here.
+  // The Python API checks it for you (one sync) unless told check=False.
+  TensorView status;
   Stream stream = nullptr;
   Workspace workspace;
 };
@@ -30,5 +36,15 @@ struct MasOptions {
 void monotonic_alignment_search(const TensorView& value, const TensorView& text_lengths,
                                 const TensorView& mel_lengths, const TensorView& path,
                                 const TensorView& durations, const MasOptions& opts = {});
+
+// Fused likelihood: the same search on value[b, x, y] = sum_c -1/2 log 2pi - logs[b,c,x]
+// - 1/2 e^{-2 logs[b,c,x]} (z[b,c,y] - m[b,c,x])^2 (Glow-TTS's logp, VITS's neg_cent), computed on
+// the fly so that no [B, T, S] buffer exists. z: [B, C, S]; m, logs: [B, C, T]; one float dtype,
+// any strides. The likelihood is evaluated with the same fp32 operations on the CPU and the GPU
+// (src/common/mas_likelihood.h), so both give the same paths. CUDA: C <= 256.
+void monotonic_alignment_search_fused(const TensorView& z, const TensorView& m,
+                                      const TensorView& logs, const TensorView& text_lengths,
+                                      const TensorView& mel_lengths, const TensorView& path,
+                                      const TensorView& durations, const MasOptions& opts = {});
 
 }  // namespace flashkit

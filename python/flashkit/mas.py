@@ -86,44 +86,102 @@ def _finish_path(buf, dtype):
     return buf.to(dtype) if _is_torch(buf) else buf.astype(dtype)
 
 
+def _stream(like):
+    if _is_torch(like) and like.is_cuda:
+        import torch
+
+        return torch.cuda.current_stream(like.device).cuda_stream
+    return 0
+
+
+def _run(fn, inputs, tx, ty, path, durations, neg, check):
+    """Calls the extension. On CUDA the kernel reports bad lengths in a status word; with
+    check=True it is read (one host sync) and turned into the same ValueError as on the CPU."""
+    like = inputs[0]
+    on_gpu = _is_torch(like) and like.is_cuda
+    status = _empty((1,), _torch_or_numpy(like, "int32"), like) if on_gpu and check else None
+    fn(*inputs, tx, ty, path, durations, float(neg), status, _stream(like))
+    if status is not None:
+        bad = int(status.item())
+        if bad >= 0:
+            t, s = int(tx[bad].item()), int(ty[bad].item())
+            raise ValueError(f"text_lengths[{bad}]: expected 0 <= text_lengths[{bad}] <= "
+                             f"mel_lengths[{bad}] ({s}) within the tensor's dims, got {t}: "
+                             "no monotonic path")
+
+
+def _outputs(shape_bt, shape_bts, like, return_path, return_durations, path_dtype):
+    if not (return_path or return_durations):
+        raise ValueError("return_path: expected return_path and/or return_durations, got neither")
+    path = durations = None
+    if return_path:
+        path, path_dtype = _new_path(shape_bts, path_dtype, like)
+    if return_durations:
+        durations = _empty(shape_bt, _torch_or_numpy(like, "int32"), like)
+    return path, path_dtype, durations
+
+
+def _result(path, path_dtype, durations):
+    if path is not None:
+        path = _finish_path(path, path_dtype)
+    if path is not None and durations is not None:
+        return path, durations
+    return path if path is not None else durations
+
+
 def monotonic_alignment_search(value, text_lengths, mel_lengths, neg=-1e9, return_path=True,
-                               return_durations=False, path_dtype=None):
+                               return_durations=False, path_dtype=None, check=True):
     """Most likely monotonic alignment of each item, Cython-exact.
 
     value: ``[B, T, S]`` log-likelihoods (text x mel), any strides (a transposed view serves
-    ``[B, S, T]`` data). text_lengths / mel_lengths: ``[B]`` integers, ``0 <= tx <= ty``.
-    neg: the forbidden cells' value (the Cython ``max_neg_val``; -1e9, -1e32 or -inf).
-    Returns the path ``[B, T, S]`` (dtype ``path_dtype``, default value's), the durations
-    int32 ``[B, T]`` (frames per text token), or both as a tuple, per the two flags.
-    Raises ValueError naming the argument (e.g. the item whose text is longer than its mel).
+    ``[B, S, T]`` data); NumPy (CPU) or torch (CPU or CUDA, no copy). text_lengths /
+    mel_lengths: ``[B]`` integers, ``0 <= tx <= ty``. neg: the forbidden cells' value (the Cython
+    ``max_neg_val``; -1e9, -1e32 or -inf). Returns the path ``[B, T, S]`` (dtype ``path_dtype``,
+    default value's), the durations int32 ``[B, T]`` (frames per text token), or both as a
+    tuple. Bad lengths raise ValueError naming the item; on CUDA that check costs one host sync,
+    which ``check=False`` skips (such items then get an all-zero path).
     """
-    if not (return_path or return_durations):
-        raise ValueError("return_path: expected return_path and/or return_durations, got neither")
     if not _is_torch(value):
         value = np.asarray(value)
     path_dtype = value.dtype if path_dtype is None else path_dtype
     value = _as_value(value)
-    path = durations = None
-    if return_path:
-        path, path_dtype = _new_path(tuple(value.shape), path_dtype, value)
-    if return_durations:
-        shape = (value.shape[0], value.shape[1]) if value.ndim == 3 else (0, 0)
-        durations = _empty(shape, _torch_or_numpy(value, "int32"), value)
-    _C.monotonic_alignment_search(value, _as_lengths(text_lengths, value),
-                                  _as_lengths(mel_lengths, value), path, durations, float(neg))
-    if return_path:
-        path = _finish_path(path, path_dtype)
-    if return_path and return_durations:
-        return path, durations
-    return path if return_path else durations
+    shape = tuple(value.shape)
+    path, path_dtype, durations = _outputs(shape[:2], shape, value, return_path,
+                                           return_durations, path_dtype)
+    tx, ty = _as_lengths(text_lengths, value), _as_lengths(mel_lengths, value)
+    _run(_C.monotonic_alignment_search, (value,), tx, ty, path, durations, neg, check)
+    return _result(path, path_dtype, durations)
 
 
-def maximum_path(value, mask, layout="auto", neg=-1e9):
+def monotonic_alignment_search_fused(z, m, logs, text_lengths, mel_lengths, neg=-1e9,
+                                     return_path=True, return_durations=False, path_dtype=None,
+                                     check=True):
+    """MAS on the Glow-TTS / VITS likelihood computed on the fly, never materialised:
+    ``value[b, x, y] = sum_c -1/2 log 2pi - logs[b,c,x] - 1/2 e^{-2 logs[b,c,x]}
+    (z[b,c,y] - m[b,c,x])^2``. z: ``[B, C, S]`` (the flow's latent), m / logs: ``[B, C, T]``
+    (the text prior); one float dtype. Otherwise as monotonic_alignment_search (path dtype
+    defaults to z's)."""
+    if not _is_torch(z):
+        z, m, logs = np.asarray(z), np.asarray(m), np.asarray(logs)
+    path_dtype = z.dtype if path_dtype is None else path_dtype
+    z, m, logs = _as_value(z), _as_value(m), _as_value(logs)
+    shape = (z.shape[0], m.shape[2] if m.ndim == 3 else 0, z.shape[2])
+    path, path_dtype, durations = _outputs(shape[:2], shape, z, return_path, return_durations,
+                                           path_dtype)
+    tx, ty = _as_lengths(text_lengths, z), _as_lengths(mel_lengths, z)
+    _run(_C.monotonic_alignment_search_fused, (z, m, logs), tx, ty, path, durations, neg, check)
+    return _result(path, path_dtype, durations)
+
+
+def maximum_path(value, mask, layout="auto", neg=-1e9, check=True):
     """Drop-in for glow-tts's and vits's ``monotonic_align.maximum_path(value, mask)``.
 
     value, mask: ``[b, d1, d2]``; layout: "glow-tts" (``[b, text, mel]``), "vits"
     (``[b, mel, text]``) or "auto" (glow-tts when ``d1 <= d2``). Lengths come from the mask as
-    in the originals. Returns a contiguous path with value's shape, dtype and device.
+    in the originals (``mask.sum(1)[:, 0]`` and ``mask.sum(2)[:, 0]``, read here from the first
+    column and row only). Returns a contiguous path with value's shape, dtype and device; torch
+    CUDA tensors stay on the GPU (``check=False``: no host sync at all, see
+    monotonic_alignment_search).
     """
     if layout not in ("auto", "glow-tts", "vits"):
         raise ValueError(f"layout: expected 'auto', 'glow-tts' or 'vits', got {layout!r}")
@@ -136,14 +194,13 @@ def maximum_path(value, mask, layout="auto", neg=-1e9):
                          f"got {tuple(mask.shape)}")
     if layout == "auto":
         layout = "glow-tts" if value.shape[1] <= value.shape[2] else "vits"
-    len1 = mask.sum(1)[:, 0]  # length along d1, as both originals compute it
-    len2 = mask.sum(2)[:, 0]
+    len1 = mask[:, :, 0].sum(1)  # == mask.sum(1)[:, 0]: the length along d1
+    len2 = mask[:, 0, :].sum(1)  # == mask.sum(2)[:, 0]: the length along d2
     path, dtype = _new_path(tuple(value.shape), None, value)
     v = _as_value(value)
     if layout == "glow-tts":
-        _C.monotonic_alignment_search(v, _as_lengths(len1, v), _as_lengths(len2, v), path, None,
-                                      float(neg))
+        args = (v, _as_lengths(len1, v), _as_lengths(len2, v), path)
     else:  # vits: text is d2, mel is d1; the kernel sees [b, text, mel] views of both arrays
-        _C.monotonic_alignment_search(_swap_last(v), _as_lengths(len2, v), _as_lengths(len1, v),
-                                      _swap_last(path), None, float(neg))
+        args = (_swap_last(v), _as_lengths(len2, v), _as_lengths(len1, v), _swap_last(path))
+    _run(_C.monotonic_alignment_search, args[:1], args[1], args[2], args[3], None, neg, check)
     return _finish_path(path, dtype)

@@ -6,10 +6,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "api/validate.h"
 #include "cpu/mas.h"
+#ifdef FLASHKIT_WITH_CUDA
+#include "cuda/mas/launch.h"
+#endif
 
 namespace flashkit {
 namespace {
@@ -37,31 +42,84 @@ void check_no_self_overlap(const TensorView& t, const char* name) {
   }
 }
 
-void check_lengths_tensor(const TensorView& t, const char* name, const TensorView& value) {
-  check_defined(t, name);
-  check_same_device(t, name, value, "value");
-  check_dtype(t, name, {DType::i32});
-  check_shape(t, name, {value.shape[0]});
-  check_nonnegative_strides(t, name);
-}
-
-// Host copies of the lengths, each checked: 0 <= tx <= T, 0 <= ty <= S and tx <= ty.
-void read_lengths(const TensorView& text_lengths, const TensorView& mel_lengths,
-                  const TensorView& value, std::vector<int32_t>& tx, std::vector<int32_t>& ty) {
-  const int64_t B = value.shape[0], T = value.shape[1], S = value.shape[2];
+// Host copies of the lengths, each checked: 0 <= tx <= T, 0 <= ty <= S and tx <= ty. `t_dim` /
+// `s_dim` say where T and S came from, for the messages.
+void read_lengths(const TensorView& text_lengths, const TensorView& mel_lengths, int64_t B,
+                  int64_t T, int64_t S, const char* t_dim, const char* s_dim,
+                  std::vector<int32_t>& tx, std::vector<int32_t>& ty) {
   tx.resize(B);
   ty.resize(B);
   for (int64_t b = 0; b < B; ++b) {
     tx[b] = text_lengths.ptr<const int32_t>()[b * text_lengths.stride[0]];
     ty[b] = mel_lengths.ptr<const int32_t>()[b * mel_lengths.stride[0]];
     if (tx[b] < 0 || tx[b] > T)
-      fail("text_lengths[", b, "]: expected 0..", T, " (value's dim 1), got ", tx[b]);
+      fail("text_lengths[", b, "]: expected 0..", T, " (", t_dim, "), got ", tx[b]);
     if (ty[b] < 0 || ty[b] > S)
-      fail("mel_lengths[", b, "]: expected 0..", S, " (value's dim 2), got ", ty[b]);
+      fail("mel_lengths[", b, "]: expected 0..", S, " (", s_dim, "), got ", ty[b]);
     if (tx[b] > ty[b])
       fail("text_lengths[", b, "]: expected <= mel_lengths[", b, "] (", ty[b], "), got ", tx[b],
            ": no monotonic path");
   }
+}
+
+// Lengths, options and outputs, shared by both entry points; `ref` is the first input (its
+// device is the op's), `inputs` every input the outputs must not overlap.
+void check_common(const TensorView& ref, const char* ref_name, int64_t B, int64_t T, int64_t S,
+                  std::initializer_list<std::pair<const TensorView*, const char*>> inputs,
+                  const TensorView& text_lengths, const TensorView& mel_lengths,
+                  const TensorView& path, const TensorView& durations, const MasOptions& opts) {
+  auto lengths = [&](const TensorView& t, const char* name) {
+    check_defined(t, name);
+    check_same_device(t, name, ref, ref_name);
+    check_dtype(t, name, {DType::i32});
+    check_shape(t, name, {B});
+    check_nonnegative_strides(t, name);
+  };
+  lengths(text_lengths, "text_lengths");
+  lengths(mel_lengths, "mel_lengths");
+  if (std::isnan(opts.neg)) fail("neg: expected a number (e.g. -1e9 or -inf), got nan");
+  if (!path.defined() && !durations.defined())
+    fail("path: expected a path and/or a durations output, got neither");
+  auto output = [&](const TensorView& t, const char* name) {
+    check_defined(t, name);
+    check_same_device(t, name, ref, ref_name);
+    check_nonnegative_strides(t, name);
+    check_no_self_overlap(t, name);
+    for (auto [in, in_name] : inputs) check_no_overlap(t, name, *in, in_name);
+    check_no_overlap(t, name, text_lengths, "text_lengths");
+    check_no_overlap(t, name, mel_lengths, "mel_lengths");
+  };
+  if (path.defined()) {
+    check_dtype(path, "path",
+                {DType::f32, DType::f16, DType::bf16, DType::i32, DType::u8, DType::bool8});
+    check_shape(path, "path", {B, T, S});
+    output(path, "path");
+  }
+  if (durations.defined()) {
+    check_dtype(durations, "durations", {DType::i32});
+    check_shape(durations, "durations", {B, T});
+    output(durations, "durations");
+    if (path.defined()) check_no_overlap(durations, "durations", path, "path");
+  }
+  if (opts.status.defined()) {
+    check_same_device(opts.status, "status", ref, ref_name);
+    check_dtype(opts.status, "status", {DType::i32});
+    check_shape(opts.status, "status", {1});
+    output(opts.status, "status");
+    if (path.defined()) check_no_overlap(opts.status, "status", path, "path");
+    if (durations.defined()) check_no_overlap(opts.status, "status", durations, "durations");
+  }
+}
+
+void check_float_input(const TensorView& t, const char* name, int ndim) {
+  check_defined(t, name);
+  check_ndim(t, name, ndim);
+  check_dtype(t, name, {DType::f32, DType::f16, DType::bf16});
+  check_nonnegative_strides(t, name);
+}
+
+void cpu_status_ok(const MasOptions& opts) {
+  if (opts.status.defined()) *opts.status.ptr<int32_t>() = -1;
 }
 
 }  // namespace
@@ -69,49 +127,55 @@ void read_lengths(const TensorView& text_lengths, const TensorView& mel_lengths,
 void monotonic_alignment_search(const TensorView& value, const TensorView& text_lengths,
                                 const TensorView& mel_lengths, const TensorView& path,
                                 const TensorView& durations, const MasOptions& opts) {
-  check_defined(value, "value");
-  check_ndim(value, "value", 3);
-  check_dtype(value, "value", {DType::f32, DType::f16, DType::bf16});
-  check_nonnegative_strides(value, "value");
+  check_float_input(value, "value", 3);
   const int64_t B = value.shape[0], T = value.shape[1], S = value.shape[2];
-  check_lengths_tensor(text_lengths, "text_lengths", value);
-  check_lengths_tensor(mel_lengths, "mel_lengths", value);
-  if (std::isnan(opts.neg)) fail("neg: expected a number (e.g. -1e9 or -inf), got nan");
-  if (!path.defined() && !durations.defined())
-    fail("path: expected a path and/or a durations output, got neither");
-  if (path.defined()) {
-    check_defined(path, "path");
-    check_same_device(path, "path", value, "value");
-    check_dtype(path, "path",
-                {DType::f32, DType::f16, DType::bf16, DType::i32, DType::u8, DType::bool8});
-    check_shape(path, "path", {B, T, S});
-    check_nonnegative_strides(path, "path");
-    check_no_self_overlap(path, "path");
-    check_no_overlap(path, "path", value, "value");
-    check_no_overlap(path, "path", text_lengths, "text_lengths");
-    check_no_overlap(path, "path", mel_lengths, "mel_lengths");
-  }
-  if (durations.defined()) {
-    check_defined(durations, "durations");
-    check_same_device(durations, "durations", value, "value");
-    check_dtype(durations, "durations", {DType::i32});
-    check_shape(durations, "durations", {B, T});
-    check_nonnegative_strides(durations, "durations");
-    check_no_self_overlap(durations, "durations");
-    check_no_overlap(durations, "durations", value, "value");
-    check_no_overlap(durations, "durations", text_lengths, "text_lengths");
-    check_no_overlap(durations, "durations", mel_lengths, "mel_lengths");
-    if (path.defined()) check_no_overlap(durations, "durations", path, "path");
-  }
-  if (B == 0) return;
-
+  check_common(value, "value", B, T, S, {{&value, "value"}}, text_lengths, mel_lengths, path,
+               durations, opts);
   if (value.device == Device::cpu) {
     std::vector<int32_t> tx, ty;
-    read_lengths(text_lengths, mel_lengths, value, tx, ty);
-    cpu::monotonic_alignment_search(value, tx.data(), ty.data(), path, durations, opts.neg);
+    read_lengths(text_lengths, mel_lengths, B, T, S, "value's dim 1", "value's dim 2", tx, ty);
+    if (B > 0) cpu::monotonic_alignment_search(value, tx.data(), ty.data(), path, durations, opts.neg);
+    cpu_status_ok(opts);
     return;
   }
-  fail("value: expected a CPU tensor (MAS on CUDA is not implemented yet), got a cuda tensor");
+#ifdef FLASHKIT_WITH_CUDA
+  cuda::monotonic_alignment_search(value, text_lengths, mel_lengths, path, durations, opts);
+#else
+  fail("value: expected a CPU tensor (this flashkit was built without CUDA), got a cuda tensor");
+#endif
+}
+
+void monotonic_alignment_search_fused(const TensorView& z, const TensorView& m,
+                                      const TensorView& logs, const TensorView& text_lengths,
+                                      const TensorView& mel_lengths, const TensorView& path,
+                                      const TensorView& durations, const MasOptions& opts) {
+  check_float_input(z, "z", 3);
+  check_float_input(m, "m", 3);
+  check_float_input(logs, "logs", 3);
+  const int64_t B = z.shape[0], C = z.shape[1], S = z.shape[2], T = m.shape[2];
+  check_shape(m, "m", {B, C, -1});
+  check_same_shape(logs, "logs", m, "m");
+  check_same_dtype(m, "m", z, "z");
+  check_same_dtype(logs, "logs", z, "z");
+  check_same_device(m, "m", z, "z");
+  check_same_device(logs, "logs", z, "z");
+  check_common(z, "z", B, T, S, {{&z, "z"}, {&m, "m"}, {&logs, "logs"}}, text_lengths,
+               mel_lengths, path, durations, opts);
+  if (z.device == Device::cpu) {
+    std::vector<int32_t> tx, ty;
+    read_lengths(text_lengths, mel_lengths, B, T, S, "m's dim 2", "z's dim 2", tx, ty);
+    if (B > 0)
+      cpu::monotonic_alignment_search_fused(z, m, logs, tx.data(), ty.data(), path, durations,
+                                            opts.neg);
+    cpu_status_ok(opts);
+    return;
+  }
+#ifdef FLASHKIT_WITH_CUDA
+  cuda::monotonic_alignment_search_fused(z, m, logs, text_lengths, mel_lengths, path, durations,
+                                         opts);
+#else
+  fail("z: expected a CPU tensor (this flashkit was built without CUDA), got a cuda tensor");
+#endif
 }
 
 }  // namespace flashkit

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/half.h"
+#include "common/mas_likelihood.h"
 
 #ifndef __AVX2__
 #error "src/cpu/mas.cpp needs AVX2 + F16C (the library builds with -march=x86-64-v3)"
@@ -251,17 +252,26 @@ void write_durations(const TensorView& d, int64_t b, const int32_t* row, int ty)
   for (int y = 0; y < ty; ++y) ++base[row[y] * d.stride[1]];
 }
 
+// Threads only where there is work for them: waking a team costs more than a small batch.
+int threads_for(int64_t B, const int32_t* tx, const int32_t* ty) {
+  int64_t cells = 0;
+  for (int64_t b = 0; b < B; ++b) cells += int64_t{tx[b]} * ty[b];
+  return cells < (int64_t{1} << 18) ? 1
+                                    : static_cast<int>(std::min<int64_t>(B, omp_get_max_threads()));
+}
+
+void write_outputs(const TensorView& path, const TensorView& durations, int64_t b, int tx, int ty,
+                   const Scratch& s) {
+  const int n = tx > 0 ? ty : 0;  // tx == 0: nothing to align, an all-zero path
+  if (path.defined()) write_path(path, b, s.row.data(), n);
+  if (durations.defined()) write_durations(durations, b, s.row.data(), n);
+}
+
 template <class E>
 void run(const TensorView& value, const int32_t* tx, const int32_t* ty, const TensorView& path,
          const TensorView& durations, float neg) {
   const int64_t B = value.shape[0];
-  // Threads only where there is work for them: waking a team costs more than a small batch.
-  int64_t cells = 0;
-  for (int64_t b = 0; b < B; ++b) cells += int64_t{tx[b]} * ty[b];
-  const int threads = cells < (int64_t{1} << 18)
-                          ? 1
-                          : static_cast<int>(std::min<int64_t>(B, omp_get_max_threads()));
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(threads_for(B, tx, ty))
   {
     Scratch s;
 #pragma omp for schedule(dynamic, 1)
@@ -269,9 +279,28 @@ void run(const TensorView& value, const int32_t* tx, const int32_t* ty, const Te
       if (tx[b] > 0)
         align_item(value.ptr<const E>() + b * value.stride[0], value.stride[1], value.stride[2],
                    tx[b], ty[b], neg, s);
-      const int n = tx[b] > 0 ? ty[b] : 0;  // tx == 0: nothing to align, an all-zero path
-      if (path.defined()) write_path(path, b, s.row.data(), n);
-      if (durations.defined()) write_durations(durations, b, s.row.data(), n);
+      write_outputs(path, durations, b, tx[b], ty[b], s);
+    }
+  }
+}
+
+float element(const TensorView& t, int64_t b, int64_t i, int64_t j) {
+  return load_as_float(t.data, t.dtype, b * t.stride[0] + i * t.stride[1] + j * t.stride[2]);
+}
+
+// value[x, y] of one item into `out` [tx, ty] row-major: channels summed in order c = 0, 1, ...
+// like the GPU kernel; the loops run c outermost so that the y loop vectorises.
+void fused_likelihood(const TensorView& z, const TensorView& m, const TensorView& logs, int64_t b,
+                      int tx, int ty, std::vector<float>& zc, std::vector<float>& out) {
+  const int64_t C = z.shape[1];
+  zc.resize(static_cast<size_t>(ty));
+  out.assign(static_cast<size_t>(tx) * ty, 0.f);
+  for (int64_t c = 0; c < C; ++c) {
+    for (int y = 0; y < ty; ++y) zc[y] = element(z, b, c, y);
+    for (int x = 0; x < tx; ++x) {
+      const mas::Coeffs k = mas::coeffs(element(m, b, c, x), element(logs, b, c, x));
+      float* row = out.data() + static_cast<size_t>(x) * ty;
+      for (int y = 0; y < ty; ++y) row[y] = mas::add_rn(row[y], mas::term(k, zc[y]));
     }
   }
 }
@@ -287,6 +316,26 @@ void monotonic_alignment_search(const TensorView& value, const int32_t* tx, cons
       return run<BF16>(value, tx, ty, path, durations, neg);
     default:
       return run<float>(value, tx, ty, path, durations, neg);
+  }
+}
+
+void monotonic_alignment_search_fused(const TensorView& z, const TensorView& m,
+                                      const TensorView& logs, const int32_t* tx, const int32_t* ty,
+                                      const TensorView& path, const TensorView& durations,
+                                      float neg) {
+  const int64_t B = z.shape[0];
+#pragma omp parallel num_threads(threads_for(B, tx, ty))
+  {
+    Scratch s;
+    std::vector<float> zc, value;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t b = 0; b < B; ++b) {
+      if (tx[b] > 0) {
+        fused_likelihood(z, m, logs, b, tx[b], ty[b], zc, value);
+        align_item(value.data(), ty[b], 1, tx[b], ty[b], neg, s);
+      }
+      write_outputs(path, durations, b, tx[b], ty[b], s);
+    }
   }
 }
 

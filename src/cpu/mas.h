@@ -13,4 +13,11 @@ namespace flashkit::cpu {
 void monotonic_alignment_search(const TensorView& value, const int32_t* tx, const int32_t* ty,
                                 const TensorView& path, const TensorView& durations, float neg);
 
+// The fused-likelihood variant: z [B, C, S], m / logs [B, C, T] (one float dtype, any strides);
+// each item's likelihood [tx, ty] is built in per-thread scratch (src/common/mas_likelihood.h).
+void monotonic_alignment_search_fused(const TensorView& z, const TensorView& m,
+                                      const TensorView& logs, const int32_t* tx, const int32_t* ty,
+                                      const TensorView& path, const TensorView& durations,
+                                      float neg);
+
 }  // namespace flashkit::cpu

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/host_tensor.h"
+#include "common/mas_likelihood.h"
 #include "cpu/reference_mas.h"
 #include "flashkit/errors.h"
 #include "flashkit/mas.h"
@@ -390,4 +391,110 @@ TEST(MasValidation, DevicesStridesOverlapAndNeg) {
   MasOptions nan_neg;
   nan_neg.neg = std::numeric_limits<float>::quiet_NaN();
   expect_error(a, a.value, a.txt, a.mel, a.path, a.dur, "neg: expected a number", nan_neg);
+}
+
+// ---- fused likelihood --------------------------------------------------------------------------
+
+namespace {
+
+struct FusedInputs {
+  HostTensor z, m, logs;
+};
+
+FusedInputs fused_inputs(std::mt19937_64& rng, DType dt, int64_t B, int64_t C, int64_t T,
+                         int64_t S) {
+  FusedInputs in{HostTensor(dt, {B, C, S}), HostTensor(dt, {B, C, T}), HostTensor(dt, {B, C, T})};
+  in.z.fill_normal(rng);
+  in.m.fill_normal(rng);
+  in.logs.fill_uniform(rng, -1.f, 0.5f);
+  return in;
+}
+
+// The likelihood materialised with the shared fp32 recipe, and (in `ref64`) in float64.
+HostTensor materialise(const FusedInputs& in, std::vector<double>* ref64) {
+  const int64_t B = in.z.view().shape[0], C = in.z.view().shape[1], S = in.z.view().shape[2],
+                T = in.m.view().shape[2];
+  HostTensor v(DType::f32, {B, T, S});
+  if (ref64) ref64->assign(static_cast<size_t>(B * T * S), 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t x = 0; x < T; ++x)
+      for (int64_t y = 0; y < S; ++y) {
+        float acc = 0.f;
+        double acc64 = 0.0;
+        for (int64_t c = 0; c < C; ++c) {
+          const float m = in.m.get((b * C + c) * T + x), ls = in.logs.get((b * C + c) * T + x),
+                      z = in.z.get((b * C + c) * S + y);
+          acc = mas::add_rn(acc, mas::term(mas::coeffs(m, ls), z));
+          const double d = double(z) - m;
+          acc64 += -0.5 * std::log(2 * M_PI) - ls - 0.5 * std::exp(-2.0 * ls) * d * d;
+        }
+        v.ptr<float>()[(b * T + x) * S + y] = acc;
+        if (ref64) (*ref64)[(b * T + x) * S + y] = acc64;
+      }
+  return v;
+}
+
+}  // namespace
+
+// The fp32 recipe is the textbook formula to fp32 accuracy, and the fused search equals the
+// unfused one on the materialised likelihood, path and durations, for each dtype and NEG.
+TEST(MasFused, EqualsUnfusedOnTheSameLikelihood) {
+  std::mt19937_64 rng(30);
+  for (DType dt : {DType::f32, DType::bf16})
+    for (float neg : {-1e9f, -kInf}) {
+      const int64_t B = 5, C = 7, T = 21, S = 57;
+      FusedInputs in = fused_inputs(rng, dt, B, C, T, S);
+      std::vector<double> ref64;
+      HostTensor v = materialise(in, &ref64);
+      double worst = 0;
+      for (int64_t i = 0; i < v.numel(); ++i)
+        worst = std::max(worst, std::fabs(v.ptr<float>()[i] - ref64[i]) / (1 + std::fabs(ref64[i])));
+      EXPECT_LT(worst, 1e-5) << "fp32 likelihood vs float64";
+
+      std::vector<int32_t> tx, ty;
+      random_lengths(rng, B, T, S, tx, ty);
+      HostTensor txt = lengths_tensor(tx), mel = lengths_tensor(ty);
+      HostTensor p_fused(DType::u8, {B, T, S}), p_plain(DType::u8, {B, T, S});
+      HostTensor d_fused(DType::i32, {B, T}), d_plain(DType::i32, {B, T}), status(DType::i32, {1});
+      p_fused.poison();
+      d_fused.poison();
+      status.poison();
+      MasOptions opts;
+      opts.neg = neg;
+      opts.status = status.view();
+      monotonic_alignment_search_fused(in.z, in.m, in.logs, txt, mel, p_fused, d_fused, opts);
+      EXPECT_EQ(status.ptr<int32_t>()[0], -1);
+      opts.status = TensorView{};
+      monotonic_alignment_search(v, txt, mel, p_plain, d_plain, opts);
+      EXPECT_EQ(bytes_of(p_fused), bytes_of(p_plain)) << dtype_name(dt) << " neg " << neg;
+      EXPECT_EQ(bytes_of(d_fused), bytes_of(d_plain)) << dtype_name(dt) << " neg " << neg;
+      EXPECT_EQ(mismatches_vs_oracle(v, tx, ty, neg), 0);
+    }
+}
+
+TEST(MasFused, ValidationNamesTheArgument) {
+  Args a;
+  HostTensor z(DType::f32, {4, 3, 10}), m(DType::f32, {4, 3, 6}), logs(DType::f32, {4, 3, 6});
+  HostTensor m_bad(DType::f32, {4, 2, 6}), logs_bf(DType::bf16, {4, 3, 6}), logs_t(DType::f32, {4, 3, 7});
+  auto fused_error = [&](const TensorView& zz, const TensorView& mm, const TensorView& ll,
+                         const TensorView& txt, const std::string& msg) {
+    const std::vector<uint8_t> p0 = bytes_of(a.path), d0 = bytes_of(a.dur);
+    try {
+      monotonic_alignment_search_fused(zz, mm, ll, txt, a.mel, a.path, a.dur);
+      ADD_FAILURE() << "no error; expected: " << msg;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(msg), std::string::npos) << "got: " << e.what();
+    }
+    EXPECT_EQ(bytes_of(a.path), p0);
+    EXPECT_EQ(bytes_of(a.dur), d0);
+  };
+  fused_error(z, m_bad, logs, a.txt, "m: expected shape [4, 3, *], got [4, 2, 6]");
+  fused_error(z, m, logs_t, a.txt, "logs: expected shape [4, 3, 6] like m, got [4, 3, 7]");
+  fused_error(z, m, logs_bf, a.txt, "logs: expected dtype float32 like z, got bfloat16");
+  fused_error(TensorView{}, m, logs, a.txt, "z: expected a tensor");
+  HostTensor long_text = lengths_tensor({6, 3, 1, 7});
+  fused_error(z, m, logs, long_text, "text_lengths[3]: expected 0..6 (m's dim 2), got 7");
+  HostTensor too_long = lengths_tensor({6, 3, 1, 6});
+  a.mel.ptr<int32_t>()[3] = 5;
+  fused_error(z, m, logs, too_long, "text_lengths[3]: expected <= mel_lengths[3] (5), got 6");
 }

@@ -140,3 +140,21 @@ def test_errors_name_the_argument():
         flashkit.monotonic_alignment_search(value, [4, 4], [6, 6], return_path=False)
     with pytest.raises(ValueError, match="neg: expected a number"):
         flashkit.monotonic_alignment_search(value, [4, 4], [6, 6], neg=float("nan"))
+
+
+def test_fused_matches_unfused_on_the_textbook_likelihood():
+    rng = np.random.default_rng(8)
+    b, c, t, s = 3, 6, 11, 33
+    z = rng.standard_normal((b, c, s)).astype(np.float32)
+    m = rng.standard_normal((b, c, t)).astype(np.float32)
+    logs = rng.uniform(-1, 0.5, (b, c, t)).astype(np.float32)
+    tx, ty = random_lengths(rng, b, t, s)
+    d = z.astype(np.float64)[:, :, None, :] - m.astype(np.float64)[:, :, :, None]
+    value = (-0.5 * np.log(2 * np.pi) - logs[..., None]
+             - 0.5 * np.exp(-2.0 * logs[..., None]) * d * d).sum(1).astype(np.float32)
+    path, dur = flashkit.monotonic_alignment_search_fused(z, m, logs, tx, ty,
+                                                          return_durations=True)
+    np.testing.assert_array_equal(path, expected_paths(value, tx, ty))
+    np.testing.assert_array_equal(dur, path.sum(2))
+    with pytest.raises(ValueError, match="logs: expected shape"):
+        flashkit.monotonic_alignment_search_fused(z, m, logs[:, :, :5], tx, ty)

@@ -1,0 +1,515 @@
+// The MAS kernels (launch.h). forward: one CTA per item keeps the DP column on chip (registers;
+// threads over text rows x, K rows each; one step per mel frame y; one barrier per step), reads
+// the likelihood 32 bytes per row a chunk ahead (or computes it, fused), stores each max decision
+// as one bit, then backtracks over the bits with one warp. write_path: expands each row's run of
+// frames into the [B, T, S] path with the whole GPU. status: reports items with bad lengths.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "api/validate.h"
+#include "common/mas_likelihood.h"
+#include "cuda/common/check.h"
+#include "cuda/common/workspace.h"
+#include "cuda/mas/launch.h"
+
+namespace flashkit::cuda {
+namespace {
+
+constexpr int kMaxText = 2048;     // 256 threads x 8 rows
+constexpr int kMaxThreads = 256;   // 8 warps: s_bnd below
+constexpr int kMaxChannels = 256;  // fused: the z tile in shared memory
+constexpr unsigned kFull = 0xffffffffu;
+
+// Exact fp32 compare: the library builds with fast math (flush-to-zero); Cython does not flush.
+__device__ __forceinline__ bool gt_exact(float a, float b) {
+  unsigned r;
+  asm("{ .reg .pred p; setp.gt.f32 p, %1, %2; selp.u32 %0, 1, 0, p; }"
+      : "=r"(r)
+      : "f"(a), "f"(b));
+  return r != 0;
+}
+
+__device__ __forceinline__ float load_float(const void* base, int dtype, int64_t i) {
+  switch (static_cast<DType>(dtype)) {
+    case DType::f16: return __half2float(static_cast<const __half*>(base)[i]);
+    case DType::bf16:
+      return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(base)[i]) << 16);
+    default: return static_cast<const float*>(base)[i];
+  }
+}
+
+// Where the likelihood comes from. A chunk is 32 bytes of one row, held as 8 raw words.
+enum class Src { f32, f16, bf16, fused };
+template <Src S>
+struct Chunk;
+template <>
+struct Chunk<Src::f32> {
+  using T = float;
+  static constexpr int kCols = 8;
+  __device__ static float get(const uint32_t* w, int j) { return __uint_as_float(w[j]); }
+};
+template <>
+struct Chunk<Src::fused> : Chunk<Src::f32> {};
+template <>
+struct Chunk<Src::f16> {
+  using T = uint16_t;
+  static constexpr int kCols = 16;
+  __device__ static float get(const uint32_t* w, int j) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(w[j / 2] >> (16 * (j & 1)))));
+  }
+};
+template <>
+struct Chunk<Src::bf16> {
+  using T = uint16_t;
+  static constexpr int kCols = 16;
+  __device__ static float get(const uint32_t* w, int j) {
+    return __uint_as_float((j & 1) ? (w[j / 2] & 0xffff0000u) : (w[j / 2] << 16));
+  }
+};
+
+struct Params {
+  const void* value;  // [B, T, S] (unfused)
+  int64_t vb, vx, vy;
+  const void* z;  // [B, C, S] (fused)
+  int64_t zb, zc, zy;
+  int zdtype;
+  const float* coef;  // fused: [B][C][3][Tw] = c0, c1, c2 per text row
+  int C;
+  const int32_t* tx;
+  int64_t txs;
+  const int32_t* ty;
+  int64_t tys;
+  int T, S, Tw, W;  // Tw: T rounded up to 8; W: words per row of bits = ceil(S / 32)
+  float neg;
+  uint32_t* bits;  // [B][W][Tw]: bit (y % 32) of word (y / 32, x): Q[x-1, y-1] > Q[x, y-1]
+  int32_t* start;  // [B][Tw]: first frame of row x's run
+  int32_t* dur;    // frames of row x's run: the durations output or scratch
+  int64_t db, dx;
+  int32_t* bad;  // [B]: 1 where the item's lengths admit no path
+};
+
+template <Src S, int K, bool kVec>
+__device__ __forceinline__ void load_chunk(const Params& p, int b, int x0, int tx, int ty, int y0,
+                                           uint32_t (&buf)[K][8]) {
+  using T = typename Chunk<S>::T;
+  constexpr int kCols = Chunk<S>::kCols;
+  const T* base = static_cast<const T*>(p.value) + b * p.vb;
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    const int x = x0 + i;
+    const T* row = base + static_cast<int64_t>(x) * p.vx;
+    if (x < tx && kVec && y0 + kCols <= p.S) {
+      const uint4 lo = __ldg(reinterpret_cast<const uint4*>(row + y0));
+      const uint4 hi = __ldg(reinterpret_cast<const uint4*>(row + y0) + 1);
+      buf[i][0] = lo.x, buf[i][1] = lo.y, buf[i][2] = lo.z, buf[i][3] = lo.w;
+      buf[i][4] = hi.x, buf[i][5] = hi.y, buf[i][6] = hi.z, buf[i][7] = hi.w;
+    } else {
+#pragma unroll
+      for (int w = 0; w < 8; ++w) buf[i][w] = 0;
+      if (x < tx) {
+#pragma unroll
+        for (int j = 0; j < kCols; ++j) {
+          const int y = y0 + j;
+          if (y >= ty) break;
+          uint32_t v;
+          if constexpr (sizeof(T) == 4) v = __float_as_uint(row[y * p.vy]);
+          else v = row[y * p.vy];
+          buf[i][j * sizeof(T) / 4] |= v << (sizeof(T) == 4 ? 0 : 16 * (j & 1));
+        }
+      }
+    }
+  }
+}
+
+// Fused: value[x, y0 + j] for the thread's rows from the coefficients and the z tile s_z[c][8].
+template <int K>
+__device__ __forceinline__ void fused_chunk(const Params& p, int b, int x0, const float* s_z,
+                                            uint32_t (&buf)[K][8]) {
+  float acc[K][8];
+#pragma unroll
+  for (int i = 0; i < K; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
+  const float* coef = p.coef + static_cast<size_t>(b) * p.C * 3 * p.Tw + x0;
+  for (int c = 0; c < p.C; ++c) {
+    mas::Coeffs k[K];
+#pragma unroll
+    for (int i = 0; i < K; i += 4) {
+      const float4 a0 = *reinterpret_cast<const float4*>(coef + (3 * c + 0) * p.Tw + i);
+      const float4 a1 = *reinterpret_cast<const float4*>(coef + (3 * c + 1) * p.Tw + i);
+      const float4 a2 = *reinterpret_cast<const float4*>(coef + (3 * c + 2) * p.Tw + i);
+      k[i].c0 = a0.x, k[i + 1].c0 = a0.y, k[i + 2].c0 = a0.z, k[i + 3].c0 = a0.w;
+      k[i].c1 = a1.x, k[i + 1].c1 = a1.y, k[i + 2].c1 = a1.z, k[i + 3].c1 = a1.w;
+      k[i].c2 = a2.x, k[i + 1].c2 = a2.y, k[i + 2].c2 = a2.z, k[i + 3].c2 = a2.w;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float z = s_z[c * 8 + j];
+#pragma unroll
+      for (int i = 0; i < K; ++i) acc[i][j] = mas::add_rn(acc[i][j], mas::term(k[i], z));
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < K; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) buf[i][j] = __float_as_uint(acc[i][j]);
+}
+
+// Walks the path back from (tx-1, ty-1) like the Cython loop, a row at a time: on row `index` the
+// path moves down at the highest frame y' <= y whose bit is set (or at y' == index, where the
+// Cython code forces it), so each row's run is one bit scan. A warp loads the words of 32 rows
+// of one 32-frame block at once and walks them through shuffles.
+__device__ void backtrack(const Params& p, int tx, int ty, const uint32_t* gbits, int32_t* start,
+                          int32_t* dur, int lane) {
+  int index = tx - 1, y = ty - 1, run_end = ty - 1;
+  while (y >= 0) {
+    const int yb = y >> 5;
+    const int base = max(index - 31, 0);
+    const uint32_t w = base + lane < p.Tw ? gbits[static_cast<size_t>(yb) * p.Tw + base + lane] : 0u;
+    while (true) {
+      const uint32_t word = __shfl_sync(kFull, w, index - base);
+      const int lim = y - yb * 32;  // frames yb*32 .. y of this block are still open
+      uint32_t mv = word & (lim == 31 ? kFull : ((2u << lim) - 1u));
+      const int diag = index - yb * 32;
+      if (diag >= 0 && diag <= lim) mv |= 1u << diag;
+      if (index == 0) mv = 0;
+      if (mv == 0) {  // row `index` keeps the rest of this block
+        y = yb * 32 - 1;
+        break;
+      }
+      const int yp = yb * 32 + 31 - __clz(mv);
+      if (lane == 0) start[index] = yp, dur[index * p.dx] = run_end - yp + 1;
+      --index;
+      y = run_end = yp - 1;
+      if (index < base || y < yb * 32) break;
+    }
+  }
+  if (lane == 0) start[index] = 0, dur[index * p.dx] = run_end + 1;  // index == 0 here
+}
+
+template <Src S, int K, bool kVec>
+__global__ void __launch_bounds__(kMaxThreads) mas_forward(const Params p) {
+  constexpr int kCols = Chunk<S>::kCols;
+  constexpr bool kFused = S == Src::fused;
+  __shared__ float s_bnd[2][kMaxThreads / 32];  // each warp's last row, by step parity
+  __shared__ float s_z[kFused ? 2 * kMaxChannels * 8 : 1];
+  const int b = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nwarps = blockDim.x >> 5;
+  const int tx = p.tx[b * p.txs], ty = p.ty[b * p.tys];
+  const bool valid = tx >= 0 && tx <= p.T && ty >= 0 && ty <= p.S && tx <= ty;
+  int32_t* start = p.start + static_cast<size_t>(b) * p.Tw;
+  int32_t* dur = p.dur + b * p.db;
+  for (int x = (valid ? tx : 0) + threadIdx.x; x < p.T; x += blockDim.x)
+    start[x] = 0, dur[x * p.dx] = 0;
+  if (threadIdx.x == 0) p.bad[b] = valid ? 0 : 1;
+  if (!valid || tx == 0) return;
+
+  const int x0 = threadIdx.x * K;
+  const bool active = x0 < tx;
+  uint32_t* gbits = p.bits + static_cast<size_t>(b) * p.W * p.Tw;
+  float q[K];  // Q[x0 + i, y - 1]; the initial column is never read by a band cell
+  uint32_t bits[K];
+#pragma unroll
+  for (int i = 0; i < K; ++i) q[i] = p.neg, bits[i] = 0;
+
+  auto fetch = [&](uint32_t(&buf)[K][8], int c) {
+    if constexpr (kFused) {
+      float* tile = s_z + (c & 1) * kMaxChannels * 8;
+      for (int idx = threadIdx.x; idx < p.C * 8; idx += blockDim.x) {
+        const int y = c * 8 + (idx & 7);
+        tile[idx] = y < ty ? load_float(p.z, p.zdtype, b * p.zb + (idx >> 3) * p.zc + y * p.zy)
+                           : 0.f;
+      }
+      __syncthreads();
+      if (active) fused_chunk<K>(p, b, x0, tile, buf);
+    } else {
+      if (active) load_chunk<S, K, kVec>(p, b, x0, tx, ty, c * kCols, buf);
+    }
+  };
+  // The DP over the chunk's frames: Q[x, y] = max(Q[x, y-1], Q[x-1, y-1]) + value[x, y] with
+  // Cython's constants at x == y and x == 0, the max taken as Cython does ((v_prev > v_cur) ?
+  // v_prev : v_cur) and its decision kept as the backtrack bit.
+  auto steps = [&](const uint32_t(&buf)[K][8], int c) {
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      const int y = c * kCols + j;
+      if (y >= ty) break;
+      float nb = __shfl_up_sync(kFull, q[K - 1], 1);
+      if (lane == 0) nb = warp == 0 ? (y == 0 ? 0.f : p.neg) : s_bnd[(y + 1) & 1][warp - 1];
+#pragma unroll
+      for (int i = K - 1; i >= 0; --i) {
+        const float v_cur = x0 + i == y ? p.neg : q[i];
+        const float v_prev = i > 0 ? q[i - 1] : nb;
+        const bool up = gt_exact(v_prev, v_cur);
+        q[i] = mas::add_rn(up ? v_prev : v_cur, Chunk<S>::get(buf[i], j));
+        bits[i] |= static_cast<uint32_t>(up) << (y & 31);
+      }
+      if (nwarps > 1) {
+        if (lane == 31) s_bnd[y & 1][warp] = q[K - 1];
+        __syncthreads();
+      }
+      if ((y & 31) == 31 || y == ty - 1) {
+        if (active) {
+          uint4* dst = reinterpret_cast<uint4*>(gbits + static_cast<size_t>(y >> 5) * p.Tw + x0);
+#pragma unroll
+          for (int i = 0; i < K; i += 4) dst[i / 4] = make_uint4(bits[i], bits[i + 1], bits[i + 2], bits[i + 3]);
+        }
+#pragma unroll
+        for (int i = 0; i < K; ++i) bits[i] = 0;
+      }
+    }
+  };
+
+  const int nchunks = (ty + kCols - 1) / kCols;
+  uint32_t buf_a[K][8], buf_b[K][8];
+  fetch(buf_a, 0);
+  for (int c = 0; c < nchunks; c += 2) {
+    if (c + 1 < nchunks) fetch(buf_b, c + 1);
+    steps(buf_a, c);
+    if (c + 1 >= nchunks) break;
+    if (c + 2 < nchunks) fetch(buf_a, c + 2);
+    steps(buf_b, c + 1);
+  }
+  __syncthreads();  // the bit stores of every warp are visible to warp 0
+  if (warp == 0) backtrack(p, tx, ty, gbits, start, dur, lane);
+}
+
+// Coefficients of the fused likelihood per (item, channel, text row), src/common/mas_likelihood.h.
+__global__ void mas_fused_coeffs(const void* m, const void* logs, int dtype, int64_t mb, int64_t mc,
+                                 int64_t mx, int64_t lb, int64_t lc, int64_t lx, int T, int Tw, int C,
+                                 float* coef) {
+  const int x = blockIdx.x * blockDim.x + threadIdx.x, c = blockIdx.y, b = blockIdx.z;
+  if (x >= Tw) return;
+  mas::Coeffs k{0.f, 0.f, 0.f};
+  if (x < T)
+    k = mas::coeffs(load_float(m, dtype, b * mb + c * mc + x * mx),
+                    load_float(logs, dtype, b * lb + c * lc + x * lx));
+  float* out = coef + (static_cast<size_t>(b) * C + c) * 3 * Tw + x;
+  out[0] = k.c0, out[Tw] = k.c1, out[2 * Tw] = k.c2;
+}
+
+struct PathParams {
+  char* path;
+  int64_t pb, px, py;  // strides in elements
+  int es;              // element bytes
+  uint32_t one;        // bit pattern of 1 in the path dtype
+  int B, T, S, Tw;
+  const int32_t* start;
+  const int32_t* dur;
+  int64_t db, dx;
+};
+
+__device__ __forceinline__ void put(char* p, int es, uint32_t v) {
+  if (es == 4) *reinterpret_cast<uint32_t*>(p) = v;
+  else if (es == 2) *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(v);
+  else *reinterpret_cast<uint8_t*>(p) = static_cast<uint8_t>(v);
+}
+
+// Rows contiguous in y: 16-byte stores when kVec (aligned rows, whole 16-byte chunks).
+template <bool kVec>
+__global__ void mas_write_path_rows(const PathParams pp) {
+  for (int64_t r = blockIdx.x; r < static_cast<int64_t>(pp.B) * pp.T; r += gridDim.x) {
+    const int b = static_cast<int>(r / pp.T), x = static_cast<int>(r % pp.T);
+    const int s0 = pp.start[static_cast<size_t>(b) * pp.Tw + x];
+    const int s1 = s0 + pp.dur[b * pp.db + x * pp.dx];
+    char* row = pp.path + (b * pp.pb + x * pp.px) * pp.es;
+    if (kVec) {
+      const int per = 16 / pp.es;
+      for (int k = threadIdx.x; k * per < pp.S; k += blockDim.x) {
+        uint32_t w[4] = {0, 0, 0, 0};
+        for (int e = 0; e < per; ++e) {
+          const int y = k * per + e;
+          if (y >= s0 && y < s1) w[e * pp.es / 4] |= pp.one << (8 * (e * pp.es % 4));
+        }
+        reinterpret_cast<uint4*>(row)[k] = make_uint4(w[0], w[1], w[2], w[3]);
+      }
+    } else {
+      for (int y = threadIdx.x; y < pp.S; y += blockDim.x)
+        put(row + static_cast<int64_t>(y) * pp.py * pp.es, pp.es, (y >= s0 && y < s1) ? pp.one : 0u);
+    }
+  }
+}
+
+// Columns contiguous in x (a transposed view, the VITS layout): threads over x.
+__global__ void mas_write_path_cols(const PathParams pp) {
+  for (int64_t r = blockIdx.x; r < static_cast<int64_t>(pp.B) * pp.S; r += gridDim.x) {
+    const int b = static_cast<int>(r / pp.S), y = static_cast<int>(r % pp.S);
+    char* col = pp.path + (b * pp.pb + y * pp.py) * pp.es;
+    for (int x = threadIdx.x; x < pp.T; x += blockDim.x) {
+      const int s0 = pp.start[static_cast<size_t>(b) * pp.Tw + x];
+      const int s1 = s0 + pp.dur[b * pp.db + x * pp.dx];
+      put(col + static_cast<int64_t>(x) * pp.px * pp.es, pp.es, (y >= s0 && y < s1) ? pp.one : 0u);
+    }
+  }
+}
+
+__global__ void mas_status(const int32_t* bad, int B, int32_t* status) {
+  int first = B;
+  for (int b = threadIdx.x; b < B; b += 32)
+    if (bad[b]) first = min(first, b);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) first = min(first, __shfl_xor_sync(kFull, first, o));
+  if (threadIdx.x == 0) *status = first == B ? -1 : first;
+}
+
+uint32_t one_pattern(DType t) {
+  switch (t) {
+    case DType::f32: return 0x3F800000u;
+    case DType::f16: return 0x3C00u;
+    case DType::bf16: return 0x3F80u;
+    default: return 1u;
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Workspace carve-up (256-byte aligned pieces).
+struct Scratch {
+  uint32_t* bits;
+  int32_t* start;
+  int32_t* dur;
+  int32_t* bad;
+  float* coef;
+};
+
+size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, bool need_dur, Stream stream) {
+  const size_t bits = align256(sizeof(uint32_t) * B * static_cast<size_t>(W) * Tw);
+  const size_t rows = align256(sizeof(int32_t) * B * static_cast<size_t>(Tw));
+  const size_t bad = align256(sizeof(int32_t) * B);
+  const size_t coef = align256(sizeof(float) * B * static_cast<size_t>(C) * 3 * Tw);
+  char* w = static_cast<char*>(
+      workspace(opts.workspace, bits + rows * (need_dur ? 2 : 1) + bad + coef, stream, "mas"));
+  Scratch s;
+  s.bits = reinterpret_cast<uint32_t*>(w);
+  s.start = reinterpret_cast<int32_t*>(w + bits);
+  s.dur = need_dur ? reinterpret_cast<int32_t*>(w + bits + rows) : nullptr;
+  s.bad = reinterpret_cast<int32_t*>(w + bits + rows * (need_dur ? 2 : 1));
+  s.coef = reinterpret_cast<float*>(w + bits + rows * (need_dur ? 2 : 1) + bad);
+  return s;
+}
+
+template <Src S, int K>
+void launch_forward(const Params& p, int B, int threads, bool vec, cudaStream_t stream) {
+  if (vec) mas_forward<S, K, true><<<B, threads, 0, stream>>>(p);
+  else mas_forward<S, K, false><<<B, threads, 0, stream>>>(p);
+  FK_CHECK_LAUNCH("mas_forward");
+}
+
+template <Src S>
+void launch_forward(const Params& p, int B, bool vec, cudaStream_t stream) {
+  if (p.T <= 512) launch_forward<S, 4>(p, B, (std::max((p.T + 3) / 4, 1) + 31) / 32 * 32, vec, stream);
+  else launch_forward<S, 8>(p, B, (p.T + 7) / 8 + 31 & ~31, vec, stream);
+}
+
+// Everything after the forward pass: the path from the runs, the status word.
+void finish(const Params& p, const Scratch& s, int B, const TensorView& path,
+            const MasOptions& opts, cudaStream_t stream) {
+  if (path.defined() && path.numel() > 0) {
+    PathParams pp{static_cast<char*>(path.data), path.stride[0], path.stride[1], path.stride[2],
+                  static_cast<int>(dtype_size(path.dtype)), one_pattern(path.dtype), B, p.T, p.S,
+                  p.Tw, p.start, p.dur, p.db, p.dx};
+    int sms = 0, dev = 0;
+    FK_CUDA_CHECK(cudaGetDevice(&dev));
+    FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    if (pp.py == 1 || p.S == 1) {
+      const bool vec = aligned16(pp.path) && (pp.S * pp.es) % 16 == 0 && (pp.px * pp.es) % 16 == 0 &&
+                       (pp.pb * pp.es) % 16 == 0;
+      const int grid = static_cast<int>(std::min<int64_t>(int64_t{B} * p.T, sms * 16));
+      if (vec) mas_write_path_rows<true><<<grid, 256, 0, stream>>>(pp);
+      else mas_write_path_rows<false><<<grid, 256, 0, stream>>>(pp);
+    } else {
+      const int grid = static_cast<int>(std::min<int64_t>(int64_t{B} * p.S, sms * 16));
+      mas_write_path_cols<<<grid, 256, 0, stream>>>(pp);
+    }
+    FK_CHECK_LAUNCH("mas_write_path");
+  }
+  if (opts.status.defined()) {
+    mas_status<<<1, 32, 0, stream>>>(s.bad, B, opts.status.ptr<int32_t>());
+    FK_CHECK_LAUNCH("mas_status");
+  }
+}
+
+Params common_params(int B, int T, int S, int C, const TensorView& tl, const TensorView& ml,
+                     const TensorView& durations, const MasOptions& opts, Scratch& s) {
+  Params p{};
+  p.T = T, p.S = S, p.Tw = (T + 7) / 8 * 8, p.W = (S + 31) / 32, p.C = C;
+  s = carve(opts, B, p.Tw, p.W, C, !durations.defined(), opts.stream);
+  p.tx = tl.ptr<int32_t>(), p.txs = tl.stride[0];
+  p.ty = ml.ptr<int32_t>(), p.tys = ml.stride[0];
+  p.neg = opts.neg;
+  p.bits = s.bits, p.start = s.start, p.bad = s.bad, p.coef = s.coef;
+  if (durations.defined()) p.dur = durations.ptr<int32_t>(), p.db = durations.stride[0], p.dx = durations.stride[1];
+  else p.dur = s.dur, p.db = p.Tw, p.dx = 1;
+  return p;
+}
+
+void empty_batch(const MasOptions& opts, cudaStream_t stream) {
+  if (!opts.status.defined()) return;
+  mas_status<<<1, 32, 0, stream>>>(nullptr, 0, opts.status.ptr<int32_t>());
+  FK_CHECK_LAUNCH("mas_status");
+}
+
+void check_device(const TensorView& t, const char* name) {
+  int dev = 0;
+  FK_CUDA_CHECK(cudaGetDevice(&dev));
+  if (t.device_id != dev)
+    detail::fail(name, ": expected a tensor on the current CUDA device ", dev, ", got cuda:", t.device_id);
+}
+
+}  // namespace
+
+void monotonic_alignment_search(const TensorView& value, const TensorView& text_lengths,
+                                const TensorView& mel_lengths, const TensorView& path,
+                                const TensorView& durations, const MasOptions& opts) {
+  check_device(value, "value");
+  const int B = static_cast<int>(value.shape[0]), T = static_cast<int>(value.shape[1]),
+            S = static_cast<int>(value.shape[2]);
+  if (T > kMaxText)
+    detail::fail("value: expected at most ", kMaxText, " text positions (dim 1) on CUDA, got ", T);
+  auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
+  if (B == 0) return empty_batch(opts, stream);
+  Scratch s;
+  Params p = common_params(B, T, S, 0, text_lengths, mel_lengths, durations, opts, s);
+  p.value = value.data, p.vb = value.stride[0], p.vx = value.stride[1], p.vy = value.stride[2];
+  const int es = static_cast<int>(dtype_size(value.dtype));
+  const bool vec = p.vy == 1 && aligned16(value.data) && (p.vx * es) % 16 == 0 && (p.vb * es) % 16 == 0;
+  switch (value.dtype) {
+    case DType::f16: launch_forward<Src::f16>(p, B, vec, stream); break;
+    case DType::bf16: launch_forward<Src::bf16>(p, B, vec, stream); break;
+    default: launch_forward<Src::f32>(p, B, vec, stream); break;
+  }
+  finish(p, s, B, path, opts, stream);
+}
+
+void monotonic_alignment_search_fused(const TensorView& z, const TensorView& m,
+                                      const TensorView& logs, const TensorView& text_lengths,
+                                      const TensorView& mel_lengths, const TensorView& path,
+                                      const TensorView& durations, const MasOptions& opts) {
+  check_device(z, "z");
+  const int B = static_cast<int>(z.shape[0]), C = static_cast<int>(z.shape[1]),
+            S = static_cast<int>(z.shape[2]), T = static_cast<int>(m.shape[2]);
+  if (T > kMaxText)
+    detail::fail("m: expected at most ", kMaxText, " text positions (dim 2) on CUDA, got ", T);
+  if (C > kMaxChannels)
+    detail::fail("z: expected at most ", kMaxChannels, " channels (dim 1) on CUDA, got ", C);
+  auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
+  if (B == 0) return empty_batch(opts, stream);
+  Scratch s;
+  Params p = common_params(B, T, S, C, text_lengths, mel_lengths, durations, opts, s);
+  p.z = z.data, p.zb = z.stride[0], p.zc = z.stride[1], p.zy = z.stride[2];
+  p.zdtype = static_cast<int>(z.dtype);
+  if (C > 0) {
+    mas_fused_coeffs<<<dim3((p.Tw + 127) / 128, C, B), 128, 0, stream>>>(
+        m.data, logs.data, static_cast<int>(m.dtype), m.stride[0], m.stride[1], m.stride[2],
+        logs.stride[0], logs.stride[1], logs.stride[2], T, p.Tw, C, s.coef);
+    FK_CHECK_LAUNCH("mas_fused_coeffs");
+  }
+  launch_forward<Src::fused>(p, B, false, stream);
+  finish(p, s, B, path, opts, stream);
+}
+
+}  // namespace flashkit::cuda
