@@ -1,0 +1,279 @@
+// GPU MAS (src/cuda/mas/) against the CPU backend, which tests/cpp/test_mas.cpp holds equal to
+// the Cython transcription: byte-equal paths and durations on random, tie-heavy, random-length,
+// -inf-holding, fp16/bf16 and strided inputs for each NEG, every path dtype; fused vs CPU fused
+// and vs unfused; bad lengths reported through the status word; GPU-only limits.
+// Tests named *Small* also run under compute-sanitizer (tests/gpu/run).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "common/host_tensor.h"
+#include "common/mas_likelihood.h"
+#include "device_tensor.h"
+#include "flashkit/errors.h"
+#include "flashkit/mas.h"
+
+using namespace flashkit;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+std::vector<uint8_t> bytes_of(const HostTensor& t) {
+  return std::vector<uint8_t>(t.bytes(), t.bytes() + t.numel() * dtype_size(t.dtype()));
+}
+
+HostTensor lengths_tensor(const std::vector<int32_t>& v) {
+  HostTensor t(DType::i32, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.ptr<int32_t>()[i] = v[i];
+  return t;
+}
+
+void random_lengths(std::mt19937_64& rng, int64_t B, int64_t T, int64_t S, std::vector<int32_t>& tx,
+                    std::vector<int32_t>& ty) {
+  tx.resize(B);
+  ty.resize(B);
+  for (int64_t b = 0; b < B; ++b) {
+    int x = std::uniform_int_distribution<int>(1, static_cast<int>(T))(rng);
+    int y = std::uniform_int_distribution<int>(x, static_cast<int>(S))(rng);
+    if (b % 5 == 1) y = x;
+    if (b % 5 == 2) x = 1;
+    if (b % 5 == 3) x = static_cast<int>(T), y = static_cast<int>(S);
+    tx[b] = x;
+    ty[b] = y;
+  }
+}
+
+
+// Runs CPU and GPU on the same value view (host view + the same strides on the device) and
+// expects byte-equal path (dtype pd, optionally through a transposed view) and durations.
+void expect_gpu_equals_cpu(const HostTensor& storage, const TensorView& host_value,
+                           const std::vector<int32_t>& tx, const std::vector<int32_t>& ty,
+                           float neg, DType pd = DType::u8, bool transposed_path = false,
+                           const char* what = "") {
+  const int64_t B = host_value.shape[0], T = host_value.shape[1], S = host_value.shape[2];
+  std::vector<int64_t> pshape = transposed_path ? std::vector<int64_t>{B, S, T}
+                                                : std::vector<int64_t>{B, T, S};
+  HostTensor p_cpu(pd, pshape), d_cpu(DType::i32, {B, T}), p_gpu(pd, pshape),
+      d_gpu(DType::i32, {B, T}), status(DType::i32, {1});
+  auto path_view = [&](void* data, Device dev, int id) {
+    return transposed_path ? TensorView::strided(data, pd, {B, T, S}, {S * T, 1, T}, dev, id)
+                           : TensorView::strided(data, pd, {B, T, S}, {T * S, S, 1}, dev, id);
+  };
+  HostTensor txt = lengths_tensor(tx), mel = lengths_tensor(ty);
+  MasOptions opts;
+  opts.neg = neg;
+  monotonic_alignment_search(host_value, txt, mel, path_view(p_cpu.data(), Device::cpu, 0), d_cpu,
+                             opts);
+
+  DeviceTensor dv(storage), dtx(txt), dty(mel), dp(p_gpu), dd(d_gpu), ds(status);
+  dp.poison();
+  dd.poison();
+  ds.poison();
+  TensorView v = host_value;
+  v.data = static_cast<char*>(dv.view().data) +
+           (static_cast<const char*>(host_value.data) - static_cast<const char*>(storage.data()));
+  v.device = Device::cuda;
+  v.device_id = dv.view().device_id;
+  opts.status = ds.view();
+  monotonic_alignment_search(v, dtx, dty, path_view(dp.view().data, Device::cuda, dv.view().device_id),
+                             dd, opts);
+  FK_CUDA_CHECK(cudaDeviceSynchronize());
+  dp.download(p_gpu);
+  dd.download(d_gpu);
+  ds.download(status);
+  EXPECT_EQ(status.ptr<int32_t>()[0], -1) << what;
+  int64_t bad = 0;
+  const auto a = bytes_of(p_cpu), b = bytes_of(p_gpu);
+  for (size_t i = 0; i < a.size(); ++i) bad += a[i] != b[i];
+  EXPECT_EQ(bad, 0) << what << ": path bytes differ (neg " << neg << ", " << dtype_name(pd) << ")";
+  EXPECT_EQ(bytes_of(d_cpu), bytes_of(d_gpu)) << what << ": durations differ";
+}
+
+void expect_gpu_equals_cpu(const HostTensor& v, const std::vector<int32_t>& tx,
+                           const std::vector<int32_t>& ty, float neg, const char* what) {
+  expect_gpu_equals_cpu(v, v.view(), tx, ty, neg, DType::u8, false, what);
+}
+
+}  // namespace
+
+TEST(MasGpuSmall, RandomTieHeavyAndInfEachNeg) {
+  std::mt19937_64 rng(101);
+  // T spans one warp (K = 4), several warps, and the K = 8 kernel.
+  for (auto [B, T, S] : {std::tuple{6, 37, 90}, std::tuple{5, 130, 300}, std::tuple{3, 600, 1300}})
+    for (float neg : {-1e9f, -1e32f, -kInf}) {
+      std::vector<int32_t> tx, ty;
+      random_lengths(rng, B, T, S, tx, ty);
+      HostTensor v(DType::f32, {B, T, S});
+      v.fill_normal(rng, -2.f, 1.f);
+      expect_gpu_equals_cpu(v, tx, ty, neg, "normal");
+      v.fill_int(rng, -2, 0);
+      expect_gpu_equals_cpu(v, tx, ty, neg, "ties");
+      std::uniform_int_distribution<int64_t> cell(0, v.numel() - 1);
+      for (int i = 0; i < v.numel() / 10; ++i) v.set(cell(rng), -kInf);
+      expect_gpu_equals_cpu(v, tx, ty, neg, "-inf cells");
+    }
+}
+
+TEST(MasGpuSmall, HalfAndBfloat16) {
+  std::mt19937_64 rng(102);
+  for (DType dt : {DType::f16, DType::bf16})
+    for (auto [B, T, S] : {std::tuple{5, 45, 123}, std::tuple{3, 700, 1500}}) {
+      std::vector<int32_t> tx, ty;
+      random_lengths(rng, B, T, S, tx, ty);
+      HostTensor v(dt, {B, T, S});
+      v.fill_normal(rng, -2.f, 1.f);
+      expect_gpu_equals_cpu(v, tx, ty, -1e9f, dtype_name(dt));
+      v.fill_int(rng, -1, 0);
+      expect_gpu_equals_cpu(v, tx, ty, -kInf, dtype_name(dt));
+    }
+}
+
+TEST(MasGpuSmall, StridedViewsAndPathDtypes) {
+  std::mt19937_64 rng(103);
+  const int64_t B = 4, T = 70, S = 150;
+  std::vector<int32_t> tx, ty;
+  random_lengths(rng, B, T, S, tx, ty);
+  HostTensor vits(DType::f32, {B, S, T});  // VITS keeps [B, mel, text]
+  vits.fill_int(rng, -2, 0);
+  TensorView vt = TensorView::strided(vits.data(), DType::f32, {B, T, S}, {S * T, 1, T});
+  expect_gpu_equals_cpu(vits, vt, tx, ty, -1e9f, DType::f32, true, "vits layout");
+  HostTensor padded(DType::bf16, {B, T + 1, S + 3});
+  padded.fill_normal(rng);
+  TensorView vp = TensorView::strided(padded.data(), DType::bf16, {B, T, S},
+                                      {(T + 1) * (S + 3), S + 3, 1});
+  expect_gpu_equals_cpu(padded, vp, tx, ty, -1e9f, DType::i32, false, "padded rows");
+  HostTensor v(DType::f32, {B, T, S});
+  v.fill_normal(rng);
+  for (DType pd : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::u8, DType::bool8})
+    expect_gpu_equals_cpu(v, v.view(), tx, ty, -1e9f, pd, false, dtype_name(pd));
+}
+
+// Lengths live on the device: an item without a path is reported in status, not thrown; its rows
+// are zero and every other item is still right.
+TEST(MasGpuSmall, BadLengthsReportedInStatus) {
+  std::mt19937_64 rng(104);
+  const int64_t B = 5, T = 20, S = 40;
+  HostTensor v(DType::f32, {B, T, S});
+  v.fill_normal(rng);
+  std::vector<int32_t> tx = {10, 20, 15, 0, 12}, ty = {30, 40, 14, 9, 12};  // item 2: tx > ty
+  HostTensor txt = lengths_tensor(tx), mel = lengths_tensor(ty), path(DType::f32, {B, T, S}),
+             dur(DType::i32, {B, T}), status(DType::i32, {1});
+  DeviceTensor dv(v), dtx(txt), dty(mel), dp(path), dd(dur), ds(status);
+  dp.poison();
+  dd.poison();
+  MasOptions opts;
+  opts.status = ds.view();
+  monotonic_alignment_search(dv, dtx, dty, dp, dd, opts);
+  FK_CUDA_CHECK(cudaDeviceSynchronize());
+  ds.download(status);
+  dp.download(path);
+  dd.download(dur);
+  EXPECT_EQ(status.ptr<int32_t>()[0], 2);
+  for (int64_t i = 0; i < T * S; ++i) ASSERT_EQ(path.ptr<float>()[2 * T * S + i], 0.f) << i;
+  for (int64_t x = 0; x < T; ++x) ASSERT_EQ(dur.ptr<int32_t>()[2 * T + x], 0);
+  // The CPU on the other items (item 2 replaced by a valid one) agrees elsewhere.
+  tx[2] = 1;
+  HostTensor txt2 = lengths_tensor(tx), p_cpu(DType::f32, {B, T, S}), d_cpu(DType::i32, {B, T});
+  monotonic_alignment_search(v, txt2, mel, p_cpu, d_cpu);
+  for (int64_t b : {0, 1, 3, 4})
+    for (int64_t i = 0; i < T * S; ++i)
+      ASSERT_EQ(path.ptr<float>()[b * T * S + i], p_cpu.ptr<float>()[b * T * S + i]) << b << "," << i;
+  // A valid batch writes -1.
+  DeviceTensor dtx2(txt2);
+  monotonic_alignment_search(dv, dtx2, dty, dp, dd, opts);
+  FK_CUDA_CHECK(cudaDeviceSynchronize());
+  ds.download(status);
+  EXPECT_EQ(status.ptr<int32_t>()[0], -1);
+}
+
+TEST(MasGpuSmall, FusedEqualsCpuFusedAndUnfused) {
+  std::mt19937_64 rng(105);
+  for (DType dt : {DType::f32, DType::bf16})
+    for (auto [B, C, T, S] : {std::tuple{4, 5, 33, 80}, std::tuple{3, 80, 300, 700}}) {
+      HostTensor z(dt, {B, C, S}), m(dt, {B, C, T}), logs(dt, {B, C, T});
+      z.fill_normal(rng);
+      m.fill_normal(rng);
+      logs.fill_uniform(rng, -1.f, 0.5f);
+      std::vector<int32_t> tx, ty;
+      random_lengths(rng, B, T, S, tx, ty);
+      HostTensor txt = lengths_tensor(tx), mel = lengths_tensor(ty);
+      HostTensor p_cpu(DType::u8, {B, T, S}), d_cpu(DType::i32, {B, T}), p_gpu(DType::u8, {B, T, S}),
+          d_gpu(DType::i32, {B, T}), p_unf(DType::u8, {B, T, S});
+      monotonic_alignment_search_fused(z, m, logs, txt, mel, p_cpu, d_cpu);
+      DeviceTensor dz(z), dm(m), dl(logs), dtx(txt), dty(mel), dp(p_gpu), dd(d_gpu);
+      dp.poison();
+      dd.poison();
+      monotonic_alignment_search_fused(dz, dm, dl, dtx, dty, dp, dd);
+      FK_CUDA_CHECK(cudaDeviceSynchronize());
+      dp.download(p_gpu);
+      dd.download(d_gpu);
+      EXPECT_EQ(bytes_of(p_cpu), bytes_of(p_gpu)) << dtype_name(dt) << " C " << C;
+      EXPECT_EQ(bytes_of(d_cpu), bytes_of(d_gpu)) << dtype_name(dt) << " C " << C;
+      // Unfused on the likelihood materialised with the same recipe: the same path.
+      HostTensor v(DType::f32, {B, T, S});
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t x = 0; x < T; ++x)
+          for (int64_t y = 0; y < S; ++y) {
+            float acc = 0.f;
+            for (int64_t c = 0; c < C; ++c)
+              acc = mas::add_rn(acc, mas::term(mas::coeffs(m.get((b * C + c) * T + x),
+                                                           logs.get((b * C + c) * T + x)),
+                                               z.get((b * C + c) * S + y)));
+            v.ptr<float>()[(b * T + x) * S + y] = acc;
+          }
+      DeviceTensor dv(v), dpu(p_unf);
+      monotonic_alignment_search(dv, dtx, dty, dpu, TensorView{});
+      FK_CUDA_CHECK(cudaDeviceSynchronize());
+      dpu.download(p_unf);
+      EXPECT_EQ(bytes_of(p_unf), bytes_of(p_gpu)) << dtype_name(dt) << " C " << C;
+    }
+}
+
+TEST(MasGpuSmall, GpuLimitsAreErrorsAndWriteNothing) {
+  HostTensor v(DType::f32, {1, 2049, 4}), txt = lengths_tensor({1}), mel = lengths_tensor({4}),
+      path(DType::u8, {1, 2049, 4});
+  DeviceTensor dv(v), dtx(txt), dty(mel), dp(path);
+  dp.poison();
+  EXPECT_THROW(
+      {
+        try {
+          monotonic_alignment_search(dv, dtx, dty, dp, TensorView{});
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("value: expected at most 2048"), std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      Error);
+  FK_CUDA_CHECK(cudaDeviceSynchronize());
+  HostTensor back(DType::u8, {1, 2049, 4});
+  dp.download(back);
+  for (int64_t i = 0; i < back.numel(); ++i) ASSERT_EQ(back.ptr<uint8_t>()[i], 0xff);
+  HostTensor z(DType::f32, {1, 257, 4}), m(DType::f32, {1, 257, 2}), logs(DType::f32, {1, 257, 2}),
+      dur(DType::i32, {1, 2});
+  DeviceTensor dz(z), dm(m), dl(logs), dd(dur);
+  try {
+    monotonic_alignment_search_fused(dz, dm, dl, dtx, dty, TensorView{}, dd);
+    ADD_FAILURE() << "no error for 257 channels";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("z: expected at most 256 channels"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Full-size items (T up to 2048, the K = 8 kernel's limit) and a long random-length batch.
+TEST(MasGpu, LargeItemsMatchCpu) {
+  std::mt19937_64 rng(106);
+  for (auto [B, T, S] : {std::tuple{2, 2048, 8192}, std::tuple{6, 512, 2048}}) {
+    HostTensor v(DType::f32, {B, T, S});
+    v.fill_normal(rng, -2.f, 1.f);
+    std::vector<int32_t> tx(B, T), ty(B, S);
+    tx[B - 1] = T / 2 + 3;
+    ty[B - 1] = S - 5;
+    expect_gpu_equals_cpu(v, tx, ty, -1e9f, "large");
+  }
+}
