@@ -21,7 +21,7 @@ AttentionOptions make_options(bool causal, float softmax_scale, int window_left,
                               uint64_t dropout_seed, uint64_t dropout_offset, const Opt& block_mask,
                               int block_mask_block_q, int block_mask_block_k,
                               const Opt& cu_seqlens_q, const Opt& cu_seqlens_k, int max_seqlen_q,
-                              int max_seqlen_k) {
+                              int max_seqlen_k, bool deterministic, uintptr_t stream) {
   AttentionOptions o;
   o.causal = causal;
   o.softmax_scale = softmax_scale;
@@ -39,6 +39,8 @@ AttentionOptions make_options(bool causal, float softmax_scale, int window_left,
   o.cu_seqlens_k = to_view_opt(cu_seqlens_k, "cu_seqlens_k");
   o.max_seqlen_q = max_seqlen_q;
   o.max_seqlen_k = max_seqlen_k;
+  o.deterministic = deterministic;
+  o.stream = reinterpret_cast<Stream>(stream);  // the caller's CUDA stream (0: legacy default)
   return o;
 }
 
@@ -55,7 +57,8 @@ void bind_attention(nb::module_& m) {
                            nb::arg("block_mask_block_q") = 128, nb::arg("block_mask_block_k") = 128,
                            nb::arg("cu_seqlens_q").none() = nb::none(),
                            nb::arg("cu_seqlens_k").none() = nb::none(), nb::arg("max_seqlen_q") = 0,
-                           nb::arg("max_seqlen_k") = 0);
+                           nb::arg("max_seqlen_k") = 0, nb::arg("deterministic") = false,
+                           nb::arg("stream") = 0);
   };
   std::apply(
       [&](auto... opt) {
@@ -64,9 +67,10 @@ void bind_attention(nb::module_& m) {
             [](const nb::ndarray<>& q, const nb::ndarray<>& k, const nb::ndarray<>& v,
                const nb::ndarray<>& out, const nb::ndarray<>& lse, bool causal, float scale, int wl,
                int wr, float softcap, const Opt& alibi, float p, uint64_t seed, uint64_t offset,
-               const Opt& bm, int bq, int bk, const Opt& cq, const Opt& ck, int mq, int mk) {
+               const Opt& bm, int bq, int bk, const Opt& cq, const Opt& ck, int mq, int mk,
+               bool det, uintptr_t stream) {
               AttentionOptions o = make_options(causal, scale, wl, wr, softcap, alibi, p, seed,
-                                                offset, bm, bq, bk, cq, ck, mq, mk);
+                                                offset, bm, bq, bk, cq, ck, mq, mk, det, stream);
               TensorView tq = to_view(q, "q"), tk = to_view(k, "k"), tv = to_view(v, "v"),
                          to = to_view(out, "out"), tl = to_view(lse, "lse");
               nb::gil_scoped_release no_gil;
@@ -83,9 +87,9 @@ void bind_attention(nb::module_& m) {
                const nb::ndarray<>& dq, const nb::ndarray<>& dk, const nb::ndarray<>& dv,
                bool causal, float scale, int wl, int wr, float softcap, const Opt& alibi, float p,
                uint64_t seed, uint64_t offset, const Opt& bm, int bq, int bk, const Opt& cq,
-               const Opt& ck, int mq, int mk) {
+               const Opt& ck, int mq, int mk, bool det, uintptr_t stream) {
               AttentionOptions o = make_options(causal, scale, wl, wr, softcap, alibi, p, seed,
-                                                offset, bm, bq, bk, cq, ck, mq, mk);
+                                                offset, bm, bq, bk, cq, ck, mq, mk, det, stream);
               TensorView tq = to_view(q, "q"), tk = to_view(k, "k"), tv = to_view(v, "v"),
                          to = to_view(out, "out"), tg = to_view(dout, "dout"),
                          tl = to_view(lse, "lse"), tdq = to_view(dq, "dq"), tdk = to_view(dk, "dk"),
