@@ -6,5 +6,16 @@ from .mas import (  # noqa: F401
     monotonic_alignment_search,
     monotonic_alignment_search_fused,
 )
+# The array-agnostic API (NumPy here; torch tensors through flashkit.torch_ops, imported on first
+# use). `attention` names the function, as in flash-attn; the NumPy module stays importable as
+# flashkit.attention_forward / attention_backward.
+from .ops import (  # noqa: F401, E402
+    DecodePlan,
+    attention,
+    attention_varlen,
+    decode,
+    make_decode_plan,
+    merge_states,
+)
 
 __version__ = "0.1.0"

@@ -1,0 +1,209 @@
+"""flashkit's array-agnostic entry points: attention, attention_varlen, decode, make_decode_plan,
+merge_states. NumPy arrays (CPU) are served here by allocating wrappers over flashkit._C; torch
+tensors go to flashkit.torch_ops, imported on first use so that `import flashkit` never imports
+torch. Any other DLPack producer (CuPy, JAX, ...) works with the flashkit._C functions directly,
+which take caller-allocated outputs and read and write every array in place (no copies).
+"""
+from collections import OrderedDict
+
+import numpy as np
+
+from . import _C
+
+DecodePlan = _C.DecodePlan
+
+
+def _torch_ops(x, name):
+    """flashkit.torch_ops for a torch tensor, None for a NumPy array, else a TypeError naming
+    the argument. (Plain isinstance checks and an import: torch.compile traces through this.)"""
+    if isinstance(x, np.ndarray):
+        return None
+    try:
+        from . import torch_ops
+    except ImportError:
+        torch_ops = None
+    if torch_ops is None or not isinstance(x, torch_ops.torch.Tensor):
+        raise TypeError(f"{name}: expected a NumPy array or a torch tensor, got "
+                        f"{type(x).__name__} (other DLPack arrays: call flashkit._C.* with "
+                        "outputs you allocate)")
+    return torch_ops
+
+
+def _window(window):
+    left, right = window
+    return int(left), int(right)
+
+
+def attention(q, k, v, *, causal=False, softmax_scale=None, dropout_p=0.0, window=(-1, -1),
+              softcap=0.0, alibi_slopes=None, block_mask=None, block_mask_block=(128, 128),
+              deterministic=False, return_lse=False):
+    """Exact attention out = softmax(scale * q k^T + modifiers) v, the FlashAttention-2 way.
+
+    q [batch, seqlen_q, heads, hdim], k/v [batch, seqlen_k, kv_heads, hdim] (kv_heads divides
+    heads: MQA/GQA). softmax_scale None means 1/sqrt(hdim); causal and window=(left, right) are
+    bottom-right aligned (query i sees key j <= i + seqlen_k - seqlen_q); softcap > 0 applies
+    softcap * tanh(s / softcap); alibi_slopes fp32 [heads] or [batch, heads]; block_mask uint8
+    [batch|1, heads|1, ceil(sq/bq), ceil(sk/bk)] with (bq, bk) = block_mask_block.
+    torch tensors: differentiable (q, k, v), torch.compile-able, on torch's current CUDA stream.
+    NumPy arrays: forward only (see flashkit.attention_backward). Returns out, or (out, lse) with
+    return_lse (lse fp32 [batch, heads, seqlen_q], natural log, not differentiable).
+    """
+    t = _torch_ops(q, "q")
+    if t is not None:
+        return t.attention(q, k, v, causal=causal, softmax_scale=softmax_scale,
+                           dropout_p=dropout_p, window=window, softcap=softcap,
+                           alibi_slopes=alibi_slopes, block_mask=block_mask,
+                           block_mask_block=block_mask_block, deterministic=deterministic,
+                           return_lse=return_lse)
+    return _numpy_attention(q, k, v, None, None, 0, 0, causal, softmax_scale, dropout_p, window,
+                            softcap, alibi_slopes, block_mask, block_mask_block, return_lse)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
+                     causal=False, softmax_scale=None, dropout_p=0.0, window=(-1, -1),
+                     softcap=0.0, alibi_slopes=None, block_mask=None, block_mask_block=(128, 128),
+                     deterministic=False, return_lse=False):
+    """attention() on packed sequences: q [total_q, heads, hdim], k/v [total_k, kv_heads, hdim],
+    cu_seqlens_q/k int32 [batch+1] offsets (on q's device), max_seqlen_q/k at least the longest
+    sequence (an upper bound is fine; needed on the GPU, which never reads cu_seqlens on the
+    host). Masks apply within each sequence. lse is [heads, total_q]. Tokens past
+    cu_seqlens[-1] get out = 0 (and gradient 0)."""
+    t = _torch_ops(q, "q")
+    if t is not None:
+        return t.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                  causal=causal, softmax_scale=softmax_scale,
+                                  dropout_p=dropout_p, window=window, softcap=softcap,
+                                  alibi_slopes=alibi_slopes, block_mask=block_mask,
+                                  block_mask_block=block_mask_block, deterministic=deterministic,
+                                  return_lse=return_lse)
+    return _numpy_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                            causal, softmax_scale, dropout_p, window, softcap, alibi_slopes,
+                            block_mask, block_mask_block, return_lse)
+
+
+def _numpy_attention(q, k, v, cu_q, cu_k, max_q, max_k, causal, softmax_scale, dropout_p, window,
+                     softcap, alibi_slopes, block_mask, block_mask_block, return_lse):
+    varlen = cu_q is not None
+    # Unwritten rows (varlen padding past cu_seqlens[-1]) read as 0 / -inf, never garbage.
+    out = np.zeros(q.shape, dtype=q.dtype)
+    lse = np.full((q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1]),
+                  -np.inf, dtype=np.float32)
+    # Dropout draws its Philox key from NumPy's global generator (np.random.seed reproduces it).
+    seed = int(np.random.randint(0, 2**62, dtype=np.int64)) if dropout_p > 0 else 0
+    left, right = _window(window)
+    _C.attention_forward(q, k, v, out, lse, causal=bool(causal),
+                         softmax_scale=0.0 if softmax_scale is None else float(softmax_scale),
+                         window_left=left, window_right=right, softcap=float(softcap),
+                         alibi_slopes=alibi_slopes, dropout_p=float(dropout_p), dropout_seed=seed,
+                         block_mask=block_mask, block_mask_block_q=int(block_mask_block[0]),
+                         block_mask_block_k=int(block_mask_block[1]), cu_seqlens_q=cu_q,
+                         cu_seqlens_k=cu_k, max_seqlen_q=int(max_q), max_seqlen_k=int(max_k))
+    return (out, lse) if return_lse else out
+
+
+def _dtype_name(x):
+    return str(x.dtype).replace("torch.", "")
+
+
+def _device(x):
+    """("cuda", index) for a CUDA tensor, ("cpu", 0) otherwise."""
+    dev = getattr(x, "device", None)
+    if getattr(dev, "type", None) == "cuda":
+        return "cuda", dev.index or 0
+    return "cpu", 0
+
+
+def make_decode_plan(q, k_cache, kv_lengths, block_table=None, *, schedule="auto", sm_count=0,
+                     ctas_per_sm=0):
+    """A DecodePlan for decode(q, k_cache, ...) over caches holding at most kv_lengths[b] tokens
+    (host integers: a list, NumPy array or CPU tensor). Only shapes, dtype and device of q and
+    k_cache are read. schedule: "auto", "single", "split_kv" or "lean". A plan is reusable for
+    every call with cache_seqlens <= kv_lengths (e.g. all layers of a decode step, or several
+    steps when planned for lengths rounded up). On the GPU run it once before capturing a CUDA
+    graph: its first use copies it to the device."""
+    batch, q_len, hq, hdim = q.shape
+    paged = block_table is not None
+    page_size = int(k_cache.shape[1]) if paged else 0
+    lengths = [int(n) for n in (kv_lengths.tolist() if hasattr(kv_lengths, "tolist")
+                                else kv_lengths)]
+    device, index = _device(q)
+    return _C.make_decode_plan(int(batch), int(q_len), int(hq), int(k_cache.shape[2]), int(hdim),
+                               _dtype_name(q), lengths, page_size=page_size, schedule=schedule,
+                               device=device, device_id=index, sm_count=sm_count,
+                               ctas_per_sm=ctas_per_sm)
+
+
+# Plans made by decode(plan=None), keyed by everything a plan depends on. A plan's first GPU use
+# uploads it (a cudaMalloc + copy), so reusing one keeps steady-state decode free of host syncs.
+_PLANS = OrderedDict()
+_PLANS_MAX = 64
+
+
+def _capacity(k_cache, block_table):
+    """Tokens each sequence's cache can hold: the plan for unknown (device-side) lengths."""
+    if block_table is None:
+        return [int(k_cache.shape[1])] * int(k_cache.shape[0])
+    return [int(block_table.shape[1]) * int(k_cache.shape[1])] * int(block_table.shape[0])
+
+
+def _host_lengths(cache_seqlens):
+    """cache_seqlens as host ints when they are on the host, else None (never syncs a GPU)."""
+    if isinstance(cache_seqlens, (list, tuple)):
+        return [int(n) for n in cache_seqlens]
+    if _device(cache_seqlens)[0] == "cpu" and hasattr(cache_seqlens, "tolist"):
+        return [int(n) for n in cache_seqlens.tolist()]
+    return None
+
+
+def _cached_plan(q, k_cache, cache_seqlens, block_table, schedule):
+    lengths = _host_lengths(cache_seqlens)
+    if lengths is None:
+        lengths = _capacity(k_cache, block_table)
+    key = (_device(q), tuple(q.shape), tuple(k_cache.shape), _dtype_name(q),
+           block_table is not None, tuple(lengths), schedule)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = make_decode_plan(q, k_cache, lengths, block_table, schedule=schedule)
+        _PLANS[key] = plan
+        if len(_PLANS) > _PLANS_MAX:
+            _PLANS.popitem(last=False)
+    else:
+        _PLANS.move_to_end(key)
+    return plan
+
+
+def decode(q, k_cache, v_cache, cache_seqlens, block_table=None, *, schedule="auto", plan=None,
+           softmax_scale=None, return_lse=False):
+    """Decode attention: q [batch, q_len (1..16), heads, hdim] against a KV cache, dense
+    [batch, ctx, kv_heads, hdim] or paged [pages, page_size, kv_heads, hdim] with block_table
+    int32 [batch, max_pages]; cache_seqlens int32 [batch] tokens in each cache (the q tokens are
+    its last q_len, causal among themselves). plan: a DecodePlan from make_decode_plan, reused
+    across calls; None plans once per shape (from cache_seqlens when they are on the host, else
+    for the caches' capacity: no host sync) and caches the plan. Returns out [batch, q_len,
+    heads, hdim], or (out, lse fp32 [batch, heads, q_len]) with return_lse. torch tensors run on
+    torch's current stream with a torch-allocated workspace (CUDA-graph capturable once warm)."""
+    if plan is None:
+        plan = _cached_plan(q, k_cache, cache_seqlens, block_table, schedule)
+    t = _torch_ops(q, "q")
+    if t is not None:
+        return t.decode(q, k_cache, v_cache, cache_seqlens, block_table, plan, softmax_scale,
+                        return_lse)
+    out = np.empty(q.shape, dtype=q.dtype)
+    lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=np.float32)
+    seqlens = np.ascontiguousarray(np.asarray(cache_seqlens), dtype=np.int32)
+    _C.decode(q, k_cache, v_cache, seqlens, block_table, out, lse, plan,
+              softmax_scale=0.0 if softmax_scale is None else float(softmax_scale))
+    return (out, lse) if return_lse else out
+
+
+def merge_states(o_parts, lse_parts):
+    """Combine P partial attention results over disjoint key sets: o_parts [P, ..., hdim]
+    (each part normalised), lse_parts fp32 [P, ...] -> (out [..., hdim] in o_parts' dtype,
+    lse fp32 [...]). out = sum_p exp(lse_p - lse) o_p, lse = log sum_p exp(lse_p)."""
+    t = _torch_ops(o_parts, "o_parts")
+    if t is not None:
+        return t.merge_states(o_parts, lse_parts)
+    out = np.empty(o_parts.shape[1:], dtype=o_parts.dtype)
+    lse = np.empty(lse_parts.shape[1:], dtype=np.float32)
+    _C.merge_states(o_parts, lse_parts, out, lse)
+    return out, lse

@@ -1,0 +1,218 @@
+"""flashkit on torch tensors: attention as torch.library custom ops (flashkit::attention_fwd and
+flashkit::attention_bwd) with fake (meta) implementations and autograd registered, so autograd,
+torch.compile(fullgraph=True) and CUDA graphs see one opaque op each way; decode and merge_states
+on torch tensors. flashkit.ops imports this module the first time it is handed a torch tensor.
+
+Tensors reach the C++ library as DLPack capsules of the same memory (no copies), exported with
+stream=-1 so torch adds no cross-stream event (the array-API "do not synchronise" value): instead
+every call passes torch.cuda.current_stream() to the library, which enqueues its kernels there
+without synchronising the host. The only copies made are of operands whose layout the kernels
+cannot read (last dim not contiguous, or on the GPU rows not 16-byte aligned), as flash-attn does.
+"""
+from typing import Optional, Tuple
+
+import torch
+
+from . import _C
+
+Tensor = torch.Tensor
+
+
+def _dl(t):
+    """A DLPack capsule of t's memory for the extension (no copy; no stream synchronisation)."""
+    return t.detach().__dlpack__(stream=-1)
+
+
+def _dl_opt(t):
+    return None if t is None else _dl(t)
+
+
+def _stream(t):
+    """torch's current stream on t's device as an integer handle (0, the legacy default stream,
+    for CPU tensors)."""
+    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
+
+
+def _readable(t):
+    """Whether the kernels read t in place: last dim contiguous; on the GPU also a 16-byte
+    aligned pointer and every other stride a multiple of 8 elements (16-byte vector rows)."""
+    if t.dim() == 0 or t.stride(-1) != 1:
+        return False
+    if not t.is_cuda:
+        return True
+    return t.data_ptr() % 16 == 0 and all(s % 8 == 0 for s in t.stride()[:-1])
+
+
+def _operand(t):
+    """t itself when the kernels can read it, else a copy with the canonical contiguous strides."""
+    return t if _readable(t) else t.clone(memory_format=torch.contiguous_format)
+
+
+def _lse_shape(q, varlen):
+    # dense: [batch, heads, seqlen_q]; varlen: [heads, total_q]
+    return (q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1])
+
+
+def _options(q, cu_q, cu_k, max_q, max_k, causal, scale, left, right, softcap, alibi, dropout_p,
+             rng_state, block_mask, block_q, block_k, deterministic):
+    # The Philox key lives in a CPU tensor: reading it never waits for the GPU.
+    seed, offset = rng_state.tolist() if rng_state is not None else (0, 0)
+    return dict(causal=causal, softmax_scale=scale, window_left=left, window_right=right,
+                softcap=softcap, alibi_slopes=_dl_opt(alibi), dropout_p=dropout_p,
+                dropout_seed=seed, dropout_offset=offset, block_mask=_dl_opt(block_mask),
+                block_mask_block_q=block_q, block_mask_block_k=block_k,
+                cu_seqlens_q=_dl_opt(cu_q), cu_seqlens_k=_dl_opt(cu_k), max_seqlen_q=max_q,
+                max_seqlen_k=max_k, deterministic=deterministic, stream=_stream(q))
+
+
+@torch.library.custom_op("flashkit::attention_fwd", mutates_args=())
+def attention_fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor],
+                  cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
+                  causal: bool, softmax_scale: float, window_left: int, window_right: int,
+                  softcap: float, alibi_slopes: Optional[Tensor], dropout_p: float,
+                  rng_state: Optional[Tensor], block_mask: Optional[Tensor], block_q: int,
+                  block_k: int, deterministic: bool) -> Tuple[Tensor, Tensor]:
+    """(out, lse) of flashkit attention; dense when cu_seqlens_q is None, else varlen."""
+    q, k, v = _operand(q), _operand(k), _operand(v)
+    varlen = cu_seqlens_q is not None
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty(_lse_shape(q, varlen), dtype=torch.float32, device=q.device)
+    if varlen:  # tokens past cu_seqlens[-1] are not written by the library: they read 0 / -inf
+        out.zero_()
+        lse.fill_(float("-inf"))
+    _C.attention_forward(_dl(q), _dl(k), _dl(v), _dl(out), _dl(lse),
+                         **_options(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                    causal, softmax_scale, window_left, window_right, softcap,
+                                    alibi_slopes, dropout_p, rng_state, block_mask, block_q,
+                                    block_k, deterministic))
+    return out, lse
+
+
+@attention_fwd.register_fake
+def _attention_fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
+                        softmax_scale, window_left, window_right, softcap, alibi_slopes,
+                        dropout_p, rng_state, block_mask, block_q, block_k, deterministic):
+    varlen = cu_seqlens_q is not None
+    return q.new_empty(q.shape), q.new_empty(_lse_shape(q, varlen), dtype=torch.float32)
+
+
+@torch.library.custom_op("flashkit::attention_bwd", mutates_args=())
+def attention_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
+                  cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
+                  max_seqlen_q: int, max_seqlen_k: int, causal: bool, softmax_scale: float,
+                  window_left: int, window_right: int, softcap: float,
+                  alibi_slopes: Optional[Tensor], dropout_p: float, rng_state: Optional[Tensor],
+                  block_mask: Optional[Tensor], block_q: int, block_k: int,
+                  deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    """(dq, dk, dv) of attention_fwd for the output gradient dout (GQA: dk/dv summed over the
+    query heads of each KV head)."""
+    dout, q, k, v, o = (_operand(t) for t in (dout, q, k, v, o))
+    # Varlen tokens past cu_seqlens[-1] are not written: their gradient is 0.
+    alloc = torch.zeros if cu_seqlens_q is not None else torch.empty
+    dq, dk, dv = (alloc(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
+    _C.attention_backward(_dl(q), _dl(k), _dl(v), _dl(o), _dl(dout), _dl(lse), _dl(dq), _dl(dk),
+                          _dl(dv),
+                          **_options(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                     causal, softmax_scale, window_left, window_right, softcap,
+                                     alibi_slopes, dropout_p, rng_state, block_mask, block_q,
+                                     block_k, deterministic))
+    return dq, dk, dv
+
+
+@attention_bwd.register_fake
+def _attention_bwd_fake(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                        max_seqlen_k, causal, softmax_scale, window_left, window_right, softcap,
+                        alibi_slopes, dropout_p, rng_state, block_mask, block_q, block_k,
+                        deterministic):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _setup_context(ctx, inputs, output):
+    (q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, left, right, softcap, alibi, dropout_p,
+     rng_state, block_mask, block_q, block_k, deterministic) = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, alibi, rng_state, block_mask)
+    ctx.options = (max_q, max_k, causal, scale, left, right, softcap, dropout_p, block_q, block_k,
+                   deterministic)
+
+
+def _backward(ctx, dout, dlse):
+    # lse leaves the public API detached, so dlse carries nothing to propagate.
+    q, k, v, out, lse, cu_q, cu_k, alibi, rng_state, block_mask = ctx.saved_tensors
+    (max_q, max_k, causal, scale, left, right, softcap, dropout_p, block_q, block_k,
+     deterministic) = ctx.options
+    dq, dk, dv = attention_bwd(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, causal, scale,
+                               left, right, softcap, alibi, dropout_p, rng_state, block_mask,
+                               block_q, block_k, deterministic)
+    return (dq, dk, dv) + (None,) * 16  # one gradient per input of attention_fwd (19)
+
+
+attention_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _rng_state(dropout_p):
+    """The dropout Philox key (seed, offset) drawn from torch's default CPU generator
+    (torch.manual_seed reproduces it), kept in a CPU tensor; None without dropout."""
+    if dropout_p == 0:
+        return None
+    return torch.randint(0, 2**62, (2,), dtype=torch.int64)
+
+
+def _call(q, k, v, cu_q, cu_k, max_q, max_k, causal, softmax_scale, dropout_p, window, softcap,
+          alibi_slopes, block_mask, block_mask_block, deterministic, return_lse):
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch tensor like q, got {type(t).__name__}")
+    left, right = window
+    out, lse = torch.ops.flashkit.attention_fwd(
+        q, k, v, cu_q, cu_k, int(max_q), int(max_k), bool(causal),
+        0.0 if softmax_scale is None else float(softmax_scale), int(left), int(right),
+        float(softcap), alibi_slopes, float(dropout_p), _rng_state(dropout_p), block_mask,
+        int(block_mask_block[0]), int(block_mask_block[1]), bool(deterministic))
+    return (out, lse.detach()) if return_lse else out
+
+
+def attention(q, k, v, *, causal=False, softmax_scale=None, dropout_p=0.0, window=(-1, -1),
+              softcap=0.0, alibi_slopes=None, block_mask=None, block_mask_block=(128, 128),
+              deterministic=False, return_lse=False):
+    """flashkit.attention on torch tensors (see flashkit.ops.attention for the arguments)."""
+    return _call(q, k, v, None, None, 0, 0, causal, softmax_scale, dropout_p, window, softcap,
+                 alibi_slopes, block_mask, block_mask_block, deterministic, return_lse)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
+                     causal=False, softmax_scale=None, dropout_p=0.0, window=(-1, -1),
+                     softcap=0.0, alibi_slopes=None, block_mask=None, block_mask_block=(128, 128),
+                     deterministic=False, return_lse=False):
+    """flashkit.attention_varlen on torch tensors (see flashkit.ops.attention_varlen)."""
+    return _call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
+                 softmax_scale, dropout_p, window, softcap, alibi_slopes, block_mask,
+                 block_mask_block, deterministic, return_lse)
+
+
+def decode(q, k_cache, v_cache, cache_seqlens, block_table, plan, softmax_scale, return_lse):
+    """flashkit.decode on torch tensors with a ready plan (see flashkit.ops.decode). Not a custom
+    op (a plan is no tensor): torch.compile graph-breaks around it; CUDA graphs capture it."""
+    batch, q_len, heads, _ = q.shape
+    if not isinstance(cache_seqlens, torch.Tensor):
+        cache_seqlens = torch.as_tensor(cache_seqlens, dtype=torch.int32)
+    seqlens = cache_seqlens.to(device=q.device, dtype=torch.int32)
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty((batch, heads, q_len), dtype=torch.float32, device=q.device)
+    # Scratch from torch's allocator: stream-ordered, and owned by a captured CUDA graph's pool.
+    workspace = None
+    if q.is_cuda and plan.workspace_bytes > 0:
+        workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=q.device)
+    _C.decode(_dl(_operand(q)), _dl(k_cache), _dl(v_cache), _dl(seqlens), _dl_opt(block_table),
+              _dl(out), _dl(lse), plan,
+              softmax_scale=0.0 if softmax_scale is None else float(softmax_scale),
+              stream=_stream(q), workspace=_dl_opt(workspace))
+    return (out, lse) if return_lse else out
+
+
+def merge_states(o_parts, lse_parts):
+    """flashkit.merge_states on torch tensors (see flashkit.ops.merge_states)."""
+    out = torch.empty(o_parts.shape[1:], dtype=o_parts.dtype, device=o_parts.device)
+    lse = torch.empty(lse_parts.shape[1:], dtype=torch.float32, device=o_parts.device)
+    _C.merge_states(_dl(o_parts), _dl(lse_parts), _dl(out), _dl(lse), stream=_stream(o_parts))
+    return out, lse
