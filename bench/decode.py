@@ -5,15 +5,53 @@ heads 16..128, batch 1..16, hdim 64 and 128; q_len 1, bf16, dense cache). Median
 event times with L2 flushed between calls; TB/s counts the bytes of K and V read. Writes
 <date>-<gpu>-decode.json and a speedup plot (like the paper's Figure 7) into --out."""
 import argparse
+import faulthandler
+import glob
+import importlib.util
 import json
 import math
 import os
+import subprocess
+import sys
 import time
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from flashkit import _C
+faulthandler.enable()
+
+
+def load_extension():
+    """flashkit._C alone (the package __init__ pulls in other families' Python layers)."""
+    path = glob.glob(os.path.join(os.path.dirname(__file__), "..", "python", "flashkit", "_C*.so"))[0]
+    spec = importlib.util.spec_from_file_location("_C", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+PROBE = """
+import sys; sys.path.insert(0, 'bench'); import torch, decode as d
+C = d.load_extension()
+q = torch.randn(1, 1, 4, 64, device='cuda', dtype=torch.bfloat16)
+k = torch.randn(1, 300, 4, 64, device='cuda', dtype=torch.bfloat16)
+o = torch.empty_like(q); l = torch.empty(1, 4, 1, device='cuda')
+p = C.make_decode_plan(1, 1, 4, 4, 64, 'bfloat16', [300], schedule='lean', device='cuda')
+C.decode(q, k, k, torch.tensor([300], device='cuda', dtype=torch.int32), None, o, l, p, 0.0, 0)
+torch.cuda.synchronize(); print('probe ok', p)
+"""
+
+
+def cli_us(b, h, ctx, d, sched):
+    """flashkit bench decode (same timing rule: median, L2 flushed per call) when the extension
+    cannot run next to torch in this process."""
+    r = subprocess.run(["build-gpu/flashkit", "bench", "decode", "--device", "cuda", "--batch", str(b),
+                        "--heads", str(h), "--kv-heads", str(h), "--hdim", str(d), "--ctx", str(ctx),
+                        "--schedule", sched, "--repeats", str(REPEATS)], capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        if " us, " in line:
+            return float(line.split()[0])
+    return None
 
 SHAPES = [  # (batch, heads, ctx) - the paper sweeps heads and context at batch 1..16
     (1, 56, 1024), (1, 56, 8192), (1, 56, 65536), (1, 56, 262144), (1, 16, 524288),
@@ -50,6 +88,10 @@ def main():
     gpu = torch.cuda.get_device_name()
     flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     stream = torch.cuda.current_stream().cuda_stream
+    probe = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True)
+    print(probe.stdout.strip(), probe.stderr.strip()[-1500:])
+    C = load_extension() if probe.returncode == 0 else None
+    print("flashkit via", "the Python extension" if C else "the flashkit CLI (extension probe failed)")
     rows = []
     t_start = time.time()
     for d in HDIMS:
@@ -67,8 +109,11 @@ def main():
             row = {"batch": b, "heads": h, "kv_heads": h, "ctx": ctx, "hdim": d, "kv_bytes": kv_bytes, "us": {}}
             ref = None
             for sched in ["single", "split_kv", "lean"]:
-                plan = _C.make_decode_plan(b, 1, h, h, d, "bfloat16", [ctx] * b, schedule=sched, device="cuda")
-                fn = lambda: _C.decode(q, k, v, lens, None, out, lse, plan, 0.0, stream)
+                if C is None:
+                    row["us"]["flashkit_" + sched] = cli_us(b, h, ctx, d, sched)
+                    continue
+                plan = C.make_decode_plan(b, 1, h, h, d, "bfloat16", [ctx] * b, schedule=sched, device="cuda")
+                fn = lambda: C.decode(q, k, v, lens, None, out, lse, plan, 0.0, stream)
                 row["us"]["flashkit_" + sched] = timed(fn, flush)
                 if ref is None:
                     ref = out.clone()
@@ -76,14 +121,23 @@ def main():
                     row.setdefault("max_diff_vs_single", {})[sched] = (out.float() - ref.float()).abs().max().item()
                 if sched == "lean":
                     row["lean_plan"] = repr(plan)
-            qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+                    # The same cache stored head-major ([b, h, ctx, d] memory, a strided view):
+                    # each head's keys contiguous, as torch's layout has them.
+                    khm = k.transpose(1, 2).contiguous().transpose(1, 2)
+                    vhm = v.transpose(1, 2).contiguous().transpose(1, 2)
+                    row["us"]["flashkit_lean_headmajor"] = timed(
+                        lambda: C.decode(q, khm, vhm, lens, None, out, lse, plan, 0.0, stream), flush)
+                    del khm, vhm
+            # torch in its native contiguous [b, h, s, d] layout
+            qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
             for name, backend in [("torch_flash", SDPBackend.FLASH_ATTENTION),
                                   ("torch_cudnn", SDPBackend.CUDNN_ATTENTION),
                                   ("torch_efficient", SDPBackend.EFFICIENT_ATTENTION)]:
                 try:
                     with sdpa_kernel(backend):
                         o = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt)
-                        row.setdefault("max_diff_vs_torch", {})[name] = (o.transpose(1, 2).float() - ref.float()).abs().max().item()
+                        if ref is not None:
+                            row.setdefault("max_diff_vs_torch", {})[name] = (o.transpose(1, 2).float() - ref.float()).abs().max().item()
                         row["us"][name] = timed(lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt), flush)
                 except RuntimeError as e:
                     row["us"][name] = None
@@ -95,7 +149,7 @@ def main():
                 f"{n}={u:.1f}us" if u else f"{n}=n/a" for n, u in row["us"].items()) +
                 f"  lean TB/s={row['TBps']['flashkit_lean']:.2f}  lean/best-torch={best_torch / row['us']['flashkit_lean']:.2f}x",
                 flush=True)
-            del q, k, v, out
+            del q, k, v, out, qt, kt, vt
             torch.cuda.empty_cache()
     tag = gpu.replace("NVIDIA ", "").replace(" ", "-").lower()
     result = {"gpu": gpu, "torch": torch.__version__, "dtype": "bfloat16", "q_len": 1, "repeats": REPEATS,

@@ -22,18 +22,24 @@ template <class T, int D>
 struct Traits {
   static_assert(D % 16 == 0 && D <= 256, "hdim must be a multiple of 16 up to 256");
   static constexpr int kWarps = 4, kThreads = 128, kRows = kDecodeRowsPerBlock;
-  static constexpr int kTokens = 64;                 // per pipeline stage: 16 per warp
-  static constexpr int kStages = D >= 256 ? 2 : 3;   // bytes in flight vs CTAs per SM
-  static constexpr int kPitch = D + 8;               // 16-byte row pad: conflict-free fragments
+  // A stage holds kTokens keys: each warp takes 16 of every 64. Sizes aim at 2 CTAs per SM with
+  // two stages (>= 64 KiB) in flight each; hdim 256 fits one CTA with two stages in flight.
+  static constexpr int kSub = D <= 64 ? 2 : 1;
+  static constexpr int kTokens = 64 * kSub;
+  static constexpr int kStages = 3;
+  static constexpr int kPitch = D + 8;  // 16-byte row pad: conflict-free fragments
   static constexpr int kStageElems = 2 * kTokens * kPitch;  // K tile then V tile
   static constexpr size_t kPipeBytes = size_t{kStages} * kStageElems * sizeof(T);
   // After the mainloop the pipeline area holds the warps' states and the CTA's merged result.
-  static constexpr size_t kMergeBytes = (size_t{kWarps} * kRows * D + kRows * D + 2 * kWarps * kRows + kRows) * 4;
+  static constexpr size_t kMergeBytes =
+      (size_t{kWarps} * kRows * D + kRows * D + 2 * kWarps * kRows + kRows) * 4;
   static constexpr size_t kAreaBytes = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
   static constexpr size_t kSmemBytes = kAreaBytes + size_t{kRows} * kPitch * sizeof(T);
 };
 
-__device__ __forceinline__ uint32_t lds32(const void* p) { return *static_cast<const uint32_t*>(p); }
+__device__ __forceinline__ uint32_t lds32(const void* p) {
+  return *static_cast<const uint32_t*>(p);
+}
 
 // Shared-memory views of the merged segment result (valid after attend()).
 template <class T, int D>
@@ -59,16 +65,6 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
   const int len = max(0, min(p.seqlens[seq * p.seqlens_s], p.kv_lengths[seq]));
   hi = min(hi, len);
 
-  for (int i = tid; i < Tr::kRows * D / 8; i += Tr::kThreads) {
-    const int r = i / (D / 8), c = i % (D / 8) * 8, gr = row0 + r;
-    uint4 val = make_uint4(0, 0, 0, 0);
-    if (gr < p.rows) {
-      const int token = gr / p.group, head = tile.kv_head * p.group + gr % p.group;
-      val = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + seq * p.q_sb + token * p.q_st +
-                                            head * p.q_sh + c);
-    }
-    *reinterpret_cast<uint4*>(qs + r * kPitch + c) = val;
-  }
   // Keys below limit[h] are visible to this thread's rows g and g + 8 (causal among q tokens).
   int limit[2];
   for (int h = 0; h < 2; ++h) {
@@ -105,6 +101,17 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
     if (s < chunks) load(s, s);
     cp_async_commit();
   }
+  // Q after the first K/V copies are in flight: its load latency hides behind theirs.
+  for (int i = tid; i < Tr::kRows * D / 8; i += Tr::kThreads) {
+    const int r = i / (D / 8), c = i % (D / 8) * 8, gr = row0 + r;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (gr < p.rows) {
+      const int token = gr / p.group, head = tile.kv_head * p.group + gr % p.group;
+      val = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + seq * p.q_sb +
+                                            token * p.q_st + head * p.q_sh + c);
+    }
+    *reinterpret_cast<uint4*>(qs + r * kPitch + c) = val;
+  }
   float o[D / 8][4];
   for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
   SoftmaxStat st[2];
@@ -113,71 +120,74 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
     __syncthreads();  // stage `chunk` landed for all; everyone is done with the stage reused next
     if (chunk + kStages - 1 < chunks) load(chunk + kStages - 1, (chunk + kStages - 1) % kStages);
     cp_async_commit();
-    const T* ks = pipe + (chunk % kStages) * Tr::kStageElems + warp * 16 * kPitch;
-    const T* vs = ks + kTokens * kPitch;
-    const int tok0 = lo + chunk * kTokens + warp * 16;
-    if (tok0 >= hi) continue;  // warp-uniform: this warp's 16 tokens are past the end
+#pragma unroll
+    for (int sub = 0; sub < Tr::kSub; ++sub) {
+      const T* ks = pipe + (chunk % kStages) * Tr::kStageElems + (sub * 64 + warp * 16) * kPitch;
+      const T* vs = ks + kTokens * kPitch;
+      const int tok0 = lo + chunk * kTokens + sub * 64 + warp * 16;
+      if (tok0 >= hi) break;  // warp-uniform: this warp's remaining tokens are past the end
 
-    float s[2][4] = {};
+      float s[2][4] = {};
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t a[4] = {lds32(qs + g * kPitch + kk * 16 + 2 * t4),
-                             lds32(qs + (g + 8) * kPitch + kk * 16 + 2 * t4),
-                             lds32(qs + g * kPitch + kk * 16 + 2 * t4 + 8),
-                             lds32(qs + (g + 8) * kPitch + kk * 16 + 2 * t4 + 8)};
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t a[4] = {lds32(qs + g * kPitch + kk * 16 + 2 * t4),
+                               lds32(qs + (g + 8) * kPitch + kk * 16 + 2 * t4),
+                               lds32(qs + g * kPitch + kk * 16 + 2 * t4 + 8),
+                               lds32(qs + (g + 8) * kPitch + kk * 16 + 2 * t4 + 8)};
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const T* kr = ks + (nt * 8 + g) * kPitch + kk * 16 + 2 * t4;
-        mma_16816<T>(s[nt], a, lds32(kr), lds32(kr + 8));
+        for (int nt = 0; nt < 2; ++nt) {
+          const T* kr = ks + (nt * 8 + g) * kPitch + kk * 16 + 2 * t4;
+          mma_16816<T>(s[nt], a, lds32(kr), lds32(kr + 8));
+        }
       }
-    }
-    float mx[2] = {-INFINITY, -INFINITY};
+      float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
+      for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int j = tok0 + nt * 8 + 2 * t4 + (e & 1), h = e >> 1;
-        s[nt][e] = j < limit[h] ? s[nt][e] * p.scale : -INFINITY;
-        mx[h] = fmaxf(mx[h], s[nt][e]);
+        for (int e = 0; e < 4; ++e) {
+          const int j = tok0 + nt * 8 + 2 * t4 + (e & 1), h = e >> 1;
+          s[nt][e] = j < limit[h] ? s[nt][e] * p.scale : -INFINITY;
+          mx[h] = fmaxf(mx[h], s[nt][e]);
+        }
+      float alpha[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+        alpha[h] = online_update(st[h], mx[h]);
       }
-    float alpha[2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      alpha[h] = online_update(st[h], mx[h]);
-    }
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      o[n][0] *= alpha[0];
-      o[n][1] *= alpha[0];
-      o[n][2] *= alpha[1];
-      o[n][3] *= alpha[1];
-    }
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e >> 1;
-        const float pr = s[nt][e] == -INFINITY ? 0.f : __expf(s[nt][e] - st[h].m);
-        s[nt][e] = pr;
-        st[h].l += pr;  // this thread's columns; the quad sums after the loop
+      for (int n = 0; n < D / 8; ++n) {
+        o[n][0] *= alpha[0];
+        o[n][1] *= alpha[0];
+        o[n][2] *= alpha[1];
+        o[n][3] *= alpha[1];
       }
-    // The S accumulators' layout is the A operand's: P goes to the second MMA from registers.
-    const uint32_t pa[4] = {pack2<T>(s[0][0], s[0][1]), pack2<T>(s[0][2], s[0][3]),
-                            pack2<T>(s[1][0], s[1][1]), pack2<T>(s[1][2], s[1][3])};
 #pragma unroll
-    for (int dn = 0; dn < D / 16; ++dn) {
-      uint32_t b[4];
-      ldmatrix_x4_trans(b, vs + (lane & 15) * kPitch + dn * 16 + (lane >> 4) * 8);
-      mma_16816<T>(o[2 * dn], pa, b[0], b[1]);
-      mma_16816<T>(o[2 * dn + 1], pa, b[2], b[3]);
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e >> 1;
+          const float pr = s[nt][e] == -INFINITY ? 0.f : __expf(s[nt][e] - st[h].m);
+          s[nt][e] = pr;
+          st[h].l += pr;  // this thread's columns; the quad sums after the loop
+        }
+      // The S accumulators' layout is the A operand's: P goes to the second MMA from registers.
+      const uint32_t pa[4] = {pack2<T>(s[0][0], s[0][1]), pack2<T>(s[0][2], s[0][3]),
+                              pack2<T>(s[1][0], s[1][1]), pack2<T>(s[1][2], s[1][3])};
+#pragma unroll
+      for (int dn = 0; dn < D / 16; ++dn) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, vs + (lane & 15) * kPitch + dn * 16 + (lane >> 4) * 8);
+        mma_16816<T>(o[2 * dn], pa, b[0], b[1]);
+        mma_16816<T>(o[2 * dn + 1], pa, b[2], b[3]);
+      }
     }
   }
   cp_async_wait<0>();
   __syncthreads();  // the pipeline area becomes the merge area
 
-  float* wo = reinterpret_cast<float*>(smem);  // [warp][16][D]
+  float* wo = reinterpret_cast<float*>(smem);                   // [warp][16][D]
   float* wm = wo + Tr::kWarps * Tr::kRows * D + Tr::kRows * D;  // after the result O
   float* wl = wm + Tr::kWarps * Tr::kRows;
   SegmentResult<T, D> res(smem);
@@ -205,7 +215,8 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
     float acc = wo[i];
 #pragma unroll
     for (int w = 1; w < Tr::kWarps; ++w) {
-      const MergeScales ms = merge_stats(m, SoftmaxStat{wm[w * Tr::kRows + r], wl[w * Tr::kRows + r]});
+      const MergeScales ms =
+          merge_stats(m, SoftmaxStat{wm[w * Tr::kRows + r], wl[w * Tr::kRows + r]});
       acc = acc * ms.scale_a + wo[w * Tr::kRows * D + i] * ms.scale_b;
       m = ms.merged;
     }
@@ -226,10 +237,12 @@ __device__ __forceinline__ RowIndex row_index(const DecodeParams& p, const Decod
 }
 
 template <class T, int D>
-__device__ void write_output(const DecodeParams& p, const DecodeTile& t, int r, int c, float o, float lse) {
+__device__ void write_output(const DecodeParams& p, const DecodeTile& t, int r, int c, float o,
+                             float lse) {
   const RowIndex ri = row_index(p, t, r);
   if (!ri.valid) return;
-  static_cast<T*>(p.out)[t.seq * p.o_sb + ri.token * p.o_st + ri.head * p.o_sh + c] = from_float<T>(o);
+  static_cast<T*>(p.out)[t.seq * p.o_sb + ri.token * p.o_st + ri.head * p.o_sh + c] =
+      from_float<T>(o);
   if (c == 0) p.lse[t.seq * p.l_sb + ri.head * p.l_sh + ri.token * p.l_st] = lse;
 }
 
@@ -257,8 +270,10 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
         const int r = i / D, c = i % D;
         const RowIndex ri = row_index(p, tile, r);
         if (!ri.valid) continue;
-        const int64_t row = ((static_cast<int64_t>(w.slot) * p.batch + tile.seq) * p.q_len + ri.token) *
-                                p.num_q_heads + ri.head;
+        const int64_t row =
+            ((static_cast<int64_t>(w.slot) * p.batch + tile.seq) * p.q_len + ri.token) *
+                p.num_q_heads +
+            ri.head;
         p.part_o[row * D + c] = res.o[i];
         if (c == 0) p.part_lse[row] = res.lse[r];
       }
@@ -284,8 +299,11 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
         float acc = res.o[i];
         for (int k = 0; k < peers; ++k) {
           const int slot = tile.first_peer_slot + k;
-          const MergeScales ms = merge_stats(m, stat_from_lse(__ldcg(p.part_lse + slot * Tr::kRows + r)));
-          const float po = ms.scale_b != 0.f ? __ldcg(p.part_o + static_cast<int64_t>(slot) * Tr::kRows * D + i) : 0.f;
+          const MergeScales ms =
+              merge_stats(m, stat_from_lse(__ldcg(p.part_lse + slot * Tr::kRows + r)));
+          const float po = ms.scale_b != 0.f
+                               ? __ldcg(p.part_o + static_cast<int64_t>(slot) * Tr::kRows * D + i)
+                               : 0.f;
           acc = acc * ms.scale_a + po * ms.scale_b;
           m = ms.merged;
         }
@@ -312,7 +330,8 @@ void launch_one(const DecodeParams& p, cudaStream_t stream) {
   constexpr size_t smem = Traits<T, D>::kSmemBytes;
   static const bool configured = [] {
     FK_CUDA_CHECK(cudaFuncSetAttribute(decode_kernel<T, D, Scheduler>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem)));
     return true;
   }();
   (void)configured;
@@ -323,9 +342,15 @@ void launch_one(const DecodeParams& p, cudaStream_t stream) {
 template <class T, int D>
 void KernelSet<T, D>::launch(const DecodeParams& p, DecodeSchedule s, cudaStream_t stream) {
   switch (s) {
-    case DecodeSchedule::single: launch_one<T, D, SingleScheduler>(p, stream); break;
-    case DecodeSchedule::split_kv: launch_one<T, D, SplitKvScheduler>(p, stream); break;
-    default: launch_one<T, D, LeanScheduler>(p, stream); break;
+    case DecodeSchedule::single:
+      launch_one<T, D, SingleScheduler>(p, stream);
+      break;
+    case DecodeSchedule::split_kv:
+      launch_one<T, D, SplitKvScheduler>(p, stream);
+      break;
+    default:
+      launch_one<T, D, LeanScheduler>(p, stream);
+      break;
   }
 }
 
@@ -334,7 +359,8 @@ int KernelSet<T, D>::ctas_per_sm() {
   static const int n = [] {
     constexpr size_t smem = Traits<T, D>::kSmemBytes;
     FK_CUDA_CHECK(cudaFuncSetAttribute(decode_kernel<T, D, LeanScheduler>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem)));
     int blocks = 0;
     FK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &blocks, decode_kernel<T, D, LeanScheduler>, Traits<T, D>::kThreads, smem));
