@@ -1,0 +1,165 @@
+"""flashkit.attention / attention_varlen on torch tensors (CPU, and CUDA when present): forward
+and gradients against a float64 reference with DESIGN.md's tolerance rule, the torch.library
+registration (opcheck), torch.compile(fullgraph=True), CUDA-graph capture on torch's stream, no
+host syncs, and errors that name the argument. Skipped where torch is not installed."""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import flashkit  # noqa: E402
+from flashkit import torch_ops  # noqa: E402
+from torch_reference import assert_fa3_close, attention, devices, dtype_on  # noqa: E402
+
+cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def inputs(device, b, sq, sk, h, hk, d, seed):
+    gen = torch.Generator().manual_seed(seed)
+    dtype = dtype_on(device)
+    make = lambda *s: torch.randn(*s, generator=gen).to(device=device, dtype=dtype)  # noqa: E731
+    return make(b, sq, h, d), make(b, sk, hk, d), make(b, sk, hk, d), make(b, sq, h, d)
+
+
+def check_against_reference(q, k, v, dout, out, grads, **opts):
+    """out and grads (dq, dk, dv) of flashkit vs the float64 reference and the naive run in q's
+    dtype."""
+    results = {}
+    for name, dt in (("ref", torch.float64), ("naive", q.dtype)):
+        leaves = [t.detach().to(dt).requires_grad_() for t in (q, k, v)]
+        o = attention(*leaves, **opts)
+        o.backward(dout.to(dt))
+        results[name] = [o.detach()] + [t.grad for t in leaves]
+    for what, got, ref, naive in zip(("out", "dq", "dk", "dv"), [out] + list(grads),
+                                      results["ref"], results["naive"]):
+        assert torch.isfinite(got).all(), what
+        assert_fa3_close(got, ref, naive, what)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("causal,sq,sk,h,hk", [(False, 64, 80, 4, 4), (True, 97, 64, 4, 2),
+                                               (True, 1, 200, 8, 1)])
+def test_forward_backward_match_float64(device, causal, sq, sk, h, hk):
+    q, k, v, dout = inputs(device, 2, sq, sk, h, hk, 64, seed=sq + sk)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = flashkit.attention(*leaves, causal=causal)
+    out.backward(dout)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    check_against_reference(q, k, v, dout, out.detach(), [t.grad for t in leaves], causal=causal)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_strided_layout_and_lse(device):
+    """[b, h, s, d] tensors viewed as [b, s, h, d] (the transformers layout) run without copies
+    of q, k, v; lse comes back detached."""
+    q, k, v, dout = inputs(device, 2, 48, 48, 4, 4, 64, seed=1)
+    qt, kt, vt = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+    assert not qt.is_contiguous()
+    out, lse = flashkit.attention(qt, kt, vt, causal=True, softmax_scale=0.1, return_lse=True)
+    ref = attention(q.double(), k.double(), v.double(), causal=True, scale=0.1)
+    naive = attention(q, k, v, causal=True, scale=0.1)
+    assert_fa3_close(out, ref, naive, "out")
+    assert lse.shape == (2, 4, 48) and lse.dtype == torch.float32 and not lse.requires_grad
+
+
+def test_cpu_options_match_float64():
+    """Options the CPU backend implements (window, softcap) through the torch op and autograd."""
+    q, k, v, dout = inputs("cpu", 1, 40, 56, 2, 1, 32, seed=5)
+    for opts in (dict(window=(8, 3)), dict(causal=True, softcap=2.0)):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = flashkit.attention(*leaves, **opts)
+        out.backward(dout)
+        check_against_reference(q, k, v, dout, out.detach(), [t.grad for t in leaves], **opts)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_varlen_matches_each_sequence(device):
+    lq, lk = [17, 1, 64], [30, 9, 64]
+    q, _, _, dq_out = inputs(device, 1, sum(lq) + 5, 1, 4, 2, 64, seed=2)
+    _, k, v, _ = inputs(device, 1, 1, sum(lk), 4, 2, 64, seed=3)
+    q, k, v, dout = q[0], k[0], v[0], dq_out[0]
+    cu = lambda n: torch.tensor([0] + n, device=device).cumsum(0).to(torch.int32)  # noqa: E731
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = flashkit.attention_varlen(*leaves, cu(lq), cu(lk), max(lq), max(lk), causal=True)
+    out.backward(dout)
+    assert (out[sum(lq):] == 0).all() and (leaves[0].grad[sum(lq):] == 0).all()
+    oq = ok = 0
+    for nq, nk in zip(lq, lk):
+        sl_q, sl_k = slice(oq, oq + nq), slice(ok, ok + nk)
+        check_against_reference(q[None, sl_q], k[None, sl_k], v[None, sl_k], dout[None, sl_q],
+                                out[None, sl_q].detach(),
+                                [leaves[0].grad[None, sl_q], leaves[1].grad[None, sl_k],
+                                 leaves[2].grad[None, sl_k]], causal=True)
+        oq, ok = oq + nq, ok + nk
+
+
+@pytest.mark.parametrize("device", devices()[-1:])
+def test_opcheck(device):
+    """torch.library's own audit: schema, fake tensor, autograd registration, AOT dispatch."""
+    q, k, v, _ = inputs(device, 1, 32, 48, 2, 2, 64, seed=4)
+    args = (q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), None, None, 0, 0, True,
+            0.0, -1, -1, 0.0, None, 0.0, None, None, 128, 128, True)
+    torch.library.opcheck(torch.ops.flashkit.attention_fwd.default, args)
+
+
+@pytest.mark.parametrize("device", devices()[-1:])  # the GPU when there is one
+@pytest.mark.parametrize("entry,backend", [(flashkit.attention, "inductor"),
+                                           (torch_ops.attention, "aot_eager")])
+def test_compile_fullgraph(device, entry, backend):
+    q, k, v, _ = inputs(device, 2, 64, 64, 4, 2, 64, seed=6)
+
+    def loss(q, k, v):
+        return entry(q, k, v, causal=True).float().square().sum()
+
+    compiled = torch.compile(loss, fullgraph=True, backend=backend)
+    grads = []
+    for f in (loss, compiled):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        value = f(*leaves)
+        value.backward()
+        grads.append([value.detach()] + [t.grad for t in leaves])
+    for eager, comp in zip(*grads):
+        torch.testing.assert_close(comp, eager, rtol=2e-2, atol=2e-2)
+
+
+@cuda_only
+def test_cuda_graph_capture_uses_the_current_stream():
+    """Capture runs on a side stream: a launch anywhere else would break the capture."""
+    q, k, v, _ = inputs("cuda", 2, 128, 128, 4, 4, 64, seed=7)
+    static = [t.clone() for t in (q, k, v)]
+    flashkit.attention(*static, causal=True)  # warm-up outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = flashkit.attention(*static, causal=True)
+    fresh = inputs("cuda", 2, 128, 128, 4, 4, 64, seed=8)[:3]
+    for s, f in zip(static, fresh):
+        s.copy_(f)
+    graph.replay()
+    torch.cuda.synchronize()
+    ref = attention(*(t.double() for t in fresh), causal=True)
+    assert_fa3_close(out, ref, attention(*fresh, causal=True), "out")
+
+
+@cuda_only
+def test_no_host_sync():
+    q, k, v, dout = inputs("cuda", 2, 64, 64, 4, 2, 64, seed=9)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = flashkit.attention(*leaves, causal=True)
+        out.backward(dout)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert all(t.grad is not None for t in leaves)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_errors_name_the_argument(device):
+    q, k, v, _ = inputs(device, 1, 8, 8, 2, 2, 64, seed=10)
+    with pytest.raises(ValueError, match="^k: expected hdim 64 like q, got 32"):
+        flashkit.attention(q, k[..., :32], v[..., :32])
+    with pytest.raises(TypeError, match="^k: expected a torch tensor like q"):
+        flashkit.attention(q, k.cpu().numpy() if device == "cpu" else None, v)
+    if device == "cuda":
+        with pytest.raises(ValueError, match="^q: expected f16 or bf16 on cuda"):
+            flashkit.attention(q.float(), k.float(), v.float())
