@@ -61,7 +61,8 @@ def test_attention_matches_float64(opts):
 def test_attention_varlen_matches_each_sequence():
     rng = np.random.default_rng(7)
     lq, lk = [5, 0, 12], [9, 4, 12]
-    q, k, v = randn(rng, sum(lq) + 3, 4, 16), randn(rng, sum(lk), 2, 16), randn(rng, sum(lk), 2, 16)
+    q = randn(rng, sum(lq) + 3, 4, 16)
+    k, v = randn(rng, sum(lk), 2, 16), randn(rng, sum(lk), 2, 16)
     cq = np.cumsum([0] + lq).astype(np.int32)
     ck = np.cumsum([0] + lk).astype(np.int32)
     out, lse = flashkit.attention_varlen(q, k, v, cq, ck, 12, 12, causal=True, return_lse=True)
@@ -77,8 +78,7 @@ def decode_reference(q, k, v, lens):
     """float64 decode: the q tokens are the last q_len of each sequence, causal among themselves."""
     out = np.zeros(q.shape)
     for b, n in enumerate(lens):
-        t = q.shape[1]
-        # Query i sees keys [0, n - t + i]; a bottom-right causal attention over the first n keys.
+        # Query i of t sees keys [0, n - t + i]: bottom-right causal attention over n keys.
         out[b] = reference(q[None, b], k[None, b, :n], v[None, b, :n], causal=True)[0][0]
     return out
 
@@ -95,7 +95,8 @@ def test_decode_dense_and_paged(schedule):
     pages = ctx // page
     perm = rng.permutation(b * pages)
     table = perm.reshape(b, pages).astype(np.int32)
-    kp, vp = np.empty((b * pages, page, hkv, d), np.float32), np.empty((b * pages, page, hkv, d), np.float32)
+    kp = np.empty((b * pages, page, hkv, d), np.float32)
+    vp = np.empty_like(kp)
     kp[table.ravel()] = k.reshape(b * pages, page, hkv, d)
     vp[table.ravel()] = v.reshape(b * pages, page, hkv, d)
     plan = flashkit.make_decode_plan(q, kp, lens, table, schedule=schedule)
@@ -109,7 +110,8 @@ def test_decode_dense_and_paged(schedule):
 def test_merge_states_equals_attention_over_the_union():
     rng = np.random.default_rng(5)
     q, k, v = randn(rng, 1, 4, 2, 16), randn(rng, 1, 30, 2, 16), randn(rng, 1, 30, 2, 16)
-    parts = [flashkit.attention(q, k[:, a:e], v[:, a:e], return_lse=True) for a, e in [(0, 7), (7, 30)]]
+    parts = [flashkit.attention(q, k[:, a:e], v[:, a:e], return_lse=True)
+             for a, e in [(0, 7), (7, 30)]]
     o_parts = np.stack([o for o, _ in parts])
     lse_parts = np.stack([l for _, l in parts])  # [P, b, h, s] while o is [P, b, s, h, d]
     out, lse = flashkit.merge_states(o_parts, lse_parts.transpose(0, 1, 3, 2))
@@ -144,6 +146,16 @@ def test_arrays_are_read_and_written_in_place():
     np.testing.assert_allclose(buf[..., 4:20], reference(q, k, v)[0], atol=2e-5)
     assert np.isnan(buf[..., :4]).all() and np.isnan(buf[..., 20:]).all()  # nothing else written
     assert np.isfinite(lse).all()
+
+
+def test_dlpack_capsules_are_views():
+    """What flashkit.torch_ops hands the extension: unversioned DLPack capsules of the arrays."""
+    rng = np.random.default_rng(12)
+    q, k, v = randn(rng, 1, 6, 2, 16), randn(rng, 1, 6, 2, 16), randn(rng, 1, 6, 2, 16)
+    out = np.full_like(q, np.nan)
+    lse = np.full((1, 2, 6), np.nan, np.float32)
+    _C.attention_forward(*(a.__dlpack__() for a in (q, k, v, out, lse)), causal=True)
+    np.testing.assert_allclose(out, reference(q, k, v, causal=True)[0], atol=2e-5)
 
 
 def test_errors_name_the_argument():
