@@ -42,21 +42,22 @@ torch.cuda.synchronize(); print('probe ok', p)
 """
 
 
-def cli_us(b, h, ctx, d, sched):
+def cli_us(b, h, ctx, d, sched, head_major=False):
     """flashkit bench decode (same timing rule: median, L2 flushed per call) when the extension
     cannot run next to torch in this process."""
     r = subprocess.run(["build-gpu/flashkit", "bench", "decode", "--device", "cuda", "--batch", str(b),
                         "--heads", str(h), "--kv-heads", str(h), "--hdim", str(d), "--ctx", str(ctx),
-                        "--schedule", sched, "--repeats", str(REPEATS)], capture_output=True, text=True)
+                        "--schedule", sched, "--repeats", str(REPEATS), "--head-major", str(int(head_major))],
+                       capture_output=True, text=True)
     for line in r.stdout.splitlines():
         if " us, " in line:
             return float(line.split()[0])
     return None
 
-SHAPES = [  # (batch, heads, ctx) - the paper sweeps heads and context at batch 1..16
-    (1, 56, 1024), (1, 56, 8192), (1, 56, 65536), (1, 56, 262144), (1, 16, 524288),
-    (1, 128, 32768), (2, 128, 65536), (4, 32, 16384), (4, 32, 131072), (8, 64, 16384),
-    (16, 16, 8192), (16, 128, 4096), (16, 32, 65536),
+SHAPES = [  # (batch, heads, ctx): anchors first, then the paper's context/heads/batch sweeps
+    (1, 56, 8192), (1, 56, 1024), (1, 56, 65536), (1, 32, 262144), (1, 16, 524288),
+    (2, 128, 65536), (4, 32, 131072), (16, 16, 8192), (3, 40, 16384), (16, 128, 4096),
+    (8, 64, 16384), (1, 128, 32768),
 ]
 HDIMS = [64, 128]
 REPEATS = 15
@@ -90,15 +91,19 @@ def main():
     stream = torch.cuda.current_stream().cuda_stream
     probe = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True)
     print(probe.stdout.strip(), probe.stderr.strip()[-1500:])
+    if probe.returncode != 0 and os.path.exists("/usr/local/cuda/bin/cuda-gdb"):
+        bt = subprocess.run(["/usr/local/cuda/bin/cuda-gdb", "-q", "-batch", "-ex", "run", "-ex", "bt",
+                             "--args", sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120)
+        print("probe backtrace:\n" + "\n".join((bt.stdout + bt.stderr).splitlines()[-30:]))
     C = load_extension() if probe.returncode == 0 else None
     print("flashkit via", "the Python extension" if C else "the flashkit CLI (extension probe failed)")
     rows = []
     t_start = time.time()
-    for d in HDIMS:
-        for (b, h, ctx) in SHAPES[: 4 if args.quick else None]:
-            if time.time() - t_start > 170:
-                print("time budget reached, stopping the sweep")
-                break
+    for (b, h, ctx) in SHAPES[: 4 if args.quick else None]:
+        for d in HDIMS:
+            if time.time() - t_start > 200:
+                print("time budget reached, skipping", (b, h, ctx, d))
+                continue
             kv_bytes = 2 * b * h * ctx * d * 2
             q = torch.randn(b, 1, h, d, device=dev, dtype=torch.bfloat16)
             k = torch.randn(b, ctx, h, d, device=dev, dtype=torch.bfloat16)
@@ -111,6 +116,8 @@ def main():
             for sched in ["single", "split_kv", "lean"]:
                 if C is None:
                     row["us"]["flashkit_" + sched] = cli_us(b, h, ctx, d, sched)
+                    if sched == "lean":
+                        row["us"]["flashkit_lean_headmajor"] = cli_us(b, h, ctx, d, sched, True)
                     continue
                 plan = C.make_decode_plan(b, 1, h, h, d, "bfloat16", [ctx] * b, schedule=sched, device="cuda")
                 fn = lambda: C.decode(q, k, v, lens, None, out, lse, plan, 0.0, stream)

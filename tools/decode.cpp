@@ -2,6 +2,7 @@
 // timings and K/V read rate) and `flashkit bench decode`. Called from tools/main.cpp.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -46,10 +47,19 @@ std::string rate(double bytes, double ms) {
 }
 
 // Runs `plan` on the CPU or the GPU; returns the median ms and leaves the result in in.out/lse.
-double run_plan(const Context& ctx, DecodeInputs& in, const DecodePlan& plan, int repeats) {
+// head_major: k/v hold [batch, kv_heads, ctx, hdim]; decode sees them through a strided view.
+double run_plan(const Context& ctx, DecodeInputs& in, const DecodePlan& plan, int repeats,
+                bool head_major = false) {
+  auto logical = [&](TensorView v) {
+    if (head_major) {
+      std::swap(v.shape[1], v.shape[2]);
+      std::swap(v.stride[1], v.stride[2]);
+    }
+    return v;
+  };
   if (!ctx.gpu) {
     return time_ms([&] {
-      decode(in.q, in.k, in.v, in.seqlens, in.table_view(), in.out, in.lse, plan);
+      decode(in.q, logical(in.k), logical(in.v), in.seqlens, in.table_view(), in.out, in.lse, plan);
     }, repeats);
   }
 #ifdef FLASHKIT_WITH_CUDA
@@ -58,7 +68,8 @@ double run_plan(const Context& ctx, DecodeInputs& in, const DecodePlan& plan, in
   if (in.problem.paged) bt.upload(in.table);
   out.poison();
   lse.poison();
-  auto call = [&] { decode(q, k, v, sl, in.problem.paged ? bt.view() : TensorView{}, out, lse, plan); };
+  const TensorView kl = logical(k.view()), vl = logical(v.view());
+  auto call = [&] { decode(q, kl, vl, sl, in.problem.paged ? bt.view() : TensorView{}, out, lse, plan); };
   call();  // uploads the plan, warms up
   FK_CUDA_CHECK(cudaDeviceSynchronize());
   out.download(in.out);
@@ -140,6 +151,7 @@ int bench_decode(const std::vector<std::string>& args, const Context& ctx) {
       std::puts("flashkit bench decode [--batch 1] [--ctx 8192] [--heads 32] [--kv-heads 8]\n"
                 "  [--hdim 128] [--q-len 1] [--page-size 0 (dense)] [--dtype bf16|f16|f32]\n"
                 "  [--schedule auto|single|split_kv|lean] [--repeats 20] [--device cpu|cuda]\n"
+                "  [--head-major 1: dense cache stored [b, kv_heads, ctx, hdim], passed as a strided view]\n"
                 "prints the plan, microseconds per call and GB/s of K/V read");
       return 0;
     }
@@ -154,10 +166,28 @@ int bench_decode(const std::vector<std::string>& args, const Context& ctx) {
   c.dtype = dt == "f32" ? DType::f32 : dt == "f16" ? DType::f16 : DType::bf16;
   c.lens.assign(c.batch, static_cast<int>(arg_int(args, "--ctx", 8192)));
   const int repeats = static_cast<int>(arg_int(args, "--repeats", 20));
+  c.tiled_fill = true;
+  bool head_major = false;
   DecodeInputs in = make_decode_inputs(c);
+  if (arg_int(args, "--head-major", 0) && c.page_size == 0) {
+    // The same dense cache stored [batch, kv_heads, ctx, hdim] and seen through a strided view
+    // (run_plan): each head's keys contiguous in memory, the layout torch's SDPA reads.
+    head_major = true;
+    for (HostTensor* t : {&in.k, &in.v}) {
+      const TensorView v = t->view();
+      HostTensor hm(c.dtype, {v.shape[0], v.shape[2], v.shape[1], v.shape[3]});
+      const size_t row = v.shape[3] * dtype_size(c.dtype);
+      for (int64_t b = 0; b < v.shape[0]; ++b)
+        for (int64_t s = 0; s < v.shape[1]; ++s)
+          for (int64_t h = 0; h < v.shape[2]; ++h)
+            std::memcpy(static_cast<uint8_t*>(hm.data()) + (((b * v.shape[2] + h) * v.shape[1] + s) * row),
+                        static_cast<const uint8_t*>(t->data()) + (((b * v.shape[1] + s) * v.shape[2] + h) * row), row);
+      *t = std::move(hm);
+    }
+  }
   DecodePlan plan = make_decode_plan(in.problem, c.lens, device_for(ctx, in.problem),
                                      parse_schedule(arg(args, "--schedule", "auto"), "--schedule"));
-  const double ms = run_plan(ctx, in, plan, repeats);
+  const double ms = run_plan(ctx, in, plan, repeats, head_major);
   std::printf("decode %s on %s: %s\n  %.1f us, %s of K/V read\n", describe(c).c_str(),
               ctx.gpu ? "cuda" : "cpu", plan.describe().c_str(), ms * 1e3,
               rate(kv_bytes(c), ms).c_str());

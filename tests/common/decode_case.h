@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -20,6 +21,8 @@ struct DecodeCase {
   int page_size = 0;  // 0: dense cache
   std::vector<int> lens;
   uint64_t seed = 1;
+  // Benchmarks: fill K/V by repeating 1M random values (fast for GiB caches; timing only).
+  bool tiled_fill = false;
 };
 
 struct DecodeInputs {
@@ -56,8 +59,17 @@ inline DecodeInputs make_decode_inputs(const DecodeCase& c) {
     in.k.reset(c.dtype, {c.batch, max_len + 5, c.hkv, c.d});  // room past every length: masked
     in.v.reset(c.dtype, {c.batch, max_len + 5, c.hkv, c.d});
   }
-  in.k.fill_normal(rng);
-  in.v.fill_normal(rng);
+  for (HostTensor* t : {&in.k, &in.v}) {
+    if (!c.tiled_fill || t->numel() <= (1 << 20)) {
+      t->fill_normal(rng);
+      continue;
+    }
+    HostTensor block(c.dtype, {1 << 20});
+    block.fill_normal(rng);
+    const size_t bytes = block.numel() * dtype_size(c.dtype), total = t->numel() * dtype_size(c.dtype);
+    for (size_t off = 0; off < total; off += bytes)
+      std::memcpy(static_cast<uint8_t*>(t->data()) + off, block.data(), std::min(bytes, total - off));
+  }
   in.out.reset(c.dtype, {c.batch, c.q_len, c.hq, c.d});
   in.lse.reset(DType::f32, {c.batch, c.hq, c.q_len});
   in.out.poison();
