@@ -161,6 +161,7 @@ def sweep(args):
     import torch
 
     import flashkit
+    from flashkit import _C as C
 
     torch.backends.cuda.matmul.allow_tf32 = False
     gpu = torch.cuda.get_device_name()
@@ -200,6 +201,23 @@ def sweep(args):
             rows.append({"T": T, "S": S, "method": name, "ms_median": med, "ms_all": all_ms,
                          "peak_mem_bytes": mem})
             print(f"  {name:18s} {med:10.3f} ms  mem {mem / 2**20:8.1f} MiB", flush=True)
+        # Where flashkit's time goes: the kernels alone (preallocated outputs, int32 lengths):
+        # forward + backtrack only (durations), then with the path written too.
+        tx = torch.full((B,), T, dtype=torch.int32, device="cuda")
+        ty = torch.full((B,), S, dtype=torch.int32, device="cuda")
+        dur = torch.empty((B, T), dtype=torch.int32, device="cuda")
+        pth = torch.empty((B, T, S), dtype=torch.float32, device="cuda")
+        stream = torch.cuda.current_stream().cuda_stream
+        for name, outs in (("flashkit_gpu_kernels_durations", (None, dur)),
+                           ("flashkit_gpu_kernels_path", (pth, None))):
+            call = lambda _: C.monotonic_alignment_search(value, tx, ty, *outs, -1e9,  # noqa: E731
+                                                          None, stream)
+            call(None)
+            med, all_ms, _ = timer.run(call, args.reps)
+            rows.append({"T": T, "S": S, "method": name, "ms_median": med, "ms_all": all_ms,
+                         "peak_mem_bytes": 0})
+            print(f"  {name:18s} {med:10.3f} ms", flush=True)
+        del pth, dur
         ref_name = "cython" if "cython" in paths else "flashkit_cpu"
         for r in rows:
             if r["T"] == T and r["method"] in paths:

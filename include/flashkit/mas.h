@@ -1,7 +1,10 @@
 // Monotonic alignment search (Glow-TTS / VITS), exact: paths identical to the Cython
 // `maximum_path` for every input, see shared/DESIGN.md "MAS semantics".
 // value: log-likelihoods [B, T_text, S_mel] (fp32/fp16/bf16, any strides — pass a transposed view
-// for the VITS [B, S, T] layout). text_lengths / mel_lengths: int32 [B] on value's device.
+// for the VITS [B, S, T] layout). text_lengths / mel_lengths: int32 [B] on value's device, or
+// a mask line each, [B, T] and [B, S] of any dtype (e.g. mask[:, :, 0] and mask[:, 0, :]): the
+// length is the line's sum truncated to an integer, as glow-tts / vits compute it from the mask
+// (`mask.sum(1)[:, 0]`), so a drop-in needs no reduction kernels of its own.
 #pragma once
 #include <limits>
 

@@ -71,19 +71,19 @@ def _torch_or_numpy(like, name):
 
 
 def _new_path(shape, dtype, like):
-    """A path buffer of `dtype` (value's when None), contiguous in `shape`. Dtypes the extension
-    cannot write (e.g. float64) are written as uint8 and cast afterwards by _finish_path."""
-    dtype = like.dtype if dtype is None else dtype
-    buf = _empty(shape, dtype, like)
-    if _dtype_name(buf) not in _SUPPORTED_PATH:
-        buf = _empty(shape, _torch_or_numpy(like, "uint8"), like)
-    return buf, dtype
+    """A path buffer of `dtype` (value's when None), contiguous in `shape`, and the dtype to
+    cast it to afterwards (_finish_path): None, or `dtype` where the extension cannot write it
+    (e.g. float64), which is then written as uint8."""
+    buf = _empty(shape, like.dtype if dtype is None else dtype, like)
+    if _dtype_name(buf) in _SUPPORTED_PATH:
+        return buf, None
+    return _empty(shape, _torch_or_numpy(like, "uint8"), like), buf.dtype
 
 
-def _finish_path(buf, dtype):
-    if _dtype_name(buf) == _dtype_name(_empty((0,), dtype, buf)):
+def _finish_path(buf, cast_to):
+    if cast_to is None:
         return buf
-    return buf.to(dtype) if _is_torch(buf) else buf.astype(dtype)
+    return buf.to(cast_to) if _is_torch(buf) else buf.astype(cast_to)
 
 
 def _stream(like):
@@ -104,10 +104,15 @@ def _run(fn, inputs, tx, ty, path, durations, neg, check):
     if status is not None:
         bad = int(status.item())
         if bad >= 0:
-            t, s = int(tx[bad].item()), int(ty[bad].item())
+            t, s = _length_of(tx, bad), _length_of(ty, bad)
             raise ValueError(f"text_lengths[{bad}]: expected 0 <= text_lengths[{bad}] <= "
                              f"mel_lengths[{bad}] ({s}) within the tensor's dims, got {t}: "
                              "no monotonic path")
+
+
+def _length_of(lengths, i):
+    """Item i's length from an int32 [B] array or a [B, n] mask line (its sum, truncated)."""
+    return int(lengths[i].sum().item()) if lengths.ndim == 2 else int(lengths[i].item())
 
 
 def _outputs(shape_bt, shape_bts, like, return_path, return_durations, path_dtype):
@@ -194,13 +199,14 @@ def maximum_path(value, mask, layout="auto", neg=-1e9, check=True):
                          f"got {tuple(mask.shape)}")
     if layout == "auto":
         layout = "glow-tts" if value.shape[1] <= value.shape[2] else "vits"
-    len1 = mask[:, :, 0].sum(1)  # == mask.sum(1)[:, 0]: the length along d1
-    len2 = mask[:, 0, :].sum(1)  # == mask.sum(2)[:, 0]: the length along d2
+    # Both originals take the lengths as mask.sum(1)[:, 0] and mask.sum(2)[:, 0], i.e. the sums
+    # of the first column and the first row: the kernel sums those lines itself.
+    col0, row0 = mask[:, :, 0], mask[:, 0, :]
     path, dtype = _new_path(tuple(value.shape), None, value)
     v = _as_value(value)
     if layout == "glow-tts":
-        args = (v, _as_lengths(len1, v), _as_lengths(len2, v), path)
+        args = (v, col0, row0, path)
     else:  # vits: text is d2, mel is d1; the kernel sees [b, text, mel] views of both arrays
-        args = (_swap_last(v), _as_lengths(len2, v), _as_lengths(len1, v), _swap_last(path))
+        args = (_swap_last(v), row0, col0, _swap_last(path))
     _run(_C.monotonic_alignment_search, args[:1], args[1], args[2], args[3], None, neg, check)
     return _finish_path(path, dtype)

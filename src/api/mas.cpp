@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "api/validate.h"
+#include "common/half.h"
 #include "cpu/mas.h"
 #ifdef FLASHKIT_WITH_CUDA
 #include "cuda/mas/launch.h"
@@ -49,9 +50,17 @@ void read_lengths(const TensorView& text_lengths, const TensorView& mel_lengths,
                   std::vector<int32_t>& tx, std::vector<int32_t>& ty) {
   tx.resize(B);
   ty.resize(B);
+  // int32 [B], or a mask line [B, n] whose sum (truncated, like astype(int32)) is the length.
+  auto length = [](const TensorView& t, int64_t b) -> int32_t {
+    if (t.ndim == 1) return t.ptr<const int32_t>()[b * t.stride[0]];
+    double sum = 0;
+    for (int64_t i = 0; i < t.shape[1]; ++i)
+      sum += load_as_float(t.data, t.dtype, b * t.stride[0] + i * t.stride[1]);
+    return static_cast<int32_t>(sum);
+  };
   for (int64_t b = 0; b < B; ++b) {
-    tx[b] = text_lengths.ptr<const int32_t>()[b * text_lengths.stride[0]];
-    ty[b] = mel_lengths.ptr<const int32_t>()[b * mel_lengths.stride[0]];
+    tx[b] = length(text_lengths, b);
+    ty[b] = length(mel_lengths, b);
     if (tx[b] < 0 || tx[b] > T)
       fail("text_lengths[", b, "]: expected 0..", T, " (", t_dim, "), got ", tx[b]);
     if (ty[b] < 0 || ty[b] > S)
@@ -68,15 +77,19 @@ void check_common(const TensorView& ref, const char* ref_name, int64_t B, int64_
                   std::initializer_list<std::pair<const TensorView*, const char*>> inputs,
                   const TensorView& text_lengths, const TensorView& mel_lengths,
                   const TensorView& path, const TensorView& durations, const MasOptions& opts) {
-  auto lengths = [&](const TensorView& t, const char* name) {
+  auto lengths = [&](const TensorView& t, const char* name, int64_t line) {
     check_defined(t, name);
     check_same_device(t, name, ref, ref_name);
-    check_dtype(t, name, {DType::i32});
-    check_shape(t, name, {B});
+    if (t.ndim == 2) {
+      check_shape(t, name, {B, line});  // a mask line: any dtype
+    } else {
+      check_dtype(t, name, {DType::i32});
+      check_shape(t, name, {B});
+    }
     check_nonnegative_strides(t, name);
   };
-  lengths(text_lengths, "text_lengths");
-  lengths(mel_lengths, "mel_lengths");
+  lengths(text_lengths, "text_lengths", T);
+  lengths(mel_lengths, "mel_lengths", S);
   if (std::isnan(opts.neg)) fail("neg: expected a number (e.g. -1e9 or -inf), got nan");
   if (!path.defined() && !durations.defined())
     fail("path: expected a path and/or a durations output, got neither");

@@ -498,3 +498,32 @@ TEST(MasFused, ValidationNamesTheArgument) {
   a.mel.ptr<int32_t>()[3] = 5;
   fused_error(z, m, logs, too_long, "text_lengths[3]: expected <= mel_lengths[3] (5), got 6");
 }
+
+// Lengths given as mask lines ([B, T] and [B, S], any dtype; the sum is the length), as the
+// drop-ins pass mask[:, :, 0] and mask[:, 0, :].
+TEST(MasLengths, MaskLinesEqualInt32Lengths) {
+  std::mt19937_64 rng(40);
+  const int64_t B = 5, T = 23, S = 61;
+  HostTensor v(DType::f32, {B, T, S});
+  v.fill_int(rng, -2, 0);
+  std::vector<int32_t> tx, ty;
+  random_lengths(rng, B, T, S, tx, ty);
+  HostTensor txt = lengths_tensor(tx), mel = lengths_tensor(ty), want(DType::u8, {B, T, S});
+  monotonic_alignment_search(v, txt, mel, want, TensorView{});
+  for (DType dt : {DType::f32, DType::bool8, DType::i64, DType::bf16}) {
+    // A [B, T, S] mask of ones inside the item; its first column and first row are the lines.
+    HostTensor mask(dt, {B, T, S});
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t x = 0; x < T; ++x)
+        for (int64_t y = 0; y < S; ++y) mask.set((b * T + x) * S + y, x < tx[b] && y < ty[b]);
+    TensorView col0 = TensorView::strided(mask.data(), dt, {B, T}, {T * S, S});
+    TensorView row0 = TensorView::strided(mask.data(), dt, {B, S}, {T * S, 1});
+    HostTensor got(DType::u8, {B, T, S});
+    got.poison();
+    monotonic_alignment_search(v, col0, row0, got, TensorView{});
+    EXPECT_EQ(bytes_of(got), bytes_of(want)) << dtype_name(dt);
+  }
+  Args a;
+  HostTensor line(DType::f32, {4, 7});
+  expect_error(a, a.value, line, a.mel, a.path, a.dur, "text_lengths: expected shape [4, 6], got [4, 7]");
+}

@@ -193,7 +193,8 @@ TEST(MasGpuSmall, BadLengthsReportedInStatus) {
 TEST(MasGpuSmall, FusedEqualsCpuFusedAndUnfused) {
   std::mt19937_64 rng(105);
   for (DType dt : {DType::f32, DType::bf16})
-    for (auto [B, C, T, S] : {std::tuple{4, 5, 33, 80}, std::tuple{3, 80, 300, 700}}) {
+    for (auto [B, C, T, S] :
+         {std::tuple{4, 5, 33, 80}, std::tuple{3, 80, 300, 700}, std::tuple{2, 8, 600, 900}}) {
       HostTensor z(dt, {B, C, S}), m(dt, {B, C, T}), logs(dt, {B, C, T});
       z.fill_normal(rng);
       m.fill_normal(rng);
@@ -276,4 +277,29 @@ TEST(MasGpu, LargeItemsMatchCpu) {
     ty[B - 1] = S - 5;
     expect_gpu_equals_cpu(v, tx, ty, -1e9f, "large");
   }
+}
+
+// Mask lines as lengths (what maximum_path passes: mask[:, :, 0], mask[:, 0, :]) on a batch long
+// enough to be split over a cluster of CTAs per item.
+TEST(MasGpuSmall, MaskLineLengthsAndSplitItems) {
+  std::mt19937_64 rng(107);
+  const int64_t B = 4, T = 1100, S = 2300;
+  HostTensor v(DType::f32, {B, T, S});
+  v.fill_int(rng, -2, 0);
+  std::vector<int32_t> tx, ty;
+  random_lengths(rng, B, T, S, tx, ty);
+  tx[0] = 700, ty[0] = 2000;  // the last CTAs of the cluster have no rows in the item
+  HostTensor txt = lengths_tensor(tx), mel = lengths_tensor(ty), want(DType::u8, {B, T, S}),
+             got(DType::u8, {B, T, S}), tline(DType::f32, {B, T}), sline(DType::u8, {B, S});
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t x = 0; x < T; ++x) tline.set(b * T + x, x < tx[b]);
+    for (int64_t y = 0; y < S; ++y) sline.set(b * S + y, y < ty[b]);
+  }
+  monotonic_alignment_search(v, txt, mel, want, TensorView{});
+  DeviceTensor dv(v), dt(tline), ds(sline), dp(got);
+  dp.poison();
+  monotonic_alignment_search(dv, dt, ds, dp, TensorView{});
+  FK_CUDA_CHECK(cudaDeviceSynchronize());
+  dp.download(got);
+  EXPECT_EQ(bytes_of(got), bytes_of(want));
 }

@@ -3,6 +3,7 @@
 // the likelihood 32 bytes per row a chunk ahead (or computes it, fused), stores each max decision
 // as one bit, then backtracks over the bits with one warp. write_path: expands each row's run of
 // frames into the [B, T, S] path with the whole GPU. status: reports items with bad lengths.
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -17,6 +18,8 @@
 namespace flashkit::cuda {
 namespace {
 
+namespace cg = cooperative_groups;
+
 constexpr int kMaxText = 2048;     // 256 threads x 8 rows
 constexpr int kMaxThreads = 256;   // 8 warps: s_bnd below
 constexpr int kMaxChannels = 256;  // fused: the z tile in shared memory
@@ -29,6 +32,36 @@ __device__ __forceinline__ bool gt_exact(float a, float b) {
       : "=r"(r)
       : "f"(a), "f"(b));
   return r != 0;
+}
+
+__device__ __forceinline__ double load_number(const void* base, int dtype, int64_t i) {
+  switch (static_cast<DType>(dtype)) {
+    case DType::f32: return static_cast<const float*>(base)[i];
+    case DType::f16: return __half2float(static_cast<const __half*>(base)[i]);
+    case DType::bf16:
+      return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(base)[i]) << 16);
+    case DType::f64: return static_cast<const double*>(base)[i];
+    case DType::i32: return static_cast<const int32_t*>(base)[i];
+    case DType::i64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+    default: return static_cast<const uint8_t*>(base)[i];  // u8, bool8
+  }
+}
+
+// An item's length: the int32 entry, or the sum of its mask line truncated like astype(int32)
+// (every thread of the CTA takes part: a block reduction).
+__device__ int item_length(const void* base, int64_t sb, int64_t sl, int line, int dtype, int b) {
+  if (line < 0) return static_cast<const int32_t*>(base)[b * sb];
+  __shared__ double partial[32];
+  double acc = 0;
+  for (int i = threadIdx.x; i < line; i += blockDim.x) acc += load_number(base, dtype, b * sb + i * sl);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  __syncthreads();  // partial[] of an earlier call has been read
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  double total = 0;
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) total += partial[w];
+  return static_cast<int>(total);
 }
 
 __device__ __forceinline__ float load_float(const void* base, int dtype, int64_t i) {
@@ -77,10 +110,13 @@ struct Params {
   int zdtype;
   const float* coef;  // fused: [B][C][3][Tw] = c0, c1, c2 per text row
   int C;
-  const int32_t* tx;
-  int64_t txs;
-  const int32_t* ty;
-  int64_t tys;
+  // Lengths: int32 [B] (line < 0) or mask lines [B, line] of dtype *_dtype, summed.
+  const void* tx;
+  int64_t txs, txl;
+  int tx_line, tx_dtype;
+  const void* ty;
+  int64_t tys, tyl;
+  int ty_line, ty_dtype;
   int T, S, Tw, W;  // Tw: T rounded up to 8; W: words per row of bits = ceil(S / 32)
   float neg;
   uint32_t* bits;  // [B][W][Tw]: bit (y % 32) of word (y / 32, x): Q[x-1, y-1] > Q[x, y-1]
@@ -88,7 +124,22 @@ struct Params {
   int32_t* dur;    // frames of row x's run: the durations output or scratch
   int64_t db, dx;
   int32_t* bad;  // [B]: 1 where the item's lengths admit no path
+  // An item's rows are split over `splits` CTAs of one cluster (co-scheduled, so waiting on a
+  // neighbour cannot deadlock), `rows` each. CTA k reads Q[row0 - 1, y] of CTA k-1 from `ring`
+  // ([B][splits][S]) once `progress` ([B][splits], -1 before the launch) has passed y.
+  int splits, rows;
+  float* ring;
+  int32_t* progress;
 };
+
+__device__ __forceinline__ void store_release(int32_t* p, int32_t v) {
+  asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ int32_t load_acquire(const int32_t* p) {
+  int32_t v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 
 template <Src S, int K, bool kVec>
 __device__ __forceinline__ void load_chunk(const Params& p, int b, int x0, int tx, int ty, int y0,
@@ -189,91 +240,132 @@ __device__ void backtrack(const Params& p, int tx, int ty, const uint32_t* gbits
   if (lane == 0) start[index] = 0, dur[index * p.dx] = run_end + 1;  // index == 0 here
 }
 
-template <Src S, int K, bool kVec>
+// One CTA of an item's cluster: rows [row0, row0 + rows). K rows per thread; NB chunks of the
+// likelihood in flight per thread (registers), so loads are issued NB - 1 chunks ahead.
+template <Src S, int K, int NB, bool kVec>
 __global__ void __launch_bounds__(kMaxThreads) mas_forward(const Params p) {
   constexpr int kCols = Chunk<S>::kCols;
   constexpr bool kFused = S == Src::fused;
   __shared__ float s_bnd[2][kMaxThreads / 32];  // each warp's last row, by step parity
   __shared__ float s_z[kFused ? 2 * kMaxChannels * 8 : 1];
-  const int b = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int nwarps = blockDim.x >> 5;
-  const int tx = p.tx[b * p.txs], ty = p.ty[b * p.tys];
+  const int b = blockIdx.x / p.splits, part = blockIdx.x % p.splits;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const int tx = item_length(p.tx, p.txs, p.txl, p.tx_line, p.tx_dtype, b);
+  const int ty = item_length(p.ty, p.tys, p.tyl, p.ty_line, p.ty_dtype, b);
   const bool valid = tx >= 0 && tx <= p.T && ty >= 0 && ty <= p.S && tx <= ty;
   int32_t* start = p.start + static_cast<size_t>(b) * p.Tw;
   int32_t* dur = p.dur + b * p.db;
-  for (int x = (valid ? tx : 0) + threadIdx.x; x < p.T; x += blockDim.x)
-    start[x] = 0, dur[x * p.dx] = 0;
-  if (threadIdx.x == 0) p.bad[b] = valid ? 0 : 1;
-  if (!valid || tx == 0) return;
+  if (part == 0) {
+    for (int x = (valid ? tx : 0) + threadIdx.x; x < p.T; x += blockDim.x)
+      start[x] = 0, dur[x * p.dx] = 0;
+    if (threadIdx.x == 0) p.bad[b] = valid ? 0 : 1;
+  }
+  if (!valid || tx == 0) return;  // the whole cluster leaves: tx, ty are the item's
 
-  const int x0 = threadIdx.x * K;
+  const int row0 = part * p.rows;
+  const int x0 = row0 + threadIdx.x * K;
   const bool active = x0 < tx;
   uint32_t* gbits = p.bits + static_cast<size_t>(b) * p.W * p.Tw;
-  float q[K];  // Q[x0 + i, y - 1]; the initial column is never read by a band cell
-  uint32_t bits[K];
+  if (row0 < tx) {
+    const bool consumer = part > 0;
+    const bool producer = part + 1 < p.splits && row0 + p.rows < tx;
+    const int32_t* in_progress = p.progress + b * p.splits + part - 1;
+    const float* in_ring = p.ring + (static_cast<size_t>(b) * p.splits + part - 1) * p.S;
+    float* out_ring = p.ring + (static_cast<size_t>(b) * p.splits + part) * p.S;
+    float q[K];  // Q[x0 + i, y - 1]; the initial column is never read by a band cell
+    uint32_t bits[K];
 #pragma unroll
-  for (int i = 0; i < K; ++i) q[i] = p.neg, bits[i] = 0;
+    for (int i = 0; i < K; ++i) q[i] = p.neg, bits[i] = 0;
+    float ring_v = p.neg;  // consumer warp 0: lane j holds Q[row0 - 1, (y & ~31) - 1 + j]
 
-  auto fetch = [&](uint32_t(&buf)[K][8], int c) {
-    if constexpr (kFused) {
-      float* tile = s_z + (c & 1) * kMaxChannels * 8;
-      for (int idx = threadIdx.x; idx < p.C * 8; idx += blockDim.x) {
-        const int y = c * 8 + (idx & 7);
-        tile[idx] = y < ty ? load_float(p.z, p.zdtype, b * p.zb + (idx >> 3) * p.zc + y * p.zy)
-                           : 0.f;
-      }
-      __syncthreads();
-      if (active) fused_chunk<K>(p, b, x0, tile, buf);
-    } else {
-      if (active) load_chunk<S, K, kVec>(p, b, x0, tx, ty, c * kCols, buf);
-    }
-  };
-  // The DP over the chunk's frames: Q[x, y] = max(Q[x, y-1], Q[x-1, y-1]) + value[x, y] with
-  // Cython's constants at x == y and x == 0, the max taken as Cython does ((v_prev > v_cur) ?
-  // v_prev : v_cur) and its decision kept as the backtrack bit.
-  auto steps = [&](const uint32_t(&buf)[K][8], int c) {
-#pragma unroll
-    for (int j = 0; j < kCols; ++j) {
-      const int y = c * kCols + j;
-      if (y >= ty) break;
-      float nb = __shfl_up_sync(kFull, q[K - 1], 1);
-      if (lane == 0) nb = warp == 0 ? (y == 0 ? 0.f : p.neg) : s_bnd[(y + 1) & 1][warp - 1];
-#pragma unroll
-      for (int i = K - 1; i >= 0; --i) {
-        const float v_cur = x0 + i == y ? p.neg : q[i];
-        const float v_prev = i > 0 ? q[i - 1] : nb;
-        const bool up = gt_exact(v_prev, v_cur);
-        q[i] = mas::add_rn(up ? v_prev : v_cur, Chunk<S>::get(buf[i], j));
-        bits[i] |= static_cast<uint32_t>(up) << (y & 31);
-      }
-      if (nwarps > 1) {
-        if (lane == 31) s_bnd[y & 1][warp] = q[K - 1];
+    auto fetch = [&](uint32_t(&buf)[K][8], int c) {
+      if constexpr (kFused) {
+        float* tile = s_z + (c & 1) * kMaxChannels * 8;
+        for (int idx = threadIdx.x; idx < p.C * 8; idx += blockDim.x) {
+          const int y = c * 8 + (idx & 7);
+          tile[idx] = y < ty ? load_float(p.z, p.zdtype, b * p.zb + (idx >> 3) * p.zc + y * p.zy)
+                             : 0.f;
+        }
         __syncthreads();
+        if (active) fused_chunk<K>(p, b, x0, tile, buf);
+      } else {
+        if (active) load_chunk<S, K, kVec>(p, b, x0, tx, ty, c * kCols, buf);
       }
-      if ((y & 31) == 31 || y == ty - 1) {
-        if (active) {
-          uint4* dst = reinterpret_cast<uint4*>(gbits + static_cast<size_t>(y >> 5) * p.Tw + x0);
+    };
+    // The DP over the chunk's frames: Q[x, y] = max(Q[x, y-1], Q[x-1, y-1]) + value[x, y] with
+    // Cython's constants at x == y and x == 0, the max taken as Cython does ((v_prev > v_cur) ?
+    // v_prev : v_cur) and its decision kept as the backtrack bit.
+    auto steps = [&](const uint32_t(&buf)[K][8], int c) {
 #pragma unroll
-          for (int i = 0; i < K; i += 4) dst[i / 4] = make_uint4(bits[i], bits[i + 1], bits[i + 2], bits[i + 3]);
+      for (int j = 0; j < kCols; ++j) {
+        const int y = c * kCols + j;
+        if (y >= ty) break;
+        if (consumer && warp == 0 && (y & 31) == 0) {
+          const int need = min(y + 30, ty - 1);
+          while (load_acquire(in_progress) < need) {
+          }
+          const int yr = y - 1 + lane;
+          ring_v = yr >= 0 && yr < ty ? in_ring[yr] : p.neg;
+        }
+        float nb = __shfl_up_sync(kFull, q[K - 1], 1);
+        if (warp == 0) {
+          const float from_ring = __shfl_sync(kFull, ring_v, y & 31);
+          if (lane == 0) nb = consumer ? from_ring : (y == 0 ? 0.f : p.neg);
+        } else if (lane == 0) {
+          nb = s_bnd[(y + 1) & 1][warp - 1];
         }
 #pragma unroll
-        for (int i = 0; i < K; ++i) bits[i] = 0;
+        for (int i = K - 1; i >= 0; --i) {
+          const float v_cur = x0 + i == y ? p.neg : q[i];
+          const float v_prev = i > 0 ? q[i - 1] : nb;
+          const bool up = gt_exact(v_prev, v_cur);
+          q[i] = mas::add_rn(up ? v_prev : v_cur, Chunk<S>::get(buf[i], j));
+          bits[i] |= static_cast<uint32_t>(up) << (y & 31);
+        }
+        if (producer && warp == nwarps - 1 && lane == 31) {
+          out_ring[y] = q[K - 1];
+          if ((y & 31) == 30 || y == ty - 1) store_release(p.progress + b * p.splits + part, y);
+        }
+        if (nwarps > 1) {
+          if (lane == 31) s_bnd[y & 1][warp] = q[K - 1];
+          __syncthreads();
+        }
+        if ((y & 31) == 31 || y == ty - 1) {
+          if (active) {
+            uint4* dst = reinterpret_cast<uint4*>(gbits + static_cast<size_t>(y >> 5) * p.Tw + x0);
+#pragma unroll
+            for (int i = 0; i < K; i += 4)
+              dst[i / 4] = make_uint4(bits[i], bits[i + 1], bits[i + 2], bits[i + 3]);
+          }
+#pragma unroll
+          for (int i = 0; i < K; ++i) bits[i] = 0;
+        }
+      }
+    };
+
+    const int nchunks = (ty + kCols - 1) / kCols;
+    uint32_t buf[NB][K][8];
+#pragma unroll
+    for (int u = 0; u < NB - 1; ++u)
+      if (u < nchunks) fetch(buf[u], u);
+    for (int c0 = 0; c0 < nchunks; c0 += NB) {
+#pragma unroll
+      for (int u = 0; u < NB; ++u) {
+        const int c = c0 + u;
+        if (c >= nchunks) break;
+        if (c + NB - 1 < nchunks) fetch(buf[(u + NB - 1) % NB], c + NB - 1);
+        steps(buf[u], c);
       }
     }
-  };
-
-  const int nchunks = (ty + kCols - 1) / kCols;
-  uint32_t buf_a[K][8], buf_b[K][8];
-  fetch(buf_a, 0);
-  for (int c = 0; c < nchunks; c += 2) {
-    if (c + 1 < nchunks) fetch(buf_b, c + 1);
-    steps(buf_a, c);
-    if (c + 1 >= nchunks) break;
-    if (c + 2 < nchunks) fetch(buf_a, c + 2);
-    steps(buf_b, c + 1);
   }
-  __syncthreads();  // the bit stores of every warp are visible to warp 0
-  if (warp == 0) backtrack(p, tx, ty, gbits, start, dur, lane);
+  // Every CTA's bit stores are visible to the first CTA's warp 0, which walks the path back.
+  if (p.splits > 1) {
+    __threadfence();
+    cg::this_cluster().sync();
+  } else {
+    __syncthreads();
+  }
+  if (part == 0 && warp == 0) backtrack(p, tx, ty, gbits, start, dur, lane);
 }
 
 // Coefficients of the fused likelihood per (item, channel, text row), src/common/mas_likelihood.h.
@@ -307,21 +399,23 @@ __device__ __forceinline__ void put(char* p, int es, uint32_t v) {
   else *reinterpret_cast<uint8_t*>(p) = static_cast<uint8_t>(v);
 }
 
-// Rows contiguous in y: 16-byte stores when kVec (aligned rows, whole 16-byte chunks).
-template <bool kVec>
+// Rows contiguous in y: 16-byte stores of kEs-byte elements when kEs > 0 (aligned rows, whole
+// 16-byte chunks), else element by element.
+template <int kEs>
 __global__ void mas_write_path_rows(const PathParams pp) {
   for (int64_t r = blockIdx.x; r < static_cast<int64_t>(pp.B) * pp.T; r += gridDim.x) {
     const int b = static_cast<int>(r / pp.T), x = static_cast<int>(r % pp.T);
     const int s0 = pp.start[static_cast<size_t>(b) * pp.Tw + x];
     const int s1 = s0 + pp.dur[b * pp.db + x * pp.dx];
     char* row = pp.path + (b * pp.pb + x * pp.px) * pp.es;
-    if (kVec) {
-      const int per = 16 / pp.es;
-      for (int k = threadIdx.x; k * per < pp.S; k += blockDim.x) {
+    if constexpr (kEs > 0) {
+      constexpr int kPer = 16 / kEs;
+      for (int k = threadIdx.x; k * kPer < pp.S; k += blockDim.x) {
         uint32_t w[4] = {0, 0, 0, 0};
-        for (int e = 0; e < per; ++e) {
-          const int y = k * per + e;
-          if (y >= s0 && y < s1) w[e * pp.es / 4] |= pp.one << (8 * (e * pp.es % 4));
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) {
+          const int y = k * kPer + e;
+          if (y >= s0 && y < s1) w[e * kEs / 4] |= pp.one << (8 * (e * kEs % 4));
         }
         reinterpret_cast<uint4*>(row)[k] = make_uint4(w[0], w[1], w[2], w[3]);
       }
@@ -367,6 +461,8 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 // Workspace carve-up (256-byte aligned pieces).
 struct Scratch {
+  float* ring;
+  int32_t* progress;
   uint32_t* bits;
   int32_t* start;
   int32_t* dur;
@@ -376,14 +472,22 @@ struct Scratch {
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
-Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, bool need_dur, Stream stream) {
+Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int S, int splits,
+              bool need_dur, Stream stream) {
+  const size_t ring = splits > 1 ? align256(sizeof(float) * B * static_cast<size_t>(splits) * S) : 0;
+  const size_t progress = splits > 1 ? align256(sizeof(int32_t) * B * splits) : 0;
   const size_t bits = align256(sizeof(uint32_t) * B * static_cast<size_t>(W) * Tw);
   const size_t rows = align256(sizeof(int32_t) * B * static_cast<size_t>(Tw));
   const size_t bad = align256(sizeof(int32_t) * B);
   const size_t coef = align256(sizeof(float) * B * static_cast<size_t>(C) * 3 * Tw);
-  char* w = static_cast<char*>(
-      workspace(opts.workspace, bits + rows * (need_dur ? 2 : 1) + bad + coef, stream, "mas"));
+  char* w = static_cast<char*>(workspace(
+      opts.workspace, ring + progress + bits + rows * (need_dur ? 2 : 1) + bad + coef, stream, "mas"));
   Scratch s;
+  s.ring = splits > 1 ? reinterpret_cast<float*>(w) : nullptr;
+  s.progress = splits > 1 ? reinterpret_cast<int32_t*>(w + ring) : nullptr;
+  if (splits > 1)  // "no frame published yet" for every producer; in stream order, capturable
+    FK_CUDA_CHECK(cudaMemsetAsync(s.progress, 0xff, progress, reinterpret_cast<cudaStream_t>(stream)));
+  w += ring + progress;
   s.bits = reinterpret_cast<uint32_t*>(w);
   s.start = reinterpret_cast<int32_t*>(w + bits);
   s.dur = need_dur ? reinterpret_cast<int32_t*>(w + bits + rows) : nullptr;
@@ -392,17 +496,43 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, bool need_dur
   return s;
 }
 
-template <Src S, int K>
+template <Src S, int K, int NB>
 void launch_forward(const Params& p, int B, int threads, bool vec, cudaStream_t stream) {
-  if (vec) mas_forward<S, K, true><<<B, threads, 0, stream>>>(p);
-  else mas_forward<S, K, false><<<B, threads, 0, stream>>>(p);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(B * p.splits);
+  cfg.blockDim = dim3(threads);
+  cfg.stream = stream;
+  cudaLaunchAttribute cluster;
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = p.splits, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+  cfg.attrs = &cluster;
+  cfg.numAttrs = p.splits > 1 ? 1 : 0;
+  if (vec) FK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, mas_forward<S, K, NB, true>, p));
+  else FK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, mas_forward<S, K, NB, false>, p));
   FK_CHECK_LAUNCH("mas_forward");
 }
 
+// K = 4 rows a thread up to 512 rows a CTA, with 32-48 frames loading ahead to cover DRAM
+// latency (as many chunks as fit in registers without spills); else K = 8 with one chunk ahead.
 template <Src S>
 void launch_forward(const Params& p, int B, bool vec, cudaStream_t stream) {
-  if (p.T <= 512) launch_forward<S, 4>(p, B, (std::max((p.T + 3) / 4, 1) + 31) / 32 * 32, vec, stream);
-  else launch_forward<S, 8>(p, B, (p.T + 7) / 8 + 31 & ~31, vec, stream);
+  constexpr int kAhead = S == Src::fused ? 2 : (S == Src::f32 ? 5 : 4);
+  if (p.rows <= 512) launch_forward<S, 4, kAhead>(p, B, p.rows / 4, vec, stream);
+  else launch_forward<S, 8, 2>(p, B, p.rows / 8, vec, stream);
+}
+
+// Rows per CTA and CTAs per item: split long texts over a cluster while the batch leaves SMs
+// idle, keeping at least 256 rows a CTA (the pipeline costs 32 frames of lag per CTA).
+void choose_split(Params& p, int B) {
+  int dev = 0, sms = 0;
+  FK_CUDA_CHECK(cudaGetDevice(&dev));
+  FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  p.splits = 1;
+  while (p.splits < 8 && int64_t{B} * p.splits * 2 <= sms && p.T / (p.splits * 2) >= 256)
+    p.splits *= 2;
+  const int per = (p.T + p.splits - 1) / p.splits;
+  const int k = per <= 512 ? 4 : 8;
+  p.rows = std::max((per + 32 * k - 1) / (32 * k), 1) * 32 * k;
 }
 
 // Everything after the forward pass: the path from the runs, the status word.
@@ -419,8 +549,10 @@ void finish(const Params& p, const Scratch& s, int B, const TensorView& path,
       const bool vec = aligned16(pp.path) && (pp.S * pp.es) % 16 == 0 && (pp.px * pp.es) % 16 == 0 &&
                        (pp.pb * pp.es) % 16 == 0;
       const int grid = static_cast<int>(std::min<int64_t>(int64_t{B} * p.T, sms * 16));
-      if (vec) mas_write_path_rows<true><<<grid, 256, 0, stream>>>(pp);
-      else mas_write_path_rows<false><<<grid, 256, 0, stream>>>(pp);
+      if (!vec) mas_write_path_rows<0><<<grid, 256, 0, stream>>>(pp);
+      else if (pp.es == 4) mas_write_path_rows<4><<<grid, 256, 0, stream>>>(pp);
+      else if (pp.es == 2) mas_write_path_rows<2><<<grid, 256, 0, stream>>>(pp);
+      else mas_write_path_rows<1><<<grid, 256, 0, stream>>>(pp);
     } else {
       const int grid = static_cast<int>(std::min<int64_t>(int64_t{B} * p.S, sms * 16));
       mas_write_path_cols<<<grid, 256, 0, stream>>>(pp);
@@ -437,9 +569,13 @@ Params common_params(int B, int T, int S, int C, const TensorView& tl, const Ten
                      const TensorView& durations, const MasOptions& opts, Scratch& s) {
   Params p{};
   p.T = T, p.S = S, p.Tw = (T + 7) / 8 * 8, p.W = (S + 31) / 32, p.C = C;
-  s = carve(opts, B, p.Tw, p.W, C, !durations.defined(), opts.stream);
-  p.tx = tl.ptr<int32_t>(), p.txs = tl.stride[0];
-  p.ty = ml.ptr<int32_t>(), p.tys = ml.stride[0];
+  choose_split(p, B);
+  s = carve(opts, B, p.Tw, p.W, C, S, p.splits, !durations.defined(), opts.stream);
+  p.ring = s.ring, p.progress = s.progress;
+  p.tx = tl.data, p.txs = tl.stride[0], p.txl = tl.ndim == 2 ? tl.stride[1] : 0;
+  p.tx_line = tl.ndim == 2 ? static_cast<int>(tl.shape[1]) : -1, p.tx_dtype = static_cast<int>(tl.dtype);
+  p.ty = ml.data, p.tys = ml.stride[0], p.tyl = ml.ndim == 2 ? ml.stride[1] : 0;
+  p.ty_line = ml.ndim == 2 ? static_cast<int>(ml.shape[1]) : -1, p.ty_dtype = static_cast<int>(ml.dtype);
   p.neg = opts.neg;
   p.bits = s.bits, p.start = s.start, p.bad = s.bad, p.coef = s.coef;
   if (durations.defined()) p.dur = durations.ptr<int32_t>(), p.db = durations.stride[0], p.dx = durations.stride[1];
