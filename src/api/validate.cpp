@@ -8,16 +8,14 @@ namespace flashkit::detail {
 const char* device_name(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
 
 static std::string shape_of(std::initializer_list<int64_t> s) {
-  std::ostringstream os;
-  os << '[';
+  std::string r = "[";
   bool first = true;
   for (int64_t v : s) {
-    os << (first ? "" : ", ");
-    if (v < 0) os << '*'; else os << v;
+    r += first ? "" : ", ";
+    if (v < 0) r += '*'; else append(r, v);
     first = false;
   }
-  os << ']';
-  return os.str();
+  return r + "]";
 }
 
 void check_defined(const TensorView& t, const char* name) {

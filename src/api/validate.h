@@ -3,20 +3,13 @@
 // Entry points run all their checks before any output is touched.
 #pragma once
 #include <initializer_list>
-#include <sstream>
 #include <string>
 
+#include "common/str_cat.h"
 #include "flashkit/errors.h"
 #include "flashkit/tensor.h"
 
 namespace flashkit::detail {
-
-template <class... Args>
-std::string cat(const Args&... args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
-}
 
 template <class... Args>
 [[noreturn]] void fail(const Args&... args) {

@@ -1,8 +1,7 @@
 // TensorView helpers and dtype names (include/flashkit/tensor.h).
 #include "flashkit/tensor.h"
 
-#include <sstream>
-
+#include "common/str_cat.h"
 #include "flashkit/errors.h"
 
 namespace flashkit {
@@ -90,11 +89,9 @@ bool TensorView::is_contiguous() const {
 }
 
 std::string TensorView::shape_str() const {
-  std::ostringstream os;
-  os << '[';
-  for (int d = 0; d < ndim; ++d) os << (d ? ", " : "") << shape[d];
-  os << ']';
-  return os.str();
+  std::string r = "[";
+  for (int d = 0; d < ndim; ++d) detail::append(r, d ? ", " : ""), detail::append(r, shape[d]);
+  return r + "]";
 }
 
 }  // namespace flashkit

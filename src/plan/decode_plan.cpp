@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <sstream>
 
 #include "api/validate.h"
 #include "flashkit/plan.h"
@@ -177,17 +176,17 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
 }
 
 std::string DecodePlan::describe() const {
-  std::ostringstream os;
-  os << schedule_name(schedule) << ": grid " << grid << " (" << device.sm_count << " SMs x "
-     << device.ctas_per_sm << "), " << tiles.size() << " tiles, " << total_iters
-     << " LeanTiles of " << lean_tile;
-  if (schedule == DecodeSchedule::split_kv) os << ", " << num_splits << " splits per sequence";
+  std::string s = detail::cat(schedule_name(schedule), ": grid ", grid, " (", device.sm_count,
+                              " SMs x ", device.ctas_per_sm, "), ", tiles.size(), " tiles, ",
+                              total_iters, " LeanTiles of ", lean_tile);
+  if (schedule == DecodeSchedule::split_kv)
+    s += detail::cat(", ", num_splits, " splits per sequence");
   if (schedule == DecodeSchedule::lean && grid > 0) {
-    os << ", " << total_iters / grid;
-    if (total_iters % grid) os << '-' << total_iters / grid + 1;
-    os << " per CTA, " << num_partial_slots << " partials";
+    s += detail::cat(", ", total_iters / grid);
+    if (total_iters % grid) s += detail::cat('-', total_iters / grid + 1);
+    s += detail::cat(" per CTA, ", num_partial_slots, " partials");
   }
-  return os.str();
+  return s;
 }
 
 }  // namespace flashkit
