@@ -175,18 +175,25 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
   return plan;
 }
 
+// snprintf rather than iostreams: the Python extension was seen to crash in an ostream locale
+// facet when loaded next to torch on the GPU machine (bench/NOTES-decode.md).
 std::string DecodePlan::describe() const {
-  std::string s = detail::cat(schedule_name(schedule), ": grid ", grid, " (", device.sm_count,
-                              " SMs x ", device.ctas_per_sm, "), ", tiles.size(), " tiles, ",
-                              total_iters, " LeanTiles of ", lean_tile);
-  if (schedule == DecodeSchedule::split_kv)
-    s += detail::cat(", ", num_splits, " splits per sequence");
-  if (schedule == DecodeSchedule::lean && grid > 0) {
-    s += detail::cat(", ", total_iters / grid);
-    if (total_iters % grid) s += detail::cat('-', total_iters / grid + 1);
-    s += detail::cat(" per CTA, ", num_partial_slots, " partials");
+  char buf[256];
+  int n = std::snprintf(buf, sizeof buf, "%s: grid %d (%d SMs x %d), %zu tiles, %d LeanTiles of %d",
+                        schedule_name(schedule), grid, device.sm_count, device.ctas_per_sm, tiles.size(),
+                        total_iters, lean_tile);
+  std::string r(buf, std::min<size_t>(n, sizeof buf - 1));
+  if (schedule == DecodeSchedule::split_kv) {
+    std::snprintf(buf, sizeof buf, ", %d splits per sequence", num_splits);
+    r += buf;
   }
-  return s;
+  if (schedule == DecodeSchedule::lean && grid > 0) {
+    const int lo = total_iters / grid, hi = lo + (total_iters % grid ? 1 : 0);
+    if (hi > lo) std::snprintf(buf, sizeof buf, ", %d-%d per CTA, %d partials", lo, hi, num_partial_slots);
+    else std::snprintf(buf, sizeof buf, ", %d per CTA, %d partials", lo, num_partial_slots);
+    r += buf;
+  }
+  return r;
 }
 
 }  // namespace flashkit
