@@ -111,7 +111,9 @@ struct DecodePlan {
   int total_iters = 0;  // sum of tiles' num_iters
 
   // split_kv: every tile has num_splits partials; split s of sequence b is splits[b*num_splits+s].
-  // CTA index = tile * num_splits + split; the partial lands in slot tile * num_splits + split.
+  // CTA index = tile * num_splits + split; its rows' partials land at [split, b, token, head] of
+  // o_parts [P, batch, q_len, heads, hdim] / lse_parts [P, batch, q_len, heads], which
+  // merge_states folds (P = num_splits).
   int num_splits = 0;
   std::vector<KvSplit> splits;
 

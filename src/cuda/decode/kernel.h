@@ -2,7 +2,7 @@
 // hands out runs the same mainloop: the tile's rows (query heads of one KV head x query tokens,
 // 16 at a time: one m16 MMA tile, so K/V are read once per KV head) against a token range of the
 // cache, streamed through a cp.async multi-stage shared-memory pipeline. Warps take 16 tokens of
-// each 64-token stage with their own online softmax; their states merge at the end with
+// every 64 of a stage with their own online softmax; their states merge at the end with
 // merge_stats, the same SoftmaxStat mechanism the CPU backend, split-KV merge and Lean use.
 // Included by the instantiation files in src/cuda/instantiations/decode_*.cu.
 #pragma once
