@@ -135,7 +135,11 @@ void check_case(const AttentionSpec& s, uint64_t seed, bool strided = false, boo
   c.reference_backward(rq, rk, rv, DType::f64);
   c.reference_backward(lq, lk, lv, s.dtype);
   expect_close("dq", g.dq, lq, rq);
-  expect_close("dk", g.dk, lk, rk);
+  // One key and no mask: softmax is constant, so the exact dK is 0 and every implementation
+  // returns only fp32 rounding noise of dS = P (dP - D) summed over seqlen_q rows; the naive path
+  // happens to compute dP and D identically (noise 0), so the 1e-5 floor is raised for this case.
+  const bool constant_softmax = s.seqlen_k == 1 && !s.causal && !s.varlen();
+  expect_close("dk", g.dk, lk, rk, constant_softmax ? 1e-4 : 1e-5);
   expect_close("dv", g.dv, lv, rv);
 }
 

@@ -32,6 +32,7 @@ constexpr TileConfig tile_config(Pass pass, int hdim, DType dtype, bool causal) 
   }
   // Backward: one CTA per K/V block of block_n rows; dK and dV (2 * block_n * hdim fp32) live in
   // registers of 8 warps, so the block shrinks with the head dim.
+  if (hdim <= 64) return {128, 128, 8};
   if (hdim <= 128) return {64, 128, 8};
   return {64, 64, 8};
 }

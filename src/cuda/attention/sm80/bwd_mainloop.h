@@ -190,10 +190,17 @@ struct BwdMainloop {
       float* dq_accum = p.ws.dq_accum + (token0 * p.heads + h) * kHeadDim;
       int* semaphore = p.ws.semaphore + (int64_t(b) * p.heads + h) * p.num_m_blocks;
 
-      load_q(m_begin, 0);
+      // The K/V blocks of one head all add into the same dQ rows; starting each at a different
+      // query block spreads their atomics over the rows instead of piling onto one block's
+      // addresses. Deterministic runs keep the natural order their semaphores count in.
+      const int count = m_end - m_begin;
+      const int rot = p.deterministic ? 0 : n_block % count;
+      auto m_at = [&](int i) { return m_begin + (i + rot < count ? i + rot : i + rot - count); };
+      load_q(m_at(0), 0);
       cp_async_fence();
-      for (int m = m_begin, stage = 0; m < m_end; ++m, stage ^= 1) {
-        if (m + 1 < m_end) load_q(m + 1, stage ^ 1);
+      for (int i = 0, stage = 0; i < count; ++i, stage ^= 1) {
+        const int m = m_at(i);
+        if (i + 1 < count) load_q(m_at(i + 1), stage ^ 1);
         cp_async_fence();
 
         // Per-row LSE (log2 units; rows past the end or without keys get +inf so P = 0) and D.
@@ -251,7 +258,7 @@ struct BwdMainloop {
     }
   }
 
-  // dq_accum[rows of block m] += acc_dq, as float2 atomics. Deterministic runs take the block's
+  // dq_accum[rows of block m] += acc_dq with fp32 vector atomics. Deterministic runs take the block's
   // turn first: key block n adds after key blocks 0..n-1 did, so fp32 sums round identically.
   template <class Acc, class Coord>
   __device__ static void add_dq(const Params& p, const Acc& acc, const Coord& coord, float* dq_accum,
@@ -262,13 +269,21 @@ struct BwdMainloop {
         }
       __syncthreads();
     }
+    // Each thread holds (row r, cols c..c+1) and (row r+8, cols c..c+1) per m16n8 tile; one
+    // shuffle with the neighbouring lane gives the even lane 4 columns of row r and the odd lane
+    // 4 columns of row r+8, so each goes out as one 16-byte RED (a quarter of scalar atomics).
+    const bool odd = threadIdx.x & 1;
     float* base = dq_accum + int64_t(m) * kBlockM * p.heads * kHeadDim;
     CUTE_UNROLL
-    for (int i = 0; i < size(acc); i += 2) {
-      int row = get<0>(coord(i)), col = get<1>(coord(i));
+    for (int j = 0; j < size(acc) / 4; ++j) {
+      float a0 = acc(4 * j), a1 = acc(4 * j + 1), b0 = acc(4 * j + 2), b1 = acc(4 * j + 3);
+      float x0 = __shfl_xor_sync(0xffffffffu, odd ? a0 : b0, 1);
+      float x1 = __shfl_xor_sync(0xffffffffu, odd ? a1 : b1, 1);
+      int row = get<0>(coord(odd ? 4 * j + 2 : 4 * j));
+      int col = get<1>(coord(4 * j)) - (odd ? 2 : 0);
+      float4 v = odd ? make_float4(x0, x1, b0, b1) : make_float4(a0, a1, x0, x1);
       if (row < rows && col < p.head_dim)
-        atomicAdd(reinterpret_cast<float2*>(base + int64_t(row) * p.heads * kHeadDim + col),
-                  make_float2(acc(i), acc(i + 1)));
+        atomicAdd(reinterpret_cast<float4*>(base + int64_t(row) * p.heads * kHeadDim + col), v);
     }
     if (p.deterministic) {
       __threadfence();
