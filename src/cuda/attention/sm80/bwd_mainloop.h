@@ -246,13 +246,15 @@ struct BwdMainloop {
         copy(sts_p, sts_p_thr.retile_S(convert<Element>(acc_dp)), tPsdS);
         __syncthreads();
 
+        // dQ first: its atomics drain through L2 while the dV and dK MMAs run behind them.
+        {
+          Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+          clear(acc_dq);
+          gemm_ss(mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, ldsm_a_dq, ldsm_b_dq);
+          add_dq(p, acc_dq, tdQc, dq_accum, semaphore, m, n_block, sb.seqlen_q - m * kBlockM, tid);
+        }
         gemm_ss(mma_kv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
         gemm_ss(mma_kv, acc_dk, tdKrdSt, tdKrQt, tdKsdSt, tdKsQt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
-
-        Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
-        clear(acc_dq);
-        gemm_ss(mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, ldsm_a_dq, ldsm_b_dq);
-        add_dq(p, acc_dq, tdQc, dq_accum, semaphore, m, n_block, sb.seqlen_q - m * kBlockM, tid);
         __syncthreads();  // P, dS and this Q/dO stage are rewritten next iteration
       }
     }
