@@ -161,7 +161,7 @@ def sweep(args):
     import torch
 
     import flashkit
-    from flashkit import _C as C
+    from flashkit import _C as fk_C
 
     torch.backends.cuda.matmul.allow_tf32 = False
     gpu = torch.cuda.get_device_name()
@@ -210,7 +210,7 @@ def sweep(args):
         stream = torch.cuda.current_stream().cuda_stream
         for name, outs in (("flashkit_gpu_kernels_durations", (None, dur)),
                            ("flashkit_gpu_kernels_path", (pth, None))):
-            call = lambda _: C.monotonic_alignment_search(value, tx, ty, *outs, -1e9,  # noqa: E731
+            call = lambda _: fk_C.monotonic_alignment_search(value, tx, ty, *outs, -1e9,  # noqa: E731
                                                           None, stream)
             call(None)
             med, all_ms, _ = timer.run(call, args.reps)

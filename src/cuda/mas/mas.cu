@@ -22,17 +22,21 @@ namespace cg = cooperative_groups;
 
 constexpr int kMaxText = 2048;     // 256 threads x 8 rows
 constexpr int kMaxThreads = 256;   // 8 warps: s_bnd below
-constexpr int kMaxChannels = 256;  // fused: the z tile in shared memory
+constexpr int kMaxChannels = 256;  // fused: channels (a bound on the work per frame)
 constexpr unsigned kFull = 0xffffffffu;
 
-// Exact fp32 compare: the library builds with fast math (flush-to-zero); Cython does not flush.
-__device__ __forceinline__ bool gt_exact(float a, float b) {
-  unsigned r;
-  asm("{ .reg .pred p; setp.gt.f32 p, %1, %2; selp.u32 %0, 1, 0, p; }"
-      : "=r"(r)
-      : "f"(a), "f"(b));
-  return r != 0;
+// Cython's max(v_cur, v_prev) = (v_prev > v_cur) ? v_prev : v_cur, and the decision as a bit.
+// Exact compare: the library builds with fast math (flush-to-zero); Cython does not flush.
+__device__ __forceinline__ float cython_max(float v_prev, float v_cur, uint32_t& up) {
+  float m;
+  asm("{ .reg .pred p; setp.gt.f32 p, %2, %3; selp.f32 %0, %2, %3, p; selp.u32 %1, 1, 0, p; }"
+      : "=f"(m), "=r"(up)
+      : "f"(v_prev), "f"(v_cur));
+  return m;
 }
+
+// Shared-memory rings between the warps of a CTA: warp w publishes Q of its last row per frame.
+constexpr int kRing = 256;  // frames; a producer stays at most kRing - 64 frames ahead
 
 __device__ __forceinline__ double load_number(const void* base, int dtype, int64_t i) {
   switch (static_cast<DType>(dtype)) {
@@ -174,9 +178,10 @@ __device__ __forceinline__ void load_chunk(const Params& p, int b, int x0, int t
   }
 }
 
-// Fused: value[x, y0 + j] for the thread's rows from the coefficients and the z tile s_z[c][8].
+// Fused: value[x, y0 + j] for the thread's rows from the coefficients and z[b, c, y0 + j]
+// (every lane reads the same z: one broadcast load, mostly from L2).
 template <int K>
-__device__ __forceinline__ void fused_chunk(const Params& p, int b, int x0, const float* s_z,
+__device__ __forceinline__ void fused_chunk(const Params& p, int b, int x0, int y0, int ty,
                                             uint32_t (&buf)[K][8]) {
   float acc[K][8];
 #pragma unroll
@@ -197,7 +202,8 @@ __device__ __forceinline__ void fused_chunk(const Params& p, int b, int x0, cons
     }
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const float z = s_z[c * 8 + j];
+      const int y = y0 + j;
+      const float z = y < ty ? load_float(p.z, p.zdtype, b * p.zb + c * p.zc + y * p.zy) : 0.f;
 #pragma unroll
       for (int i = 0; i < K; ++i) acc[i][j] = mas::add_rn(acc[i][j], mas::term(k[i], z));
     }
@@ -240,14 +246,17 @@ __device__ void backtrack(const Params& p, int tx, int ty, const uint32_t* gbits
   if (lane == 0) start[index] = 0, dur[index * p.dx] = run_end + 1;  // index == 0 here
 }
 
-// One CTA of an item's cluster: rows [row0, row0 + rows). K rows per thread; NB chunks of the
-// likelihood in flight per thread (registers), so loads are issued NB - 1 chunks ahead.
+// One CTA of an item's cluster: rows [row0, row0 + rows), K rows per thread. Every warp is a
+// pipeline stage that runs on its own, without CTA barriers: it needs its upper neighbour's last
+// row one frame back, which the neighbour warp publishes 32 frames at a time through a shared
+// memory ring (the CTA's first warp: from the previous CTA of the cluster, through global
+// memory). NB chunks of the likelihood are in flight per thread (registers), NB - 1 ahead.
 template <Src S, int K, int NB, bool kVec>
 __global__ void __launch_bounds__(kMaxThreads) mas_forward(const Params p) {
   constexpr int kCols = Chunk<S>::kCols;
   constexpr bool kFused = S == Src::fused;
-  __shared__ float s_bnd[2][kMaxThreads / 32];  // each warp's last row, by step parity
-  __shared__ float s_z[kFused ? 2 * kMaxChannels * 8 : 1];
+  __shared__ float s_ring[kMaxThreads / 32][kRing];
+  __shared__ int s_done[kMaxThreads / 32];  // last frame each warp has published
   const int b = blockIdx.x / p.splits, part = blockIdx.x % p.splits;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   const int tx = item_length(p.tx, p.txs, p.txl, p.tx_line, p.tx_dtype, b);
@@ -266,69 +275,78 @@ __global__ void __launch_bounds__(kMaxThreads) mas_forward(const Params p) {
   const int x0 = row0 + threadIdx.x * K;
   const bool active = x0 < tx;
   uint32_t* gbits = p.bits + static_cast<size_t>(b) * p.W * p.Tw;
+  if (lane == 0) s_done[warp] = -1;
+  __syncthreads();
   if (row0 < tx) {
-    const bool consumer = part > 0;
-    const bool producer = part + 1 < p.splits && row0 + p.rows < tx;
+    // Upstream of warp 0: the previous CTA (global ring) or the first column's constants.
+    const bool from_cta = part > 0 && warp == 0;
+    const bool to_cta = part + 1 < p.splits && row0 + p.rows < tx && warp == nwarps - 1;
     const int32_t* in_progress = p.progress + b * p.splits + part - 1;
     const float* in_ring = p.ring + (static_cast<size_t>(b) * p.splits + part - 1) * p.S;
     float* out_ring = p.ring + (static_cast<size_t>(b) * p.splits + part) * p.S;
+    volatile int* done = s_done;
     float q[K];  // Q[x0 + i, y - 1]; the initial column is never read by a band cell
     uint32_t bits[K];
 #pragma unroll
     for (int i = 0; i < K; ++i) q[i] = p.neg, bits[i] = 0;
-    float ring_v = p.neg;  // consumer warp 0: lane j holds Q[row0 - 1, (y & ~31) - 1 + j]
+    float ring_v = p.neg;  // lane j: Q[x0_warp - 1, (y & ~31) - 1 + j]
 
     auto fetch = [&](uint32_t(&buf)[K][8], int c) {
-      if constexpr (kFused) {
-        float* tile = s_z + (c & 1) * kMaxChannels * 8;
-        for (int idx = threadIdx.x; idx < p.C * 8; idx += blockDim.x) {
-          const int y = c * 8 + (idx & 7);
-          tile[idx] = y < ty ? load_float(p.z, p.zdtype, b * p.zb + (idx >> 3) * p.zc + y * p.zy)
-                             : 0.f;
+      if (!active) return;
+      if constexpr (kFused) fused_chunk<K>(p, b, x0, c * 8, ty, buf);
+      else load_chunk<S, K, kVec>(p, b, x0, tx, ty, c * kCols, buf);
+    };
+    // Every 32 frames: wait for the upstream row's next 32 values (and let the downstream warp
+    // catch up before overwriting its ring slots), then take them into ring_v.
+    auto sync_upstream = [&](int y) {
+      const int need = min(y + 30, ty - 1);
+      const int yr = y - 1 + lane;
+      if (warp > 0) {
+        while (done[warp - 1] < need) {
         }
-        __syncthreads();
-        if (active) fused_chunk<K>(p, b, x0, tile, buf);
-      } else {
-        if (active) load_chunk<S, K, kVec>(p, b, x0, tx, ty, c * kCols, buf);
+        __threadfence_block();
+        ring_v = yr >= 0 && yr < ty ? s_ring[warp - 1][yr & (kRing - 1)] : p.neg;
+      } else if (from_cta) {
+        while (load_acquire(in_progress) < need) {
+        }
+        ring_v = yr >= 0 && yr < ty ? in_ring[yr] : p.neg;
       }
+      if (warp + 1 < nwarps)
+        while (done[warp + 1] < y - (kRing - 64)) {
+        }
     };
     // The DP over the chunk's frames: Q[x, y] = max(Q[x, y-1], Q[x-1, y-1]) + value[x, y] with
-    // Cython's constants at x == y and x == 0, the max taken as Cython does ((v_prev > v_cur) ?
-    // v_prev : v_cur) and its decision kept as the backtrack bit.
+    // Cython's constants at x == y and x == 0; its decision is the backtrack bit. Branch-free
+    // except for the warp-uniform 32-frame bookkeeping.
     auto steps = [&](const uint32_t(&buf)[K][8], int c) {
 #pragma unroll
       for (int j = 0; j < kCols; ++j) {
         const int y = c * kCols + j;
         if (y >= ty) break;
-        if (consumer && warp == 0 && (y & 31) == 0) {
-          const int need = min(y + 30, ty - 1);
-          while (load_acquire(in_progress) < need) {
-          }
-          const int yr = y - 1 + lane;
-          ring_v = yr >= 0 && yr < ty ? in_ring[yr] : p.neg;
-        }
-        float nb = __shfl_up_sync(kFull, q[K - 1], 1);
-        if (warp == 0) {
-          const float from_ring = __shfl_sync(kFull, ring_v, y & 31);
-          if (lane == 0) nb = consumer ? from_ring : (y == 0 ? 0.f : p.neg);
-        } else if (lane == 0) {
-          nb = s_bnd[(y + 1) & 1][warp - 1];
-        }
+        if ((y & 31) == 0) sync_upstream(y);
+        const float up = __shfl_up_sync(kFull, q[K - 1], 1);
+        const float ring = __shfl_sync(kFull, ring_v, y & 31);
+        const float first = warp > 0 || part > 0 ? ring : (y == 0 ? 0.f : p.neg);
+        const float nb = lane > 0 ? up : first;
 #pragma unroll
         for (int i = K - 1; i >= 0; --i) {
           const float v_cur = x0 + i == y ? p.neg : q[i];
-          const float v_prev = i > 0 ? q[i - 1] : nb;
-          const bool up = gt_exact(v_prev, v_cur);
-          q[i] = mas::add_rn(up ? v_prev : v_cur, Chunk<S>::get(buf[i], j));
-          bits[i] |= static_cast<uint32_t>(up) << (y & 31);
+          uint32_t bit;
+          const float m = cython_max(i > 0 ? q[i - 1] : nb, v_cur, bit);
+          q[i] = mas::add_rn(m, Chunk<S>::get(buf[i], j));
+          bits[i] |= bit << (y & 31);
         }
-        if (producer && warp == nwarps - 1 && lane == 31) {
-          out_ring[y] = q[K - 1];
-          if ((y & 31) == 30 || y == ty - 1) store_release(p.progress + b * p.splits + part, y);
+        if (lane == 31) {
+          s_ring[warp][y & (kRing - 1)] = q[K - 1];
+          if (to_cta) out_ring[y] = q[K - 1];
         }
-        if (nwarps > 1) {
-          if (lane == 31) s_bnd[y & 1][warp] = q[K - 1];
-          __syncthreads();
+        if ((y & 31) == 30 || y == ty - 1) {
+          __syncwarp();
+          if (lane == 31) {
+            __threadfence_block();
+            if (to_cta) store_release(p.progress + b * p.splits + part, y);
+            done[warp] = y;
+          }
         }
         if ((y & 31) == 31 || y == ty - 1) {
           if (active) {
