@@ -24,6 +24,7 @@ constexpr int kMaxText = 2048;     // 256 threads x 8 rows
 constexpr int kMaxThreads = 256;   // 8 warps: s_bnd below
 constexpr int kMaxChannels = 256;  // fused: channels (a bound on the work per frame)
 constexpr unsigned kFull = 0xffffffffu;
+constexpr int kL2Ahead = 6;  // chunks (48 fp32 frames) prefetched into L2 ahead of the loads
 
 // Cython's max(v_cur, v_prev) = (v_prev > v_cur) ? v_prev : v_cur, and the decision as a bit.
 // Exact compare: the library builds with fast math (flush-to-zero); Cython does not flush.
@@ -156,6 +157,10 @@ __device__ __forceinline__ void load_chunk(const Params& p, int b, int x0, int t
     const int x = x0 + i;
     const T* row = base + static_cast<int64_t>(x) * p.vx;
     if (x < tx && kVec && y0 + kCols <= p.S) {
+      // The register buffers hold only one chunk ahead (a deeper unroll overflows the
+      // instruction cache); an L2 prefetch kL2Ahead chunks ahead covers DRAM latency instead.
+      if (y0 + (kL2Ahead + 1) * kCols <= p.S)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(row + y0 + kL2Ahead * kCols));
       const uint4 lo = __ldg(reinterpret_cast<const uint4*>(row + y0));
       const uint4 hi = __ldg(reinterpret_cast<const uint4*>(row + y0) + 1);
       buf[i][0] = lo.x, buf[i][1] = lo.y, buf[i][2] = lo.z, buf[i][3] = lo.w;
@@ -246,13 +251,46 @@ __device__ void backtrack(const Params& p, int tx, int ty, const uint32_t* gbits
   if (lane == 0) start[index] = 0, dur[index * p.dx] = run_end + 1;  // index == 0 here
 }
 
+// Waits until the upstream row (the warp above, or the previous CTA for warp 0) has published
+// frames y - 1 .. y + 30 and returns them, lane j holding frame y - 1 + j; then, as a producer,
+// waits until the warp below has consumed the ring slots frames y .. y + 31 will overwrite.
+__device__ __noinline__ float take_upstream(float neg, float (*s_ring)[kRing],
+                                            volatile int* done, const int32_t* in_progress,
+                                            const float* in_ring, bool from_cta, int warp,
+                                            int nwarps, int lane, int y, int ty, float keep) {
+  const int need = min(y + 30, ty - 1);
+  const int yr = y - 1 + lane;
+  float v = keep;
+  if (warp > 0) {
+    while (done[warp - 1] < need) {
+    }
+    __threadfence_block();
+    v = yr >= 0 && yr < ty ? s_ring[warp - 1][yr & (kRing - 1)] : neg;
+  } else if (from_cta) {
+    while (load_acquire(in_progress) < need) {
+    }
+    v = yr >= 0 && yr < ty ? in_ring[yr] : neg;
+  }
+  if (warp + 1 < nwarps)
+    while (done[warp + 1] < y - (kRing - 64)) {
+    }
+  return v;
+}
+
+// Lane 31 of a warp: frames up to y of its last row are in the rings.
+__device__ __noinline__ void publish(int32_t* progress, bool to_cta, volatile int* done, int y) {
+  __threadfence_block();
+  if (to_cta) store_release(progress, y);
+  *done = y;
+}
+
 // One CTA of an item's cluster: rows [row0, row0 + rows), K rows per thread. Every warp is a
 // pipeline stage that runs on its own, without CTA barriers: it needs its upper neighbour's last
 // row one frame back, which the neighbour warp publishes 32 frames at a time through a shared
 // memory ring (the CTA's first warp: from the previous CTA of the cluster, through global
 // memory). NB chunks of the likelihood are in flight per thread (registers), NB - 1 ahead.
 template <Src S, int K, int NB, bool kVec>
-__global__ void __launch_bounds__(kMaxThreads) mas_forward(const Params p) {
+__global__ void __launch_bounds__(kMaxThreads, 1) mas_forward(const Params p) {
   constexpr int kCols = Chunk<S>::kCols;
   constexpr bool kFused = S == Src::fused;
   __shared__ float s_ring[kMaxThreads / 32][kRing];
@@ -296,24 +334,11 @@ __global__ void __launch_bounds__(kMaxThreads) mas_forward(const Params p) {
       if constexpr (kFused) fused_chunk<K>(p, b, x0, c * 8, ty, buf);
       else load_chunk<S, K, kVec>(p, b, x0, tx, ty, c * kCols, buf);
     };
-    // Every 32 frames: wait for the upstream row's next 32 values (and let the downstream warp
-    // catch up before overwriting its ring slots), then take them into ring_v.
+    // Every 32 frames (rare paths, kept out of line: the frame loop is unrolled and must stay
+    // within the instruction cache).
     auto sync_upstream = [&](int y) {
-      const int need = min(y + 30, ty - 1);
-      const int yr = y - 1 + lane;
-      if (warp > 0) {
-        while (done[warp - 1] < need) {
-        }
-        __threadfence_block();
-        ring_v = yr >= 0 && yr < ty ? s_ring[warp - 1][yr & (kRing - 1)] : p.neg;
-      } else if (from_cta) {
-        while (load_acquire(in_progress) < need) {
-        }
-        ring_v = yr >= 0 && yr < ty ? in_ring[yr] : p.neg;
-      }
-      if (warp + 1 < nwarps)
-        while (done[warp + 1] < y - (kRing - 64)) {
-        }
+      ring_v = take_upstream(p.neg, s_ring, done, in_progress, in_ring, from_cta, warp, nwarps, lane,
+                             y, ty, ring_v);
     };
     // The DP over the chunk's frames: Q[x, y] = max(Q[x, y-1], Q[x-1, y-1]) + value[x, y] with
     // Cython's constants at x == y and x == 0; its decision is the backtrack bit. Branch-free
@@ -340,14 +365,8 @@ __global__ void __launch_bounds__(kMaxThreads) mas_forward(const Params p) {
           s_ring[warp][y & (kRing - 1)] = q[K - 1];
           if (to_cta) out_ring[y] = q[K - 1];
         }
-        if ((y & 31) == 30 || y == ty - 1) {
-          __syncwarp();
-          if (lane == 31) {
-            __threadfence_block();
-            if (to_cta) store_release(p.progress + b * p.splits + part, y);
-            done[warp] = y;
-          }
-        }
+        if (((y & 31) == 30 || y == ty - 1) && lane == 31)
+          publish(p.progress + b * p.splits + part, to_cta, done + warp, y);
         if ((y & 31) == 31 || y == ty - 1) {
           if (active) {
             uint4* dst = reinterpret_cast<uint4*>(gbits + static_cast<size_t>(y >> 5) * p.Tw + x0);
@@ -530,12 +549,11 @@ void launch_forward(const Params& p, int B, int threads, bool vec, cudaStream_t 
   FK_CHECK_LAUNCH("mas_forward");
 }
 
-// K = 4 rows a thread up to 512 rows a CTA, with 32-48 frames loading ahead to cover DRAM
-// latency (as many chunks as fit in registers without spills); else K = 8 with one chunk ahead.
+// K = 4 rows a thread up to 512 rows a CTA, else K = 8; one chunk in registers ahead (the
+// frame loop is unrolled over the buffers: more would not fit the instruction cache).
 template <Src S>
 void launch_forward(const Params& p, int B, bool vec, cudaStream_t stream) {
-  constexpr int kAhead = S == Src::fused ? 2 : (S == Src::f32 ? 5 : 4);
-  if (p.rows <= 512) launch_forward<S, 4, kAhead>(p, B, p.rows / 4, vec, stream);
+  if (p.rows <= 512) launch_forward<S, 4, 2>(p, B, p.rows / 4, vec, stream);
   else launch_forward<S, 8, 2>(p, B, p.rows / 8, vec, stream);
 }
 
