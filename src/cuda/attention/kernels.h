@@ -17,8 +17,8 @@ void run_fwd_sm80(const AttnArguments& a, cudaStream_t stream);
 template <class Element, int kHeadDim, bool kCausal>
 void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream);
 
-// Backward scratch, carved from one buffer: dq_accum fp32 [total_q, heads, hdim bucket] (dQ summed
-// over key blocks), dsum fp32 [total_q, heads] (D = rowsum(dO * O)), and for deterministic runs
+// Backward scratch, carved from one buffer: dq_accum fp32 (dQ summed over key blocks, in chunks
+// of block_m rows: sm80/bwd_pre_post.h's dq_chunk), dsum fp32 [total_q, heads] (D = rowsum(dO * O)), and for deterministic runs
 // one int per (batch, head, query block): how many key blocks have added into that dQ block.
 struct BwdWorkspace {
   size_t dq_accum, dsum, semaphore, bytes;  // byte offsets and the total

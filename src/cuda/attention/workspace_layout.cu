@@ -10,7 +10,8 @@ BwdWorkspace bwd_workspace_layout(int batch, int heads, int64_t total_q, int seq
   const int block_m = tile_config(Pass::bwd, hdim_bucket_, DType::bf16, false).block_m;
   BwdWorkspace w;
   w.dq_accum = 0;
-  w.dsum = align(size_t(total_q) * heads * hdim_bucket_ * sizeof(float));
+  const size_t chunks = size_t((total_q + block_m - 1) / block_m) + size_t(batch);  // dq_chunk()
+  w.dsum = align(chunks * heads * block_m * hdim_bucket_ * sizeof(float));
   w.semaphore = w.dsum + align(size_t(total_q) * heads * sizeof(float));
   w.bytes = w.semaphore + align(size_t(batch) * heads * ((seqlen_q + block_m - 1) / block_m) * sizeof(int));
   return w;

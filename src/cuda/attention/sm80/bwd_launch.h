@@ -1,5 +1,5 @@
 // Host side of the sm80-class backward: carves the scratch (kernels.h's BwdWorkspace), then
-// launches preprocess (D, zeroed dQ accumulator), the main kernel over (K/V block, KV head,
+// zeroes the dQ accumulator, launches preprocess (D), the main kernel over (K/V block, KV head,
 // batch), and the dQ conversion, all on the caller's stream. Explicitly instantiated per (dtype,
 // hdim, causal) by the generated files in src/cuda/instantiations/.
 #pragma once
@@ -28,9 +28,11 @@ void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream) {
   sm80::BwdScratch ws{reinterpret_cast<float*>(base + wl.dq_accum), reinterpret_cast<float*>(base + wl.dsum),
                       a.deterministic ? reinterpret_cast<int*>(base + wl.semaphore) : nullptr};
 
+  // Zero the dQ accumulator (and the deterministic semaphores) with memsets on the stream.
+  FK_CUDA_CHECK(cudaMemsetAsync(ws.dq_accum, 0, wl.dsum - wl.dq_accum, stream));
+  if (a.deterministic) FK_CUDA_CHECK(cudaMemsetAsync(ws.semaphore, 0, wl.bytes - wl.semaphore, stream));
   dim3 rows_grid(unsigned(ceil_div(a.seqlen_q, 32)), unsigned(a.heads), unsigned(a.batch));
-  int sem_count = a.batch * a.heads * ceil_div(a.seqlen_q, t.block_m);
-  sm80::bwd_preprocess<Element, kHeadDim><<<rows_grid, 256, 0, stream>>>(a, ws, sem_count);
+  sm80::bwd_preprocess<Element, kHeadDim><<<rows_grid, 256, 0, stream>>>(a, ws.dsum);
   FK_CHECK_LAUNCH("attention backward preprocess");
 
   typename Kernel::Params params{
@@ -44,7 +46,9 @@ void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream) {
            stream>>>(params);
   FK_CHECK_LAUNCH("attention backward (sm80)");
 
-  sm80::bwd_convert_dq<Element, kHeadDim><<<rows_grid, 256, 0, stream>>>(a, ws.dq_accum);
+  dim3 blocks_grid(unsigned(ceil_div(a.seqlen_q, t.block_m)), unsigned(a.heads), unsigned(a.batch));
+  sm80::bwd_convert_dq<Element, typename Mainloop::MmaDQ, Mainloop::kThreads, t.block_m, kHeadDim>
+      <<<blocks_grid, Mainloop::kThreads, 0, stream>>>(a, ws.dq_accum);
   FK_CHECK_LAUNCH("attention backward dq conversion");
 }
 

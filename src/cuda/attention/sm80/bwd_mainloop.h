@@ -169,7 +169,6 @@ struct BwdMainloop {
     auto ldsm_b_dq = make_tiled_copy_B(LdsmT<Element>{}, mma_dq);
     Tensor tdQsdS = ldsm_a_dq.get_thread_slice(tid).partition_S(sdS);
     Tensor tdQsKt = ldsm_b_dq.get_thread_slice(tid).partition_S(sKt);
-    Tensor tdQc = thr_dq.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
 
     for (int g = 0; g < p.h_ratio; ++g) {
       const int h = kv_head * p.h_ratio + g;
@@ -187,7 +186,6 @@ struct BwdMainloop {
                          int64_t(sb.q_start) * p.lse_row_stride;
       const int64_t token0 = sb.q_token(b);
       const float* dsum = p.ws.dsum + token0 * p.heads + h;
-      float* dq_accum = p.ws.dq_accum + (token0 * p.heads + h) * kHeadDim;
       int* semaphore = p.ws.semaphore + (int64_t(b) * p.heads + h) * p.num_m_blocks;
 
       // The K/V blocks of one head all add into the same dQ rows; starting each at a different
@@ -251,7 +249,8 @@ struct BwdMainloop {
           Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
           clear(acc_dq);
           gemm_ss(mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, ldsm_a_dq, ldsm_b_dq);
-          add_dq(p, acc_dq, tdQc, dq_accum, semaphore, m, n_block, sb.seqlen_q - m * kBlockM, tid);
+          add_dq(p, acc_dq, dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads),
+                 semaphore, m, n_block, tid);
         }
         gemm_ss(mma_kv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
         gemm_ss(mma_kv, acc_dk, tdKrdSt, tdKrQt, tdKsdSt, tdKsQt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
@@ -260,33 +259,23 @@ struct BwdMainloop {
     }
   }
 
-  // dq_accum[rows of block m] += acc_dq with fp32 vector atomics. Deterministic runs take the block's
-  // turn first: key block n adds after key blocks 0..n-1 did, so fp32 sums round identically.
-  template <class Acc, class Coord>
-  __device__ static void add_dq(const Params& p, const Acc& acc, const Coord& coord, float* dq_accum,
-                                int* semaphore, int m, int n_block, int rows, int tid) {
+  // The dQ chunk of block m += acc_dq, as 16-byte fp32 atomics in fragment order (dq_chunk):
+  // rows past the sequence and columns past hdim add zeros (their Q/dO/K entries were zero-filled).
+  // Deterministic runs take the block's turn first: key block n adds after key blocks 0..n-1 did,
+  // so the fp32 sums round identically every run.
+  template <class Acc>
+  __device__ static void add_dq(const Params& p, const Acc& acc, float* chunk, int* semaphore, int m,
+                                int n_block, int tid) {
     if (p.deterministic) {
       if (tid == 0)
         while (load_acquire(semaphore + m) != n_block) {
         }
       __syncthreads();
     }
-    // Each thread holds (row r, cols c..c+1) and (row r+8, cols c..c+1) per m16n8 tile; one
-    // shuffle with the neighbouring lane gives the even lane 4 columns of row r and the odd lane
-    // 4 columns of row r+8, so each goes out as one 16-byte RED (a quarter of scalar atomics).
-    const bool odd = threadIdx.x & 1;
-    float* base = dq_accum + int64_t(m) * kBlockM * p.heads * kHeadDim;
+    float4* dst = reinterpret_cast<float4*>(chunk);
     CUTE_UNROLL
-    for (int j = 0; j < size(acc) / 4; ++j) {
-      float a0 = acc(4 * j), a1 = acc(4 * j + 1), b0 = acc(4 * j + 2), b1 = acc(4 * j + 3);
-      float x0 = __shfl_xor_sync(0xffffffffu, odd ? a0 : b0, 1);
-      float x1 = __shfl_xor_sync(0xffffffffu, odd ? a1 : b1, 1);
-      int row = get<0>(coord(odd ? 4 * j + 2 : 4 * j));
-      int col = get<1>(coord(4 * j)) - (odd ? 2 : 0);
-      float4 v = odd ? make_float4(x0, x1, b0, b1) : make_float4(a0, a1, x0, x1);
-      if (row < rows && col < p.head_dim)
-        atomicAdd(reinterpret_cast<float4*>(base + int64_t(row) * p.heads * kHeadDim + col), v);
-    }
+    for (int j = 0; j < size(acc) / 4; ++j)
+      atomicAdd(dst + j * kThreads + tid, make_float4(acc(4 * j), acc(4 * j + 1), acc(4 * j + 2), acc(4 * j + 3)));
     if (p.deterministic) {
       __threadfence();
       __syncthreads();

@@ -1,11 +1,13 @@
 // The backward's two small memory-bound kernels around the main one (FA2 Algorithm 2):
-// preprocess computes D = rowsum(dO * O) per (token, head) in fp32 and zeroes the dQ accumulator
-// and the deterministic-mode semaphores; convert_dq writes dQ = scale * dq_accum in q's dtype.
+// preprocess computes D = rowsum(dO * O) per (token, head) in fp32; convert_dq writes
+// dQ = scale * dq_accum in q's dtype, reading the accumulator in the fragment order the main
+// kernel added it in (see dq_chunk below).
 #pragma once
 #include <cuda_runtime.h>
 
 #include "cuda/attention/params.h"
 #include "cuda/attention/seqlen.h"
+#include "cuda/attention/sm80/traits.h"
 
 namespace flashkit::cuda::attn::sm80 {
 
@@ -19,63 +21,77 @@ __device__ __forceinline__ void load8(const Element* p, float (&f)[8]) {
 }
 
 struct BwdScratch {
-  float* dq_accum;  // [total_q, heads, kHeadDim]
+  float* dq_accum;  // [chunk, heads, block_m * hdim] in MMA-fragment order (dq_chunk)
   float* dsum;      // [total_q, heads]
   int* semaphore;   // [batch, heads, q blocks] or null
 };
 
+// dQ of (sequence b, query block m, head h) accumulates in one chunk of block_m * hdim floats,
+// stored as [j][thread][4] for the 4-float groups j of each thread's dQ fragment: one warp's
+// 16-byte atomics then cover 512 contiguous bytes instead of 16 scattered rows. Chunks are
+// numbered floor(first token / block_m) + b + m, which never overlap between varlen sequences
+// (workspace_layout.cu sizes ceil(total_q / block_m) + batch of them).
+template <int kBlockM, int kHeadDim>
+__device__ __forceinline__ float* dq_chunk(float* dq_accum, int64_t first_token, int b, int m, int h,
+                                           int heads) {
+  int64_t chunk = first_token / kBlockM + b + m;
+  return dq_accum + (chunk * heads + h) * (kBlockM * kHeadDim);
+}
+
 // One warp per 4 rows: 8 lanes per (token, head) row, 8 elements each per step.
 template <class Element, int kHeadDim>
-__global__ void __launch_bounds__(256) bwd_preprocess(const AttnArguments a, BwdScratch ws, int sem_count) {
+__global__ void __launch_bounds__(256) bwd_preprocess(const AttnArguments a, float* dsum) {
   const int lane8 = threadIdx.x % 8;
   const int row = blockIdx.x * 32 + threadIdx.x / 8;  // over seqlen_q (the grid covers the longest)
   const int h = blockIdx.y, b = blockIdx.z;
-  if (ws.semaphore) {
-    int i = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x * 256 + blockIdx.x * 256 + threadIdx.x;
-    if (i < sem_count) ws.semaphore[i] = 0;
-  }
   SeqBounds sb(a.cu_seqlens_q, a.cu_seqlens_k, b, a.seqlen_q, a.seqlen_k);
   if (row >= sb.seqlen_q) return;
   const auto* o = static_cast<const Element*>(a.o) + sb.q_offset(a.o_stride, b, h) + int64_t(row) * a.o_stride.row;
   const auto* d_o = static_cast<const Element*>(a.dout) + sb.q_offset(a.do_stride, b, h) + int64_t(row) * a.do_stride.row;
   const int64_t token = sb.q_token(b) + row;
-  float* acc = ws.dq_accum + (token * a.heads + h) * kHeadDim;
   float sum = 0.f;
-  for (int c = lane8 * 8; c < kHeadDim; c += 64) {
-    if (c < a.head_dim) {
-      float x[8], y[8];
-      load8(o + c, x);
-      load8(d_o + c, y);
-      CUTE_UNROLL
-      for (int i = 0; i < 8; ++i) sum += x[i] * y[i];
-    }
-    reinterpret_cast<float4*>(acc + c)[0] = make_float4(0.f, 0.f, 0.f, 0.f);
-    reinterpret_cast<float4*>(acc + c)[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int c = lane8 * 8; c < a.head_dim; c += 64) {
+    float x[8], y[8];
+    load8(o + c, x);
+    load8(d_o + c, y);
+    CUTE_UNROLL
+    for (int i = 0; i < 8; ++i) sum += x[i] * y[i];
   }
   sum += __shfl_xor_sync(0xffffffffu, sum, 1);
   sum += __shfl_xor_sync(0xffffffffu, sum, 2);
   sum += __shfl_xor_sync(0xffffffffu, sum, 4);
-  if (lane8 == 0) ws.dsum[token * a.heads + h] = sum;
+  if (lane8 == 0) dsum[token * a.heads + h] = sum;
 }
 
-template <class Element, int kHeadDim>
-__global__ void __launch_bounds__(256) bwd_convert_dq(const AttnArguments a, const float* dq_accum) {
-  const int lane8 = threadIdx.x % 8;
-  const int row = blockIdx.x * 32 + threadIdx.x / 8;
-  const int h = blockIdx.y, b = blockIdx.z;
+// One CTA per (query block, head, batch), threads laid out like the main kernel's dQ MMA so each
+// thread reads back exactly the fragment it added (coalesced 16-byte loads).
+template <class Element, class MmaDQ, int kThreads, int kBlockM, int kHeadDim>
+__global__ void __launch_bounds__(kThreads) bwd_convert_dq(const AttnArguments a, float* dq_accum) {
+  const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
   SeqBounds sb(a.cu_seqlens_q, a.cu_seqlens_k, b, a.seqlen_q, a.seqlen_k);
-  if (row >= sb.seqlen_q) return;
-  auto* dq = static_cast<Element*>(a.dq) + sb.q_offset(a.dq_stride, b, h) + int64_t(row) * a.dq_stride.row;
-  const float* acc = dq_accum + ((sb.q_token(b) + int64_t(row)) * a.heads + h) * kHeadDim;
-  for (int c = lane8 * 8; c < a.head_dim; c += 64) {
-    float4 x0 = reinterpret_cast<const float4*>(acc + c)[0];
-    float4 x1 = reinterpret_cast<const float4*>(acc + c)[1];
-    float f[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-    uint4 u;
-    Element* e = reinterpret_cast<Element*>(&u);
+  if (m * kBlockM >= sb.seqlen_q) return;
+  const float4* chunk = reinterpret_cast<const float4*>(
+      dq_chunk<kBlockM, kHeadDim>(dq_accum, sb.q_token(b), b, m, h, a.heads));
+  auto coord = MmaDQ{}.get_thread_slice(tid).partition_C(
+      make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  auto* dq = static_cast<Element*>(a.dq) + sb.q_offset(a.dq_stride, b, h) +
+             int64_t(m) * kBlockM * a.dq_stride.row;
+  const int rows = sb.seqlen_q - m * kBlockM;
+  CUTE_UNROLL
+  for (int j = 0; j < size(coord) / 4; ++j) {
+    float4 v = chunk[j * kThreads + tid];
+    float f[4] = {v.x, v.y, v.z, v.w};
     CUTE_UNROLL
-    for (int i = 0; i < 8; ++i) e[i] = Element(f[i] * a.softmax_scale);
-    *reinterpret_cast<uint4*>(dq + c) = u;
+    for (int q = 0; q < 4; q += 2) {  // (row r, cols c..c+1), then (row r+8, cols c..c+1)
+      int row = get<0>(coord(4 * j + q)), col = get<1>(coord(4 * j + q));
+      if (row < rows && col < a.head_dim) {
+        uint32_t packed;
+        Element* e = reinterpret_cast<Element*>(&packed);
+        e[0] = Element(f[q] * a.softmax_scale);
+        e[1] = Element(f[q + 1] * a.softmax_scale);
+        *reinterpret_cast<uint32_t*>(dq + int64_t(row) * a.dq_stride.row + col) = packed;
+      }
+    }
   }
 }
 
