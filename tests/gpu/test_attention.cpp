@@ -283,6 +283,40 @@ TEST(AttentionGpuSmall, BadInputThrowsAndWritesNothing) {
   AttentionOptions o;
   o.softcap = 30.f;
   expect_error("softcap", [&] { attention_forward(q, k, v, out, lse, o); });
+  // Varlen on cuda: the kernels never read cu_seqlens on the host, so the maxima must be given,
+  // and cu_seqlens must be int32.
+  {
+    AttentionSpec vs = spec(DType::bf16, 0, 0, 0, 2, 2, 64);
+    vs.lens_q = {5, 11};
+    vs.lens_k = {7, 9};
+    AttentionCase cv(vs, 83);
+    DeviceTensor vq(cv.q), vk(cv.k), vv(cv.v), vo(cv.q), vl(HostTensor(DType::f32, cv.lse_shape()));
+    DeviceTensor cu_q(cv.cu_q), cu_k(cv.cu_k);
+    HostTensor cu64(DType::i64, {3});
+    DeviceTensor cu_q64(cu64);
+    AttentionOptions vo_opts;
+    vo_opts.cu_seqlens_q = cu_q.view();
+    vo_opts.cu_seqlens_k = cu_k.view();
+    auto varlen_untouched = [&](const char* prefix, const AttentionOptions& o) {
+      vo.poison();
+      try {
+        attention_forward(vq, vk, vv, vo, vl, o);
+        ADD_FAILURE() << "no error for " << prefix;
+      } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
+      }
+      HostTensor o2(DType::bf16, cv.q_shape());
+      vo.download(o2);
+      for (int64_t i = 0; i < o2.numel(); ++i)
+        if (o2.ptr<uint16_t>()[i] != 0xffff) return ADD_FAILURE() << prefix << ": out was written";
+    };
+    varlen_untouched("max_seqlen_q", vo_opts);
+    vo_opts.max_seqlen_q = 11;
+    vo_opts.max_seqlen_k = 9;
+    AttentionOptions bad_cu = vo_opts;
+    bad_cu.cu_seqlens_q = cu_q64.view();
+    varlen_untouched("cu_seqlens_q", bad_cu);
+  }
   // fp32 on cuda.
   AttentionCase c32([] { AttentionSpec s; s.dtype = DType::f32; s.batch = 1; s.seqlen_q = s.seqlen_k = 16; return s; }(), 82);
   DeviceTensor q32(c32.q), k32(c32.k), v32(c32.v), o32(c32.q);
