@@ -3,12 +3,18 @@
 // Called from tools/main.cpp through run_mas / bench_mas.
 #include "flashkit/mas.h"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#ifdef FLASHKIT_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "device_tensor.h"
+#endif
 #include "cli.h"
 #include "common/host_tensor.h"
 #include "cpu/reference_mas.h"
@@ -56,19 +62,52 @@ MasInputs make_inputs(const MasProblem& p, uint64_t seed) {
   return in;
 }
 
-Row run_one(const MasProblem& p, int repeats) {
+// Runs MAS on `gpu` or the CPU into `path` (int32, poisoned first); returns the median ms.
+double time_mas(const MasInputs& in, HostTensor& path, bool gpu, int repeats) {
+  path.poison();
+  if (!gpu) {
+    return time_ms(
+        [&] {
+          monotonic_alignment_search(in.value, in.text_lengths, in.mel_lengths, path, TensorView{});
+        },
+        repeats);
+  }
+#ifdef FLASHKIT_WITH_CUDA
+  DeviceTensor v(in.value), tx(in.text_lengths), ty(in.mel_lengths), dp(path),
+      status(HostTensor(DType::i32, {1}));
+  dp.poison();
+  MasOptions opts;
+  opts.status = status.view();
+  const double ms = time_ms([&] { monotonic_alignment_search(v, tx, ty, dp, TensorView{}, opts); },
+                            repeats, [] { FK_CUDA_CHECK(cudaDeviceSynchronize()); });
+  dp.download(path);
+  HostTensor st(DType::i32, {1});
+  status.download(st);
+  if (st.ptr<int32_t>()[0] != -1)
+    throw Error("mas: the kernel reported bad lengths for item " +
+                std::to_string(st.ptr<int32_t>()[0]));
+  return ms;
+#else
+  throw Error("mas: this flashkit was built without CUDA");
+#endif
+}
+
+Row run_one(const MasProblem& p, int repeats, bool gpu) {
   MasInputs in = make_inputs(p, 42);
   HostTensor path(DType::i32, {p.B, p.T, p.S});
-  path.poison();
   Row r;
   r.op = "mas";
-  r.backend = "cpu";
+  r.backend = gpu ? "cuda" : "cpu";
   r.problem = describe(p);
-  r.ms = time_ms(
-      [&] {
-        monotonic_alignment_search(in.value, in.text_lengths, in.mel_lengths, path, TensorView{});
-      },
-      repeats);
+  try {
+    Progress pr("mas on the " + std::string(gpu ? "GPU" : "CPU") + ", " + r.problem);
+    r.ms = time_mas(in, path, gpu, repeats);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "  mas (%s): %s\n", r.backend.c_str(), e.what());
+    r.error = INFINITY;
+    r.rate = "error";
+    return r;
+  }
   std::vector<int32_t> ref;
   {
     Progress pr("mas: Cython-semantics oracle on " + r.problem);
@@ -99,11 +138,12 @@ DType parse_dtype(const std::string& s) {
 }  // namespace
 
 std::vector<Row> run_mas(const Context& ctx) {
-  if (ctx.gpu) std::fprintf(stderr, "  mas: no CUDA kernel yet, running on the CPU\n");
-  if (ctx.size == Size::demo) return {run_one({32, 512, 2048, DType::f32, false, true}, 5)};
-  return {run_one({6, 61, 200, DType::f32, false, false}, 3),
-          run_one({6, 61, 200, DType::f32, true, false}, 3),
-          run_one({4, 40, 130, DType::bf16, true, false}, 3)};
+  const bool gpu = ctx.gpu;
+  if (ctx.size == Size::demo) return {run_one({32, 512, 2048, DType::f32, false, true}, 5, gpu)};
+  return {run_one({6, 61, 200, DType::f32, false, false}, 3, gpu),
+          run_one({6, 61, 200, DType::f32, true, false}, 3, gpu),
+          run_one({4, 40, 130, DType::bf16, true, false}, 3, gpu),
+          run_one({3, 700, 1500, DType::f16, false, false}, 3, gpu)};
 }
 
 int bench_mas(const std::vector<std::string>& args, const Context& ctx) {
@@ -111,11 +151,11 @@ int bench_mas(const std::vector<std::string>& args, const Context& ctx) {
     std::puts(
         "flashkit bench mas [--batch 32] [--text 512] [--mel 2048] [--dtype f32|f16|bf16]\n"
         "                   [--output path|durations] [--repeats 10] [--json PATH]\n"
+        "                   [--device cpu|cuda]\n"
         "  full lengths (tx = text, ty = mel); output path int32 [B, T, S] or durations\n"
         "  int32 [B, T]; median of repeats");
     return 0;
   }
-  if (ctx.gpu) std::fprintf(stderr, "  mas: no CUDA kernel yet, timing the CPU\n");
   MasProblem p{arg_int(args, "--batch", 32),
                arg_int(args, "--text", 512),
                arg_int(args, "--mel", 2048),
@@ -132,19 +172,34 @@ int bench_mas(const std::vector<std::string>& args, const Context& ctx) {
     path.reset(DType::i32, {p.B, p.T, p.S});
   else
     durations.reset(DType::i32, {p.B, p.T});
-  const double ms = time_ms(
-      [&] {
-        monotonic_alignment_search(in.value, in.text_lengths, in.mel_lengths, path, durations);
-      },
-      repeats);
+  double ms = 0;
+  if (ctx.gpu) {
+#ifdef FLASHKIT_WITH_CUDA
+    DeviceTensor v(in.value), tx(in.text_lengths), ty(in.mel_lengths), dp, dd;
+    if (output == "path")
+      dp.upload(path);
+    else
+      dd.upload(durations);
+    ms = time_ms([&] { monotonic_alignment_search(v, tx, ty, dp.view(), dd.view()); }, repeats,
+                 [] { FK_CUDA_CHECK(cudaDeviceSynchronize()); });
+#endif
+  } else {
+    ms = time_ms(
+        [&] {
+          monotonic_alignment_search(in.value, in.text_lengths, in.mel_lengths, path, durations);
+        },
+        repeats);
+  }
   const BuildInfo bi = build_info();
-  std::printf("mas cpu %s -> %s: %.3f ms (median of %d, %d threads)\n", describe(p).c_str(),
-              output.c_str(), ms, repeats, bi.cpu_threads);
+  const std::string device = ctx.gpu ? "cuda" : "cpu";
+  const std::string threads = ctx.gpu ? "" : ", " + std::to_string(bi.cpu_threads) + " threads";
+  std::printf("mas %s %s -> %s: %.3f ms (median of %d%s)\n", device.c_str(), describe(p).c_str(),
+              output.c_str(), ms, repeats, threads.c_str());
   const std::string json = arg(args, "--json", "");
   if (!json.empty()) {
     std::ofstream f(json);
     if (!f) throw Error("--json: expected a writable file, got '" + json + "'");
-    f << "{\"op\": \"mas\", \"device\": \"cpu\", \"threads\": " << bi.cpu_threads
+    f << "{\"op\": \"mas\", \"device\": \"" << device << "\", \"threads\": " << bi.cpu_threads
       << ", \"batch\": " << p.B << ", \"text\": " << p.T << ", \"mel\": " << p.S
       << ", \"dtype\": \"" << dtype_name(p.dtype) << "\", \"output\": \"" << output
       << "\", \"repeats\": " << repeats << ", \"ms_median\": " << ms << "}\n";

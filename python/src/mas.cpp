@@ -1,11 +1,12 @@
 // flashkit._C.monotonic_alignment_search(_fused): NumPy / DLPack arrays (CPU, or CUDA tensors with
 // the caller's stream) -> flashkit's MAS. The Python drop-ins live in python/flashkit/mas.py.
+#include "flashkit/mas.h"
+
 #include <nanobind/nanobind.h>
 
 #include <cstdint>
 
 #include "bindings.h"
-#include "flashkit/mas.h"
 
 namespace flashkit::py {
 
@@ -55,9 +56,9 @@ void bind_mas(nb::module_& m) {
         nb::gil_scoped_release no_gil;
         monotonic_alignment_search_fused(zv, mv, lv, tx, ty, p, d, opts);
       },
-      nb::arg("z"), nb::arg("m"), nb::arg("logs"), nb::arg("text_lengths"),
-      nb::arg("mel_lengths"), nb::arg("path").none(), nb::arg("durations").none(),
-      nb::arg("neg") = -1e9f, nb::arg("status").none() = nb::none(), nb::arg("stream") = 0,
+      nb::arg("z"), nb::arg("m"), nb::arg("logs"), nb::arg("text_lengths"), nb::arg("mel_lengths"),
+      nb::arg("path").none(), nb::arg("durations").none(), nb::arg("neg") = -1e9f,
+      nb::arg("status").none() = nb::none(), nb::arg("stream") = 0,
       "MAS on the Glow-TTS/VITS likelihood computed on the fly from z [B, C, S], m and logs\n"
       "[B, C, T]; no [B, T, S] buffer.");
 }

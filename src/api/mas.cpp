@@ -147,7 +147,8 @@ void monotonic_alignment_search(const TensorView& value, const TensorView& text_
   if (value.device == Device::cpu) {
     std::vector<int32_t> tx, ty;
     read_lengths(text_lengths, mel_lengths, B, T, S, "value's dim 1", "value's dim 2", tx, ty);
-    if (B > 0) cpu::monotonic_alignment_search(value, tx.data(), ty.data(), path, durations, opts.neg);
+    if (B > 0)
+      cpu::monotonic_alignment_search(value, tx.data(), ty.data(), path, durations, opts.neg);
     cpu_status_ok(opts);
     return;
   }
@@ -172,8 +173,8 @@ void monotonic_alignment_search_fused(const TensorView& z, const TensorView& m,
   check_same_dtype(logs, "logs", z, "z");
   check_same_device(m, "m", z, "z");
   check_same_device(logs, "logs", z, "z");
-  check_common(z, "z", B, T, S, {{&z, "z"}, {&m, "m"}, {&logs, "logs"}}, text_lengths,
-               mel_lengths, path, durations, opts);
+  check_common(z, "z", B, T, S, {{&z, "z"}, {&m, "m"}, {&logs, "logs"}}, text_lengths, mel_lengths,
+               path, durations, opts);
   if (z.device == Device::cpu) {
     std::vector<int32_t> tx, ty;
     read_lengths(text_lengths, mel_lengths, B, T, S, "m's dim 2", "z's dim 2", tx, ty);

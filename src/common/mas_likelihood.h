@@ -71,13 +71,16 @@ FK_HD Coeffs coeffs(float m, float logs) {
   const float half_log_2pi = 0.918938533204672742f;
   Coeffs k;
   k.c2 = mul_rn(-0.5f, s);
-  k.c1 = mul_rn(m, s);                 // m e^{-2 logs}
-  k.c0 = fma_rn(mul_rn(-0.5f, m), k.c1, add_rn(-half_log_2pi, -logs));  // -1/2 log 2pi - logs - m^2 s/2
+  k.c1 = mul_rn(m, s);  // m e^{-2 logs}
+  k.c0 = fma_rn(mul_rn(-0.5f, m), k.c1,
+                add_rn(-half_log_2pi, -logs));  // -1/2 log 2pi - logs - m^2 s/2
   return k;
 }
 
 // One channel's term for frame value z; the caller sums terms over channels c = 0, 1, ...
 // with add_rn, starting from 0.
-FK_HD float term(const Coeffs& k, float z) { return fma_rn(k.c2, mul_rn(z, z), fma_rn(k.c1, z, k.c0)); }
+FK_HD float term(const Coeffs& k, float z) {
+  return fma_rn(k.c2, mul_rn(z, z), fma_rn(k.c1, z, k.c0));
+}
 
 }  // namespace flashkit::mas

@@ -448,7 +448,8 @@ TEST(MasFused, EqualsUnfusedOnTheSameLikelihood) {
       HostTensor v = materialise(in, &ref64);
       double worst = 0;
       for (int64_t i = 0; i < v.numel(); ++i)
-        worst = std::max(worst, std::fabs(v.ptr<float>()[i] - ref64[i]) / (1 + std::fabs(ref64[i])));
+        worst =
+            std::max(worst, std::fabs(v.ptr<float>()[i] - ref64[i]) / (1 + std::fabs(ref64[i])));
       EXPECT_LT(worst, 1e-5) << "fp32 likelihood vs float64";
 
       std::vector<int32_t> tx, ty;
@@ -475,7 +476,8 @@ TEST(MasFused, EqualsUnfusedOnTheSameLikelihood) {
 TEST(MasFused, ValidationNamesTheArgument) {
   Args a;
   HostTensor z(DType::f32, {4, 3, 10}), m(DType::f32, {4, 3, 6}), logs(DType::f32, {4, 3, 6});
-  HostTensor m_bad(DType::f32, {4, 2, 6}), logs_bf(DType::bf16, {4, 3, 6}), logs_t(DType::f32, {4, 3, 7});
+  HostTensor m_bad(DType::f32, {4, 2, 6}), logs_bf(DType::bf16, {4, 3, 6}),
+      logs_t(DType::f32, {4, 3, 7});
   auto fused_error = [&](const TensorView& zz, const TensorView& mm, const TensorView& ll,
                          const TensorView& txt, const std::string& msg) {
     const std::vector<uint8_t> p0 = bytes_of(a.path), d0 = bytes_of(a.dur);
@@ -525,5 +527,6 @@ TEST(MasLengths, MaskLinesEqualInt32Lengths) {
   }
   Args a;
   HostTensor line(DType::f32, {4, 7});
-  expect_error(a, a.value, line, a.mel, a.path, a.dur, "text_lengths: expected shape [4, 6], got [4, 7]");
+  expect_error(a, a.value, line, a.mel, a.path, a.dur,
+               "text_lengths: expected shape [4, 6], got [4, 7]");
 }

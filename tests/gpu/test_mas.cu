@@ -47,7 +47,6 @@ void random_lengths(std::mt19937_64& rng, int64_t B, int64_t T, int64_t S, std::
   }
 }
 
-
 // Runs CPU and GPU on the same value view (host view + the same strides on the device) and
 // expects byte-equal path (dtype pd, optionally through a transposed view) and durations.
 void expect_gpu_equals_cpu(const HostTensor& storage, const TensorView& host_value,
@@ -55,8 +54,8 @@ void expect_gpu_equals_cpu(const HostTensor& storage, const TensorView& host_val
                            float neg, DType pd = DType::u8, bool transposed_path = false,
                            const char* what = "") {
   const int64_t B = host_value.shape[0], T = host_value.shape[1], S = host_value.shape[2];
-  std::vector<int64_t> pshape = transposed_path ? std::vector<int64_t>{B, S, T}
-                                                : std::vector<int64_t>{B, T, S};
+  std::vector<int64_t> pshape =
+      transposed_path ? std::vector<int64_t>{B, S, T} : std::vector<int64_t>{B, T, S};
   HostTensor p_cpu(pd, pshape), d_cpu(DType::i32, {B, T}), p_gpu(pd, pshape),
       d_gpu(DType::i32, {B, T}), status(DType::i32, {1});
   auto path_view = [&](void* data, Device dev, int id) {
@@ -79,8 +78,8 @@ void expect_gpu_equals_cpu(const HostTensor& storage, const TensorView& host_val
   v.device = Device::cuda;
   v.device_id = dv.view().device_id;
   opts.status = ds.view();
-  monotonic_alignment_search(v, dtx, dty, path_view(dp.view().data, Device::cuda, dv.view().device_id),
-                             dd, opts);
+  monotonic_alignment_search(
+      v, dtx, dty, path_view(dp.view().data, Device::cuda, dv.view().device_id), dd, opts);
   FK_CUDA_CHECK(cudaDeviceSynchronize());
   dp.download(p_gpu);
   dd.download(d_gpu);
@@ -143,8 +142,8 @@ TEST(MasGpuSmall, StridedViewsAndPathDtypes) {
   expect_gpu_equals_cpu(vits, vt, tx, ty, -1e9f, DType::f32, true, "vits layout");
   HostTensor padded(DType::bf16, {B, T + 1, S + 3});
   padded.fill_normal(rng);
-  TensorView vp = TensorView::strided(padded.data(), DType::bf16, {B, T, S},
-                                      {(T + 1) * (S + 3), S + 3, 1});
+  TensorView vp =
+      TensorView::strided(padded.data(), DType::bf16, {B, T, S}, {(T + 1) * (S + 3), S + 3, 1});
   expect_gpu_equals_cpu(padded, vp, tx, ty, -1e9f, DType::i32, false, "padded rows");
   HostTensor v(DType::f32, {B, T, S});
   v.fill_normal(rng);
@@ -181,7 +180,8 @@ TEST(MasGpuSmall, BadLengthsReportedInStatus) {
   monotonic_alignment_search(v, txt2, mel, p_cpu, d_cpu);
   for (int64_t b : {0, 1, 3, 4})
     for (int64_t i = 0; i < T * S; ++i)
-      ASSERT_EQ(path.ptr<float>()[b * T * S + i], p_cpu.ptr<float>()[b * T * S + i]) << b << "," << i;
+      ASSERT_EQ(path.ptr<float>()[b * T * S + i], p_cpu.ptr<float>()[b * T * S + i])
+          << b << "," << i;
   // A valid batch writes -1.
   DeviceTensor dtx2(txt2);
   monotonic_alignment_search(dv, dtx2, dty, dp, dd, opts);
@@ -202,8 +202,8 @@ TEST(MasGpuSmall, FusedEqualsCpuFusedAndUnfused) {
       std::vector<int32_t> tx, ty;
       random_lengths(rng, B, T, S, tx, ty);
       HostTensor txt = lengths_tensor(tx), mel = lengths_tensor(ty);
-      HostTensor p_cpu(DType::u8, {B, T, S}), d_cpu(DType::i32, {B, T}), p_gpu(DType::u8, {B, T, S}),
-          d_gpu(DType::i32, {B, T}), p_unf(DType::u8, {B, T, S});
+      HostTensor p_cpu(DType::u8, {B, T, S}), d_cpu(DType::i32, {B, T}),
+          p_gpu(DType::u8, {B, T, S}), d_gpu(DType::i32, {B, T}), p_unf(DType::u8, {B, T, S});
       monotonic_alignment_search_fused(z, m, logs, txt, mel, p_cpu, d_cpu);
       DeviceTensor dz(z), dm(m), dl(logs), dtx(txt), dty(mel), dp(p_gpu), dd(d_gpu);
       dp.poison();
@@ -236,7 +236,7 @@ TEST(MasGpuSmall, FusedEqualsCpuFusedAndUnfused) {
 
 TEST(MasGpuSmall, GpuLimitsAreErrorsAndWriteNothing) {
   HostTensor v(DType::f32, {1, 2049, 4}), txt = lengths_tensor({1}), mel = lengths_tensor({4}),
-      path(DType::u8, {1, 2049, 4});
+                                          path(DType::u8, {1, 2049, 4});
   DeviceTensor dv(v), dtx(txt), dty(mel), dp(path);
   dp.poison();
   EXPECT_THROW(

@@ -41,14 +41,20 @@ constexpr int kRing = 256;  // frames; a producer stays at most kRing - 64 frame
 
 __device__ __forceinline__ double load_number(const void* base, int dtype, int64_t i) {
   switch (static_cast<DType>(dtype)) {
-    case DType::f32: return static_cast<const float*>(base)[i];
-    case DType::f16: return __half2float(static_cast<const __half*>(base)[i]);
+    case DType::f32:
+      return static_cast<const float*>(base)[i];
+    case DType::f16:
+      return __half2float(static_cast<const __half*>(base)[i]);
     case DType::bf16:
       return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(base)[i]) << 16);
-    case DType::f64: return static_cast<const double*>(base)[i];
-    case DType::i32: return static_cast<const int32_t*>(base)[i];
-    case DType::i64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
-    default: return static_cast<const uint8_t*>(base)[i];  // u8, bool8
+    case DType::f64:
+      return static_cast<const double*>(base)[i];
+    case DType::i32:
+      return static_cast<const int32_t*>(base)[i];
+    case DType::i64:
+      return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+    default:
+      return static_cast<const uint8_t*>(base)[i];  // u8, bool8
   }
 }
 
@@ -58,7 +64,8 @@ __device__ int item_length(const void* base, int64_t sb, int64_t sl, int line, i
   if (line < 0) return static_cast<const int32_t*>(base)[b * sb];
   __shared__ double partial[32];
   double acc = 0;
-  for (int i = threadIdx.x; i < line; i += blockDim.x) acc += load_number(base, dtype, b * sb + i * sl);
+  for (int i = threadIdx.x; i < line; i += blockDim.x)
+    acc += load_number(base, dtype, b * sb + i * sl);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
   __syncthreads();  // partial[] of an earlier call has been read
@@ -71,10 +78,12 @@ __device__ int item_length(const void* base, int64_t sb, int64_t sl, int line, i
 
 __device__ __forceinline__ float load_float(const void* base, int dtype, int64_t i) {
   switch (static_cast<DType>(dtype)) {
-    case DType::f16: return __half2float(static_cast<const __half*>(base)[i]);
+    case DType::f16:
+      return __half2float(static_cast<const __half*>(base)[i]);
     case DType::bf16:
       return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(base)[i]) << 16);
-    default: return static_cast<const float*>(base)[i];
+    default:
+      return static_cast<const float*>(base)[i];
   }
 }
 
@@ -174,8 +183,10 @@ __device__ __forceinline__ void load_chunk(const Params& p, int b, int x0, int t
           const int y = y0 + j;
           if (y >= ty) break;
           uint32_t v;
-          if constexpr (sizeof(T) == 4) v = __float_as_uint(row[y * p.vy]);
-          else v = row[y * p.vy];
+          if constexpr (sizeof(T) == 4)
+            v = __float_as_uint(row[y * p.vy]);
+          else
+            v = row[y * p.vy];
           buf[i][j * sizeof(T) / 4] |= v << (sizeof(T) == 4 ? 0 : 16 * (j & 1));
         }
       }
@@ -229,7 +240,8 @@ __device__ void backtrack(const Params& p, int tx, int ty, const uint32_t* gbits
   while (y >= 0) {
     const int yb = y >> 5;
     const int base = max(index - 31, 0);
-    const uint32_t w = base + lane < p.Tw ? gbits[static_cast<size_t>(yb) * p.Tw + base + lane] : 0u;
+    const uint32_t w =
+        base + lane < p.Tw ? gbits[static_cast<size_t>(yb) * p.Tw + base + lane] : 0u;
     while (true) {
       const uint32_t word = __shfl_sync(kFull, w, index - base);
       const int lim = y - yb * 32;  // frames yb*32 .. y of this block are still open
@@ -254,10 +266,10 @@ __device__ void backtrack(const Params& p, int tx, int ty, const uint32_t* gbits
 // Waits until the upstream row (the warp above, or the previous CTA for warp 0) has published
 // frames y - 1 .. y + 30 and returns them, lane j holding frame y - 1 + j; then, as a producer,
 // waits until the warp below has consumed the ring slots frames y .. y + 31 will overwrite.
-__device__ __noinline__ float take_upstream(float neg, float (*s_ring)[kRing],
-                                            volatile int* done, const int32_t* in_progress,
-                                            const float* in_ring, bool from_cta, int warp,
-                                            int nwarps, int lane, int y, int ty, float keep) {
+__device__ __noinline__ float take_upstream(float neg, float (*s_ring)[kRing], volatile int* done,
+                                            const int32_t* in_progress, const float* in_ring,
+                                            bool from_cta, int warp, int nwarps, int lane, int y,
+                                            int ty, float keep) {
   const int need = min(y + 30, ty - 1);
   const int yr = y - 1 + lane;
   float v = keep;
@@ -331,14 +343,16 @@ __global__ void __launch_bounds__(kMaxThreads, 1) mas_forward(const Params p) {
 
     auto fetch = [&](uint32_t(&buf)[K][8], int c) {
       if (!active) return;
-      if constexpr (kFused) fused_chunk<K>(p, b, x0, c * 8, ty, buf);
-      else load_chunk<S, K, kVec>(p, b, x0, tx, ty, c * kCols, buf);
+      if constexpr (kFused)
+        fused_chunk<K>(p, b, x0, c * 8, ty, buf);
+      else
+        load_chunk<S, K, kVec>(p, b, x0, tx, ty, c * kCols, buf);
     };
     // Every 32 frames (rare paths, kept out of line: the frame loop is unrolled and must stay
     // within the instruction cache).
     auto sync_upstream = [&](int y) {
-      ring_v = take_upstream(p.neg, s_ring, done, in_progress, in_ring, from_cta, warp, nwarps, lane,
-                             y, ty, ring_v);
+      ring_v = take_upstream(p.neg, s_ring, done, in_progress, in_ring, from_cta, warp, nwarps,
+                             lane, y, ty, ring_v);
     };
     // The DP over the chunk's frames: Q[x, y] = max(Q[x, y-1], Q[x-1, y-1]) + value[x, y] with
     // Cython's constants at x == y and x == 0; its decision is the backtrack bit. Branch-free
@@ -407,8 +421,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) mas_forward(const Params p) {
 
 // Coefficients of the fused likelihood per (item, channel, text row), src/common/mas_likelihood.h.
 __global__ void mas_fused_coeffs(const void* m, const void* logs, int dtype, int64_t mb, int64_t mc,
-                                 int64_t mx, int64_t lb, int64_t lc, int64_t lx, int T, int Tw, int C,
-                                 float* coef) {
+                                 int64_t mx, int64_t lb, int64_t lc, int64_t lx, int T, int Tw,
+                                 int C, float* coef) {
   const int x = blockIdx.x * blockDim.x + threadIdx.x, c = blockIdx.y, b = blockIdx.z;
   if (x >= Tw) return;
   mas::Coeffs k{0.f, 0.f, 0.f};
@@ -431,9 +445,12 @@ struct PathParams {
 };
 
 __device__ __forceinline__ void put(char* p, int es, uint32_t v) {
-  if (es == 4) *reinterpret_cast<uint32_t*>(p) = v;
-  else if (es == 2) *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(v);
-  else *reinterpret_cast<uint8_t*>(p) = static_cast<uint8_t>(v);
+  if (es == 4)
+    *reinterpret_cast<uint32_t*>(p) = v;
+  else if (es == 2)
+    *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(v);
+  else
+    *reinterpret_cast<uint8_t*>(p) = static_cast<uint8_t>(v);
 }
 
 // Rows contiguous in y: 16-byte stores of kEs-byte elements when kEs > 0 (aligned rows, whole
@@ -458,7 +475,8 @@ __global__ void mas_write_path_rows(const PathParams pp) {
       }
     } else {
       for (int y = threadIdx.x; y < pp.S; y += blockDim.x)
-        put(row + static_cast<int64_t>(y) * pp.py * pp.es, pp.es, (y >= s0 && y < s1) ? pp.one : 0u);
+        put(row + static_cast<int64_t>(y) * pp.py * pp.es, pp.es,
+            (y >= s0 && y < s1) ? pp.one : 0u);
     }
   }
 }
@@ -487,10 +505,14 @@ __global__ void mas_status(const int32_t* bad, int B, int32_t* status) {
 
 uint32_t one_pattern(DType t) {
   switch (t) {
-    case DType::f32: return 0x3F800000u;
-    case DType::f16: return 0x3C00u;
-    case DType::bf16: return 0x3F80u;
-    default: return 1u;
+    case DType::f32:
+      return 0x3F800000u;
+    case DType::f16:
+      return 0x3C00u;
+    case DType::bf16:
+      return 0x3F80u;
+    default:
+      return 1u;
   }
 }
 
@@ -509,21 +531,24 @@ struct Scratch {
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
-Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int S, int splits,
-              bool need_dur, Stream stream) {
-  const size_t ring = splits > 1 ? align256(sizeof(float) * B * static_cast<size_t>(splits) * S) : 0;
+Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int S, int splits, bool need_dur,
+              Stream stream) {
+  const size_t ring =
+      splits > 1 ? align256(sizeof(float) * B * static_cast<size_t>(splits) * S) : 0;
   const size_t progress = splits > 1 ? align256(sizeof(int32_t) * B * splits) : 0;
   const size_t bits = align256(sizeof(uint32_t) * B * static_cast<size_t>(W) * Tw);
   const size_t rows = align256(sizeof(int32_t) * B * static_cast<size_t>(Tw));
   const size_t bad = align256(sizeof(int32_t) * B);
   const size_t coef = align256(sizeof(float) * B * static_cast<size_t>(C) * 3 * Tw);
-  char* w = static_cast<char*>(workspace(
-      opts.workspace, ring + progress + bits + rows * (need_dur ? 2 : 1) + bad + coef, stream, "mas"));
+  char* w = static_cast<char*>(
+      workspace(opts.workspace, ring + progress + bits + rows * (need_dur ? 2 : 1) + bad + coef,
+                stream, "mas"));
   Scratch s;
   s.ring = splits > 1 ? reinterpret_cast<float*>(w) : nullptr;
   s.progress = splits > 1 ? reinterpret_cast<int32_t*>(w + ring) : nullptr;
   if (splits > 1)  // "no frame published yet" for every producer; in stream order, capturable
-    FK_CUDA_CHECK(cudaMemsetAsync(s.progress, 0xff, progress, reinterpret_cast<cudaStream_t>(stream)));
+    FK_CUDA_CHECK(
+        cudaMemsetAsync(s.progress, 0xff, progress, reinterpret_cast<cudaStream_t>(stream)));
   w += ring + progress;
   s.bits = reinterpret_cast<uint32_t*>(w);
   s.start = reinterpret_cast<int32_t*>(w + bits);
@@ -544,8 +569,10 @@ void launch_forward(const Params& p, int B, int threads, bool vec, cudaStream_t 
   cluster.val.clusterDim.x = p.splits, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
   cfg.attrs = &cluster;
   cfg.numAttrs = p.splits > 1 ? 1 : 0;
-  if (vec) FK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, mas_forward<S, K, NB, true>, p));
-  else FK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, mas_forward<S, K, NB, false>, p));
+  if (vec)
+    FK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, mas_forward<S, K, NB, true>, p));
+  else
+    FK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, mas_forward<S, K, NB, false>, p));
   FK_CHECK_LAUNCH("mas_forward");
 }
 
@@ -553,8 +580,10 @@ void launch_forward(const Params& p, int B, int threads, bool vec, cudaStream_t 
 // frame loop is unrolled over the buffers: more would not fit the instruction cache).
 template <Src S>
 void launch_forward(const Params& p, int B, bool vec, cudaStream_t stream) {
-  if (p.rows <= 512) launch_forward<S, 4, 2>(p, B, p.rows / 4, vec, stream);
-  else launch_forward<S, 8, 2>(p, B, p.rows / 8, vec, stream);
+  if (p.rows <= 512)
+    launch_forward<S, 4, 2>(p, B, p.rows / 4, vec, stream);
+  else
+    launch_forward<S, 8, 2>(p, B, p.rows / 8, vec, stream);
 }
 
 // Rows per CTA and CTAs per item: split long texts over a cluster while the batch leaves SMs
@@ -575,20 +604,35 @@ void choose_split(Params& p, int B) {
 void finish(const Params& p, const Scratch& s, int B, const TensorView& path,
             const MasOptions& opts, cudaStream_t stream) {
   if (path.defined() && path.numel() > 0) {
-    PathParams pp{static_cast<char*>(path.data), path.stride[0], path.stride[1], path.stride[2],
-                  static_cast<int>(dtype_size(path.dtype)), one_pattern(path.dtype), B, p.T, p.S,
-                  p.Tw, p.start, p.dur, p.db, p.dx};
+    PathParams pp{static_cast<char*>(path.data),
+                  path.stride[0],
+                  path.stride[1],
+                  path.stride[2],
+                  static_cast<int>(dtype_size(path.dtype)),
+                  one_pattern(path.dtype),
+                  B,
+                  p.T,
+                  p.S,
+                  p.Tw,
+                  p.start,
+                  p.dur,
+                  p.db,
+                  p.dx};
     int sms = 0, dev = 0;
     FK_CUDA_CHECK(cudaGetDevice(&dev));
     FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     if (pp.py == 1 || p.S == 1) {
-      const bool vec = aligned16(pp.path) && (pp.S * pp.es) % 16 == 0 && (pp.px * pp.es) % 16 == 0 &&
-                       (pp.pb * pp.es) % 16 == 0;
+      const bool vec = aligned16(pp.path) && (pp.S * pp.es) % 16 == 0 &&
+                       (pp.px * pp.es) % 16 == 0 && (pp.pb * pp.es) % 16 == 0;
       const int grid = static_cast<int>(std::min<int64_t>(int64_t{B} * p.T, sms * 16));
-      if (!vec) mas_write_path_rows<0><<<grid, 256, 0, stream>>>(pp);
-      else if (pp.es == 4) mas_write_path_rows<4><<<grid, 256, 0, stream>>>(pp);
-      else if (pp.es == 2) mas_write_path_rows<2><<<grid, 256, 0, stream>>>(pp);
-      else mas_write_path_rows<1><<<grid, 256, 0, stream>>>(pp);
+      if (!vec)
+        mas_write_path_rows<0><<<grid, 256, 0, stream>>>(pp);
+      else if (pp.es == 4)
+        mas_write_path_rows<4><<<grid, 256, 0, stream>>>(pp);
+      else if (pp.es == 2)
+        mas_write_path_rows<2><<<grid, 256, 0, stream>>>(pp);
+      else
+        mas_write_path_rows<1><<<grid, 256, 0, stream>>>(pp);
     } else {
       const int grid = static_cast<int>(std::min<int64_t>(int64_t{B} * p.S, sms * 16));
       mas_write_path_cols<<<grid, 256, 0, stream>>>(pp);
@@ -609,13 +653,17 @@ Params common_params(int B, int T, int S, int C, const TensorView& tl, const Ten
   s = carve(opts, B, p.Tw, p.W, C, S, p.splits, !durations.defined(), opts.stream);
   p.ring = s.ring, p.progress = s.progress;
   p.tx = tl.data, p.txs = tl.stride[0], p.txl = tl.ndim == 2 ? tl.stride[1] : 0;
-  p.tx_line = tl.ndim == 2 ? static_cast<int>(tl.shape[1]) : -1, p.tx_dtype = static_cast<int>(tl.dtype);
+  p.tx_line = tl.ndim == 2 ? static_cast<int>(tl.shape[1]) : -1,
+  p.tx_dtype = static_cast<int>(tl.dtype);
   p.ty = ml.data, p.tys = ml.stride[0], p.tyl = ml.ndim == 2 ? ml.stride[1] : 0;
-  p.ty_line = ml.ndim == 2 ? static_cast<int>(ml.shape[1]) : -1, p.ty_dtype = static_cast<int>(ml.dtype);
+  p.ty_line = ml.ndim == 2 ? static_cast<int>(ml.shape[1]) : -1,
+  p.ty_dtype = static_cast<int>(ml.dtype);
   p.neg = opts.neg;
   p.bits = s.bits, p.start = s.start, p.bad = s.bad, p.coef = s.coef;
-  if (durations.defined()) p.dur = durations.ptr<int32_t>(), p.db = durations.stride[0], p.dx = durations.stride[1];
-  else p.dur = s.dur, p.db = p.Tw, p.dx = 1;
+  if (durations.defined())
+    p.dur = durations.ptr<int32_t>(), p.db = durations.stride[0], p.dx = durations.stride[1];
+  else
+    p.dur = s.dur, p.db = p.Tw, p.dx = 1;
   return p;
 }
 
@@ -629,7 +677,8 @@ void check_device(const TensorView& t, const char* name) {
   int dev = 0;
   FK_CUDA_CHECK(cudaGetDevice(&dev));
   if (t.device_id != dev)
-    detail::fail(name, ": expected a tensor on the current CUDA device ", dev, ", got cuda:", t.device_id);
+    detail::fail(name, ": expected a tensor on the current CUDA device ", dev,
+                 ", got cuda:", t.device_id);
 }
 
 }  // namespace
@@ -648,11 +697,18 @@ void monotonic_alignment_search(const TensorView& value, const TensorView& text_
   Params p = common_params(B, T, S, 0, text_lengths, mel_lengths, durations, opts, s);
   p.value = value.data, p.vb = value.stride[0], p.vx = value.stride[1], p.vy = value.stride[2];
   const int es = static_cast<int>(dtype_size(value.dtype));
-  const bool vec = p.vy == 1 && aligned16(value.data) && (p.vx * es) % 16 == 0 && (p.vb * es) % 16 == 0;
+  const bool vec =
+      p.vy == 1 && aligned16(value.data) && (p.vx * es) % 16 == 0 && (p.vb * es) % 16 == 0;
   switch (value.dtype) {
-    case DType::f16: launch_forward<Src::f16>(p, B, vec, stream); break;
-    case DType::bf16: launch_forward<Src::bf16>(p, B, vec, stream); break;
-    default: launch_forward<Src::f32>(p, B, vec, stream); break;
+    case DType::f16:
+      launch_forward<Src::f16>(p, B, vec, stream);
+      break;
+    case DType::bf16:
+      launch_forward<Src::bf16>(p, B, vec, stream);
+      break;
+    default:
+      launch_forward<Src::f32>(p, B, vec, stream);
+      break;
   }
   finish(p, s, B, path, opts, stream);
 }
