@@ -1,0 +1,92 @@
+// The MAS kernels around the forward pass: fused-likelihood coefficients before it, the path
+// expansion from per-row runs and the status word after it. Included by src/cuda/mas/mas.cu only.
+#pragma once
+#include "cuda/mas/device.cuh"
+
+namespace flashkit::cuda::mas_kernels {
+
+// Coefficients of the fused likelihood per (item, channel, text row), src/common/mas_likelihood.h.
+static __global__ void mas_fused_coeffs(const void* m, const void* logs, int dtype, int64_t mb,
+                                        int64_t mc, int64_t mx, int64_t lb, int64_t lc, int64_t lx,
+                                        int T, int Tw, int C, float* coef) {
+  const int x = blockIdx.x * blockDim.x + threadIdx.x, c = blockIdx.y, b = blockIdx.z;
+  if (x >= Tw) return;
+  mas::Coeffs k{0.f, 0.f, 0.f};
+  if (x < T)
+    k = mas::coeffs(load_float(m, dtype, b * mb + c * mc + x * mx),
+                    load_float(logs, dtype, b * lb + c * lc + x * lx));
+  float* out = coef + (static_cast<size_t>(b) * C + c) * 3 * Tw + x;
+  out[0] = k.c0, out[Tw] = k.c1, out[2 * Tw] = k.c2;
+}
+
+struct PathParams {
+  char* path;
+  int64_t pb, px, py;  // strides in elements
+  int es;              // element bytes
+  uint32_t one;        // bit pattern of 1 in the path dtype
+  int B, T, S, Tw;
+  const int32_t* start;
+  const int32_t* dur;
+  int64_t db, dx;
+};
+
+__device__ __forceinline__ void put(char* p, int es, uint32_t v) {
+  if (es == 4)
+    *reinterpret_cast<uint32_t*>(p) = v;
+  else if (es == 2)
+    *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(v);
+  else
+    *reinterpret_cast<uint8_t*>(p) = static_cast<uint8_t>(v);
+}
+
+// Rows contiguous in y: 16-byte stores of kEs-byte elements when kEs > 0 (aligned rows, whole
+// 16-byte chunks), else element by element.
+template <int kEs>
+__global__ void mas_write_path_rows(const PathParams pp) {
+  for (int64_t r = blockIdx.x; r < static_cast<int64_t>(pp.B) * pp.T; r += gridDim.x) {
+    const int b = static_cast<int>(r / pp.T), x = static_cast<int>(r % pp.T);
+    const int s0 = pp.start[static_cast<size_t>(b) * pp.Tw + x];
+    const int s1 = s0 + pp.dur[b * pp.db + x * pp.dx];
+    char* row = pp.path + (b * pp.pb + x * pp.px) * pp.es;
+    if constexpr (kEs > 0) {
+      constexpr int kPer = 16 / kEs;
+      for (int k = threadIdx.x; k * kPer < pp.S; k += blockDim.x) {
+        uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) {
+          const int y = k * kPer + e;
+          if (y >= s0 && y < s1) w[e * kEs / 4] |= pp.one << (8 * (e * kEs % 4));
+        }
+        reinterpret_cast<uint4*>(row)[k] = make_uint4(w[0], w[1], w[2], w[3]);
+      }
+    } else {
+      for (int y = threadIdx.x; y < pp.S; y += blockDim.x)
+        put(row + static_cast<int64_t>(y) * pp.py * pp.es, pp.es,
+            (y >= s0 && y < s1) ? pp.one : 0u);
+    }
+  }
+}
+
+// Columns contiguous in x (a transposed view, the VITS layout): threads over x.
+static __global__ void mas_write_path_cols(const PathParams pp) {
+  for (int64_t r = blockIdx.x; r < static_cast<int64_t>(pp.B) * pp.S; r += gridDim.x) {
+    const int b = static_cast<int>(r / pp.S), y = static_cast<int>(r % pp.S);
+    char* col = pp.path + (b * pp.pb + y * pp.py) * pp.es;
+    for (int x = threadIdx.x; x < pp.T; x += blockDim.x) {
+      const int s0 = pp.start[static_cast<size_t>(b) * pp.Tw + x];
+      const int s1 = s0 + pp.dur[b * pp.db + x * pp.dx];
+      put(col + static_cast<int64_t>(x) * pp.px * pp.es, pp.es, (y >= s0 && y < s1) ? pp.one : 0u);
+    }
+  }
+}
+
+static __global__ void mas_status(const int32_t* bad, int B, int32_t* status) {
+  int first = B;
+  for (int b = threadIdx.x; b < B; b += 32)
+    if (bad[b]) first = min(first, b);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) first = min(first, __shfl_xor_sync(kFull, first, o));
+  if (threadIdx.x == 0) *status = first == B ? -1 : first;
+}
+
+}  // namespace flashkit::cuda::mas_kernels
