@@ -13,6 +13,11 @@ same way, ``len1 = mask.sum(1)[:, 0]`` and ``len2 = mask.sum(2)[:, 0]``, but mea
 ``maximum_path(value, mask)`` picks the layout from the padded shape (``d1 <= d2``: glow-tts, else
 vits), since text is never longer than mel; pass ``layout=`` to force one. The result has value's
 shape, dtype and device, 1.0 on the path, like the originals.
+
+Errors. An item whose text is longer than its mel has no monotonic path: ValueError naming the
+item. On the CPU it is raised before anything is written; on CUDA the kernel finds it (the lengths
+live on the GPU) and ``check=True`` (default) reads its status word, one host sync; with
+``check=False`` the call never syncs and such an item gets an all-zero path.
 """
 import numpy as np
 
