@@ -18,6 +18,16 @@ class HostTensor {
   HostTensor() = default;
   HostTensor(DType dtype, std::initializer_list<int64_t> shape) { reset(dtype, shape); }
   HostTensor(DType dtype, const std::vector<int64_t>& shape) { reset(dtype, shape); }
+  // Copies own their data: the view is re-pointed at the new storage.
+  HostTensor(const HostTensor& o) : storage_(o.storage_), view_(o.view_) { view_.data = storage_.data(); }
+  HostTensor& operator=(const HostTensor& o) {
+    storage_ = o.storage_;
+    view_ = o.view_;
+    view_.data = storage_.data();
+    return *this;
+  }
+  HostTensor(HostTensor&&) noexcept = default;  // vector move keeps the buffer, so data stays valid
+  HostTensor& operator=(HostTensor&&) noexcept = default;
 
   void reset(DType dtype, const std::vector<int64_t>& shape) {
     view_ = TensorView{};

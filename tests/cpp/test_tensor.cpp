@@ -82,3 +82,18 @@ TEST(SoftmaxState, MergeIsAssociativeAndMatchesDirectSum) {
   EXPECT_EQ(empty.scale_a, 0.f);
   EXPECT_FALSE(std::isnan(stat_lse(empty.merged)));
 }
+
+TEST(HostTensor, CopiesOwnTheirData) {
+  std::mt19937_64 rng(3);
+  HostTensor a(DType::f32, {4, 5});
+  a.fill_uniform(rng, -1.f, 1.f);
+  HostTensor b = a;
+  EXPECT_NE(a.data(), b.data());
+  EXPECT_TRUE(b.same_bytes(a));
+  b.set(3, 42.f);
+  EXPECT_NE(a.get(3), 42.f);
+  HostTensor c;
+  c = a;
+  EXPECT_NE(c.data(), a.data());
+  EXPECT_TRUE(c.same_bytes(a));
+}
