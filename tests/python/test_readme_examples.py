@@ -4,6 +4,7 @@ installed; one marked "# needs a CUDA GPU" runs only where torch sees a GPU."""
 import importlib.util
 import pathlib
 import re
+import sys
 
 import pytest
 
@@ -39,9 +40,20 @@ def test_the_section_has_examples():
 
 
 @pytest.mark.parametrize("index", range(len(EXAMPLES)))
-def test_readme_example_runs(index):
+def test_readme_example_runs(index, tmp_path):
     code = EXAMPLES[index]
     reason = missing_requirement(code)
     if reason:
         pytest.skip(reason)
-    exec(compile(code, f"README.md python example {index + 1}", "exec"), {"__name__": "__readme__"})
+    # Import it as a real module from a file: torch.compile imports the module that holds a
+    # compiled function's globals by name, so an exec() namespace without a module would not do.
+    name = f"readme_example_{index + 1}"
+    script = tmp_path / f"{name}.py"
+    script.write_text(code)
+    spec = importlib.util.spec_from_file_location(name, script)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[name]
