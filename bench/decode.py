@@ -1,4 +1,4 @@
-"""Decode attention side by side on one GPU (run by tests/gpu/run or tests/gpu/run_decode.sh with
+"""Decode attention side by side on one GPU (run by tests/gpu/run --bench bench/decode.py, with
 --out DIR): flashkit's three schedules (single, split-KV, Lean) against PyTorch SDPA's flash, cuDNN
 and efficient backends on a trimmed version of the LeanAttention paper's sweep (context 1k..512k,
 heads 16..128, batch 1..16, hdim 64 and 128; q_len 1, bf16, dense cache). Median of per-call CUDA
