@@ -94,6 +94,7 @@ static int run_table(Size size, const std::vector<std::string>& args) {
   std::printf("flashkit %s on %s%s\n", size == Size::demo ? "demo" : "check",
               ctx.gpu ? "GPU: " : "CPU",
               ctx.gpu ? cuda_device_info(ctx.device).name.c_str() : "");
+  std::fflush(stdout);  // the header before the families' progress lines (on stderr)
   std::vector<Row> rows;
   struct { const char* name; Family fn; } families[] = {
       {"attention", run_attention}, {"decode", run_decode}, {"mas", run_mas}};
@@ -106,7 +107,7 @@ static int run_table(Size size, const std::vector<std::string>& args) {
   std::printf("\n%-22s %-5s %-34s %10s %10s %10s %-16s %s\n", "op", "dev", "problem", "error",
               "tolerance", "ms", "rate", "check");
   for (const Row& r : rows) {
-    std::printf("%-22s %-5s %-34s %10.3g %10.3g %10.3f %-16s %s\n", r.op.c_str(),
+    std::printf("%-22s %-5s %-44s %10.3g %10.3g %10.3f %-16s %s\n", r.op.c_str(),
                 r.backend.c_str(), r.problem.c_str(), r.error, r.tolerance, r.ms, r.rate.c_str(),
                 r.pass ? "ok" : "FAIL");
     failed += !r.pass;
