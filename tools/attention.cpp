@@ -220,13 +220,6 @@ std::string load_average() {
   return a + " " + b + " " + c;
 }
 
-DType parse_dtype(const std::string& s) {
-  if (s == "f32" || s == "float32") return DType::f32;
-  if (s == "f16" || s == "float16") return DType::f16;
-  if (s == "bf16" || s == "bfloat16") return DType::bf16;
-  throw Error("--dtype: expected f32, f16 or bf16, got '" + s + "'");
-}
-
 }  // namespace
 
 int bench_attention(const std::vector<std::string>& args, const Context&) {

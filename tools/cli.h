@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "flashkit/tensor.h"
+
 namespace flashkit::cli {
 
 enum class Size { demo, check };  // demo: the built-in default problem; check: small and quick
@@ -58,5 +60,7 @@ struct Progress {
 std::string arg(const std::vector<std::string>& args, const std::string& key,
                 const std::string& def);
 long arg_int(const std::vector<std::string>& args, const std::string& key, long def);
+// "f32"/"float32", "f16"/"float16", "bf16"/"bfloat16"; anything else is an Error naming --dtype.
+DType parse_dtype(const std::string& s);
 
 }  // namespace flashkit::cli

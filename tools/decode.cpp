@@ -163,7 +163,7 @@ int bench_decode(const std::vector<std::string>& args, const Context& ctx) {
   c.q_len = static_cast<int>(arg_int(args, "--q-len", 1));
   c.page_size = static_cast<int>(arg_int(args, "--page-size", 0));
   std::string dt = arg(args, "--dtype", "bf16");
-  c.dtype = dt == "f32" ? DType::f32 : dt == "f16" ? DType::f16 : DType::bf16;
+  c.dtype = parse_dtype(dt);
   c.lens.assign(c.batch, static_cast<int>(arg_int(args, "--ctx", 8192)));
   const int repeats = static_cast<int>(arg_int(args, "--repeats", 20));
   c.tiled_fill = true;

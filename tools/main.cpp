@@ -56,6 +56,13 @@ long arg_int(const std::vector<std::string>& args, const std::string& key, long 
   return v.empty() ? def : std::stol(v);
 }
 
+DType parse_dtype(const std::string& s) {
+  if (s == "f32" || s == "float32") return DType::f32;
+  if (s == "f16" || s == "float16") return DType::f16;
+  if (s == "bf16" || s == "bfloat16") return DType::bf16;
+  throw Error("--dtype: expected f32, f16 or bf16, got '" + s + "'");
+}
+
 }  // namespace flashkit::cli
 
 static int cmd_info() {

@@ -128,13 +128,6 @@ Row run_one(const MasProblem& p, int repeats, bool gpu) {
   return r;
 }
 
-DType parse_dtype(const std::string& s) {
-  if (s == "f32" || s == "float32") return DType::f32;
-  if (s == "f16" || s == "float16") return DType::f16;
-  if (s == "bf16" || s == "bfloat16") return DType::bf16;
-  throw Error("--dtype: expected f32, f16 or bf16, got '" + s + "'");
-}
-
 }  // namespace
 
 std::vector<Row> run_mas(const Context& ctx) {
