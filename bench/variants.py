@@ -27,12 +27,15 @@ def timed(fn, reps=10):
     return ts[len(ts) // 2]
 
 
-def visible_pairs(s, causal, left):
-    """(query, key) pairs a square s x s problem computes under causal / a left window."""
+def visible_pairs(s, causal, window):
+    """(query, key) pairs a square s x s problem computes under causal and window=(left, right)."""
+    left, right = window
     total = 0
     for i in range(s):
-        hi = i if causal else s - 1
         lo = max(0, i - left) if left >= 0 else 0
+        hi = s - 1 if right < 0 else min(s - 1, i + right)
+        if causal:
+            hi = min(hi, i)
         total += max(0, hi - lo + 1)
     return total
 
@@ -68,12 +71,7 @@ def main():
             except Exception as e:  # a variant the build does not support yet
                 rows.append({"variant": name, "causal": causal, "error": str(e)[:200]})
                 continue
-            w = kw.get("window", (-1, -1))
-            pairs = visible_pairs(s, causal, w[0]) if w[1] <= 0 or causal else None
-            if name == "window" and not causal:
-                pairs = sum(min(s - 1, i + w[1]) - max(0, i - w[0]) + 1 for i in range(s))
-            if pairs is None:
-                pairs = visible_pairs(s, causal, -1)
+            pairs = visible_pairs(s, causal, kw.get("window", (-1, -1)))
             rows.append({"variant": name, "causal": causal, "fwd_ms": fwd, "fwd_bwd_ms": both,
                          "pairs": pairs,
                          "fwd_tflops": 4 * b * h * pairs * d / fwd / 1e9,
