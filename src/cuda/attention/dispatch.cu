@@ -1,6 +1,7 @@
 // flashkit::cuda::attention_forward/backward (declared in launch.h): CUDA-specific checks
 // (dtype, 16-byte access, options this backend lacks), AttentionShape -> AttnArguments, and the
-// switch to the kernel compiled for (dtype, hdim bucket, causal).
+// switch to the kernel compiled for (dtype, hdim bucket, score policy: plain, plain causal, or
+// general when a window, softcap or ALiBi is set).
 #include <cstdint>
 
 #include "api/validate.h"
@@ -43,10 +44,6 @@ void check_vector_access(const TensorView& t, const char* name) {
 void check_supported(const AttentionShape& s, const AttentionOptions& o) {
   if (s.dtype != DType::f16 && s.dtype != DType::bf16)
     fail("q: expected f16 or bf16 on cuda, got ", dtype_name(s.dtype));
-  if (o.window_left >= 0 || o.window_right >= 0)
-    fail("window_left/window_right: sliding windows are not implemented on cuda yet");
-  if (o.softcap != 0.f) fail("softcap: not implemented on cuda yet");
-  if (o.alibi_slopes.defined()) fail("alibi_slopes: not implemented on cuda yet");
   if (o.dropout_p != 0.f || o.dropout_mask_out.defined())
     fail("dropout_p: dropout is not implemented on cuda yet");
   if (o.block_mask.defined()) fail("block_mask: not implemented on cuda yet");
@@ -82,27 +79,41 @@ AttnArguments arguments(const AttentionShape& s, const TensorView& q, const Tens
   a.head_dim = s.hdim;
   a.softmax_scale = s.softmax_scale;
   a.causal = o.causal;
+  a.window_left = o.window_left, a.window_right = o.window_right;
+  a.softcap = o.softcap;
+  if (o.alibi_slopes.defined()) {  // [heads] or [batch, heads] (validated)
+    const TensorView& al = o.alibi_slopes;
+    a.alibi_slopes = al.ptr<const float>();
+    a.alibi_batch_stride = al.ndim == 2 ? al.stride[0] : 0;
+    a.alibi_head_stride = al.stride[al.ndim - 1];
+  }
   a.deterministic = o.deterministic;
   return a;
 }
 
-// Calls f.operator()<Element, kHeadDim, kCausal>() for the compiled kernel matching the problem.
+// A window, softcap or ALiBi needs the general score policy; else the plain (masking-only) one.
+bool needs_general(const AttentionOptions& o) {
+  return o.window_left >= 0 || o.window_right >= 0 || o.softcap > 0.f || o.alibi_slopes.defined();
+}
+
+// Calls f.operator()<Element, kHeadDim, Policy>() for the compiled kernel matching the problem.
 template <class F>
-void dispatch(const AttentionShape& s, bool causal, F&& f) {
-  auto by_causal = [&]<class E, int D>() {
-    if (causal) f.template operator()<E, D, true>();
-    else f.template operator()<E, D, false>();
+void dispatch(const AttentionShape& s, const AttentionOptions& o, F&& f) {
+  auto by_policy = [&]<class E, int D>() {
+    if (needs_general(o)) f.template operator()<E, D, attn::GeneralScores>();
+    else if (o.causal) f.template operator()<E, D, attn::PlainScores<true>>();
+    else f.template operator()<E, D, attn::PlainScores<false>>();
   };
   auto by_hdim = [&]<class E>() {
     switch (attn::hdim_bucket(s.hdim)) {
 #ifndef FLASHKIT_KERNELS_MINIMAL
-      case 32: return by_causal.template operator()<E, 32>();
-      case 96: return by_causal.template operator()<E, 96>();
-      case 192: return by_causal.template operator()<E, 192>();
-      case 256: return by_causal.template operator()<E, 256>();
+      case 32: return by_policy.template operator()<E, 32>();
+      case 96: return by_policy.template operator()<E, 96>();
+      case 192: return by_policy.template operator()<E, 192>();
+      case 256: return by_policy.template operator()<E, 256>();
 #endif
-      case 64: return by_causal.template operator()<E, 64>();
-      case 128: return by_causal.template operator()<E, 128>();
+      case 64: return by_policy.template operator()<E, 64>();
+      case 128: return by_policy.template operator()<E, 128>();
       default:
         fail("q: hdim ", s.hdim, " kernels are not compiled into this build (FLASHKIT_KERNELS=minimal"
              " keeps hdim 33..64 and 97..128)");
@@ -133,7 +144,7 @@ void attention_forward(const AttentionShape& s, const TensorView& q, const Tenso
   DeviceGuard guard(s.device_id);
   AttnArguments a = arguments(s, q, k, v, out, lse, opts);
   auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
-  dispatch(s, opts.causal, [&]<class E, int D, bool C>() { attn::run_fwd_sm80<E, D, C>(a, stream); });
+  dispatch(s, opts, [&]<class E, int D, class P>() { attn::run_fwd_sm80<E, D, P>(a, stream); });
 }
 
 size_t attention_backward_workspace_bytes(const AttentionShape& s, const AttentionOptions&) {
@@ -159,7 +170,7 @@ void attention_backward(const AttentionShape& s, const TensorView& q, const Tens
   a.dk_stride = strides_of(dk, s.varlen), a.dv_stride = strides_of(dv, s.varlen);
   a.workspace = workspace(opts.workspace, attention_backward_workspace_bytes(s, opts), opts.stream,
                           "attention_backward");
-  dispatch(s, opts.causal, [&]<class E, int D, bool C>() { attn::run_bwd_sm80<E, D, C>(a, stream); });
+  dispatch(s, opts, [&]<class E, int D, class P>() { attn::run_bwd_sm80<E, D, P>(a, stream); });
 }
 
 }  // namespace flashkit::cuda

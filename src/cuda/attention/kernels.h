@@ -1,5 +1,5 @@
 // Declarations of the compiled attention kernels (explicit instantiations live in
-// src/cuda/instantiations/, one small file per (pass, dtype, hdim bucket, causal)), plus the
+// src/cuda/instantiations/, one small file per (pass, dtype, hdim bucket, score policy)), plus the
 // backward's scratch layout. dispatch.cu includes only this, not the CuTe kernel headers.
 #pragma once
 #include <cuda_runtime.h>
@@ -11,10 +11,16 @@
 
 namespace flashkit::cuda::attn {
 
-template <class Element, int kHeadDim, bool kCausal>
+// Score policies (score_policy.h): PlainScores<causal> masks only; GeneralScores adds sliding
+// window, softcap and ALiBi with runtime parameters (causal folded into the window).
+template <bool kCausal>
+struct PlainScores;
+struct GeneralScores;
+
+template <class Element, int kHeadDim, class Policy>
 void run_fwd_sm80(const AttnArguments& a, cudaStream_t stream);
 
-template <class Element, int kHeadDim, bool kCausal>
+template <class Element, int kHeadDim, class Policy>
 void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream);
 
 // Backward scratch, carved from one buffer: dq_accum fp32 (dQ summed over key blocks, in chunks

@@ -30,6 +30,12 @@ struct AttnArguments {
   int head_dim = 0;
   float softmax_scale = 0.f;
   bool causal = false;
+  // Score variants (score_policy.h's GeneralScores): window bounds (-1 = unbounded, causal not yet
+  // folded in), softcap (0 = off), ALiBi slopes fp32 (null = off) at b * batch + h * head stride.
+  int window_left = -1, window_right = -1;
+  float softcap = 0.f;
+  const float* alibi_slopes = nullptr;
+  int64_t alibi_batch_stride = 0, alibi_head_stride = 0;
 
   // Backward only.
   const void* dout = nullptr;

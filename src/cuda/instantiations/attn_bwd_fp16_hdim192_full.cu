@@ -2,6 +2,6 @@
 #include "cuda/attention/sm80/bwd_launch.h"
 
 namespace flashkit::cuda::attn {
-template void run_bwd_sm80<cutlass::half_t, 192, false>(
+template void run_bwd_sm80<cutlass::half_t, 192, PlainScores<false>>(
     const AttnArguments&, cudaStream_t);
 }  // namespace flashkit::cuda::attn

@@ -2,6 +2,6 @@
 #include "cuda/attention/sm80/fwd_launch.h"
 
 namespace flashkit::cuda::attn {
-template void run_fwd_sm80<cutlass::bfloat16_t, 256, false>(
+template void run_fwd_sm80<cutlass::bfloat16_t, 256, PlainScores<false>>(
     const AttnArguments&, cudaStream_t);
 }  // namespace flashkit::cuda::attn

@@ -2,6 +2,6 @@
 #include "cuda/attention/sm80/fwd_launch.h"
 
 namespace flashkit::cuda::attn {
-template void run_fwd_sm80<cutlass::half_t, 192, true>(
+template void run_fwd_sm80<cutlass::half_t, 192, PlainScores<true>>(
     const AttnArguments&, cudaStream_t);
 }  // namespace flashkit::cuda::attn

@@ -1,7 +1,7 @@
 // Host side of the sm80-class backward: carves the scratch (kernels.h's BwdWorkspace), then
 // zeroes the dQ accumulator, launches preprocess (D), the main kernel over (K/V block, KV head,
 // batch), and the dQ conversion, all on the caller's stream. Explicitly instantiated per (dtype,
-// hdim, causal) by the generated files in src/cuda/instantiations/.
+// hdim, score policy) by the generated files in src/cuda/instantiations/.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -16,11 +16,11 @@
 
 namespace flashkit::cuda::attn {
 
-template <class Element, int kHeadDim, bool kCausal>
+template <class Element, int kHeadDim, class Policy>
 void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream) {
   constexpr DType dt = std::is_same_v<Element, cutlass::half_t> ? DType::f16 : DType::bf16;
-  constexpr TileConfig t = tile_config(Pass::bwd, kHeadDim, dt, kCausal);
-  using Mainloop = sm80::BwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.warps, kCausal>;
+  constexpr TileConfig t = tile_config(Pass::bwd, kHeadDim, dt, Policy::kCausal);
+  using Mainloop = sm80::BwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.warps, Policy>;
   using Kernel = BwdKernel<Mainloop, sm80::BwdEpilogue<Mainloop>, SingleTileScheduler>;
 
   BwdWorkspace wl = bwd_workspace_layout(a.batch, a.heads, a.total_q, a.seqlen_q, kHeadDim);

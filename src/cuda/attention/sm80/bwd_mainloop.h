@@ -3,10 +3,12 @@
 // this KV head, so GQA/MQA sums happen in registers). Per query block: P recomputed from LSE,
 // dV += P^T dO, dS = P * (dP - D), dK += dS^T Q, and dQ += dS K added in fp32 to the scratch
 // accumulator (atomics; in deterministic mode in key-block order behind a per-block semaphore).
+// The score Policy (score_policy.h) picks the query blocks, the masks and the score modifiers.
 #pragma once
 #include <cmath>
 
 #include "cuda/attention/params.h"
+#include "cuda/attention/score_policy.h"
 #include "cuda/attention/seqlen.h"
 #include "cuda/attention/sm80/bwd_pre_post.h"
 #include "cuda/attention/sm80/tensor_ops.h"
@@ -23,12 +25,12 @@ __device__ __forceinline__ void store_release(int* p, int v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
-template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, bool kCausal_>
+template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, class Policy_>
 struct BwdMainloop {
   using Element = Element_;
+  using Policy = Policy_;
   static constexpr int kHeadDim = kHeadDim_, kBlockM = kBlockM_, kBlockN = kBlockN_;
   static constexpr int kWarps = kWarps_, kThreads = kWarps * 32;
-  static constexpr bool kCausal = kCausal_;
   static constexpr int kStages = 2;
   static_assert(kWarps == 8, "the warp grids below are laid out for 8 warps");
 
@@ -59,8 +61,9 @@ struct BwdMainloop {
     int64_t lse_batch_stride, lse_head_stride, lse_row_stride;
     BwdScratch ws;
     int heads, h_ratio, head_dim, num_m_blocks;
-    float scale_log2;
+    float scale, scale_log2;
     bool deterministic;
+    typename Policy::Params score;
   };
   static Params to_params(const AttnArguments& a, BwdScratch ws) {
     return {static_cast<const Element*>(a.q), static_cast<const Element*>(a.k),
@@ -68,16 +71,8 @@ struct BwdMainloop {
             a.q_stride, a.k_stride, a.v_stride, a.do_stride,
             a.lse, a.lse_batch_stride, a.lse_head_stride, a.lse_row_stride, ws,
             a.heads, a.heads / a.kv_heads, a.head_dim, ceil_div(a.seqlen_q, kBlockM),
-            a.softmax_scale * float(M_LOG2E), a.deterministic};
-  }
-
-  // First query block with a row that sees key block n (bottom-right causal: row i sees keys
-  // j <= i + seqlen_k - seqlen_q). Non-decreasing in n, so the key blocks adding into any dQ
-  // block are a prefix 0..J — the deterministic order relies on that.
-  __device__ static int first_m_block(int n_block, int seqlen_q, int seqlen_k) {
-    if constexpr (!kCausal) return 0;
-    int first_row = n_block * kBlockN - (seqlen_k - seqlen_q);
-    return first_row <= 0 ? 0 : first_row / kBlockM;
+            a.softmax_scale, a.softmax_scale * float(M_LOG2E), a.deterministic,
+            Policy::to_params(a)};
   }
 
   template <class AccKV>
@@ -86,10 +81,11 @@ struct BwdMainloop {
     clear(acc_dk);
     clear(acc_dv);
     const int n_block = w.block, kv_head = w.head, b = w.batch;
-    const int m_begin = first_m_block(n_block, sb.seqlen_q, sb.seqlen_k);
-    const int m_end = ceil_div(sb.seqlen_q, kBlockM);
+    // The query-block range does not depend on the head (only ALiBi's slope does).
+    const BlockRange mr = Policy(p.score, sb, b, kv_head * p.h_ratio)
+                              .template query_blocks<kBlockM, kBlockN>(n_block);
+    const int m_begin = mr.begin, m_end = mr.end;
     if (m_begin >= m_end) return;
-    const int causal_offset = sb.seqlen_k - sb.seqlen_q;
 
     Tensor sQ = make_tensor(make_smem_ptr(smem.q), LayoutQ{});    // (M, D, stage)
     Tensor sdO = make_tensor(make_smem_ptr(smem.d_o), LayoutQ{});
@@ -172,6 +168,7 @@ struct BwdMainloop {
 
     for (int g = 0; g < p.h_ratio; ++g) {
       const int h = kv_head * p.h_ratio + g;
+      const Policy pol(p.score, sb, b, h);
       Tensor mQ = make_tensor(make_gmem_ptr(p.q + sb.q_offset(p.q_stride, b, h)),
                               make_shape(sb.seqlen_q, Int<kHeadDim>{}), make_stride(p.q_stride.row, _1{}));
       Tensor mdO = make_tensor(make_gmem_ptr(p.d_o + sb.q_offset(p.do_stride, b, h)),
@@ -223,23 +220,9 @@ struct BwdMainloop {
 
         Tensor s = rowcol_view(acc_s);
         Tensor dp = rowcol_view(acc_dp);
-        const bool need_mask = (n_block + 1) * kBlockN > sb.seqlen_k ||
-                               (kCausal && (n_block + 1) * kBlockN - 1 > m * kBlockM + causal_offset);
-        CUTE_UNROLL
-        for (int r = 0; r < size<0>(s); ++r) {
-          CUTE_UNROLL
-          for (int c = 0; c < size<1>(s); ++c) {
-            float x = s(r, c) * p.scale_log2 - lse_log2[r];
-            if (need_mask) {
-              int row = m * kBlockM + get<0>(tScS(r, c));
-              int col = n_block * kBlockN + get<1>(tScS(r, c));
-              if (col >= sb.seqlen_k || (kCausal && col > row + causal_offset)) x = -INFINITY;
-            }
-            float pr = exp2f(x);
-            s(r, c) = pr;
-            dp(r, c) = pr * (dp(r, c) - d_row[r]);  // dS, gradient w.r.t. the scaled score
-          }
-        }
+        const bool mask = pol.template bwd_needs_mask<kBlockM, kBlockN>(m, n_block);
+        pol.bwd_probs(s, dp, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale, p.scale_log2,
+                      lse_log2, d_row);
         copy(sts_p, sts_p_thr.retile_S(convert<Element>(acc_s)), tPsP);
         copy(sts_p, sts_p_thr.retile_S(convert<Element>(acc_dp)), tPsdS);
         __syncthreads();
@@ -250,7 +233,7 @@ struct BwdMainloop {
           clear(acc_dq);
           gemm_ss(mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, ldsm_a_dq, ldsm_b_dq);
           add_dq(p, acc_dq, dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads),
-                 semaphore, m, n_block, tid);
+                 semaphore + m, n_block - pol.template first_key_block<kBlockM, kBlockN>(m), tid);
         }
         gemm_ss(mma_kv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
         gemm_ss(mma_kv, acc_dk, tdKrdSt, tdKrQt, tdKsdSt, tdKsQt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
@@ -261,14 +244,15 @@ struct BwdMainloop {
 
   // The dQ chunk of block m += acc_dq, as 16-byte fp32 atomics in fragment order (dq_chunk):
   // rows past the sequence and columns past hdim add zeros (their Q/dO/K entries were zero-filled).
-  // Deterministic runs take the block's turn first: key block n adds after key blocks 0..n-1 did,
-  // so the fp32 sums round identically every run.
+  // Deterministic runs take the block's turn first: the key blocks adding into one dQ block are
+  // contiguous, and the turn-th of them adds after the turn before it did, so the fp32 sums
+  // round identically every run.
   template <class Acc>
-  __device__ static void add_dq(const Params& p, const Acc& acc, float* chunk, int* semaphore, int m,
-                                int n_block, int tid) {
+  __device__ static void add_dq(const Params& p, const Acc& acc, float* chunk, int* semaphore,
+                                int turn, int tid) {
     if (p.deterministic) {
       if (tid == 0)
-        while (load_acquire(semaphore + m) != n_block) {
+        while (load_acquire(semaphore) != turn) {
         }
       __syncthreads();
     }
@@ -279,7 +263,7 @@ struct BwdMainloop {
     if (p.deterministic) {
       __threadfence();
       __syncthreads();
-      if (tid == 0) store_release(semaphore + m, n_block + 1);
+      if (tid == 0) store_release(semaphore, turn + 1);
     }
   }
 };

@@ -1,6 +1,6 @@
 // Host side of the sm80-class forward: picks the tiles for (hdim bucket, dtype, causal), builds
-// the kernel's Params once and launches. Explicitly instantiated per (dtype, hdim, causal) by the
-// generated files in src/cuda/instantiations/.
+// the kernel's Params once and launches. Explicitly instantiated per (dtype, hdim, score policy)
+// by the generated files in src/cuda/instantiations/.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -17,14 +17,16 @@ constexpr DType dtype_of() {
   return std::is_same_v<Element, cutlass::half_t> ? DType::f16 : DType::bf16;
 }
 
-template <class Element, int kHeadDim, bool kCausal>
+template <class Element, int kHeadDim, class Policy>
 void run_fwd_sm80(const AttnArguments& a, cudaStream_t stream) {
-  constexpr TileConfig t = tile_config(Pass::fwd, kHeadDim, dtype_of<Element>(), kCausal);
-  using Mainloop = sm80::FwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.warps, kCausal>;
+  constexpr TileConfig t = tile_config(Pass::fwd, kHeadDim, dtype_of<Element>(), Policy::kCausal);
+  using Mainloop = sm80::FwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.warps, Policy>;
   using Kernel = FwdKernel<Mainloop, sm80::FwdEpilogue<Mainloop>, SingleTileScheduler>;
   // Varlen grids cover the longest sequence; blocks past a shorter one exit at once.
   int num_blocks = ceil_div(a.seqlen_q, t.block_m);
-  auto params = Kernel::to_params(a, {num_blocks, a.heads, a.batch, kCausal});
+  // Last query blocks first when they carry the most key tiles (a causal-like upper bound).
+  const bool reverse = Policy::kCausal || a.causal || a.window_right >= 0;
+  auto params = Kernel::to_params(a, {num_blocks, a.heads, a.batch, reverse});
   auto kernel = run_kernel<Kernel>;
   FK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      Kernel::kSmemBytes));

@@ -1,11 +1,13 @@
 // FlashAttention-2 forward mainloop (Algorithm 1), sm80-class: for one query block, stream K/V
 // tiles through a 2-stage cp.async ring, S = Q K^T and O += P V on mma.sync, online softmax in
 // registers. Split-Q: warp w owns rows {w*16 .. w*16+15} of every 16*kWarps-row slab, so no
-// reduction across warps is needed. Called by fwd_kernel.h; the epilogue finishes O and LSE.
+// reduction across warps is needed. The score Policy (score_policy.h) picks the key blocks, the
+// masks and the score modifiers. Called by fwd_kernel.h; the epilogue finishes O and LSE.
 #pragma once
 #include <cmath>
 
 #include "cuda/attention/params.h"
+#include "cuda/attention/score_policy.h"
 #include "cuda/attention/seqlen.h"
 #include "cuda/attention/sm80/online_softmax.h"
 #include "cuda/attention/sm80/tensor_ops.h"
@@ -13,12 +15,12 @@
 
 namespace flashkit::cuda::attn::sm80 {
 
-template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, bool kCausal_>
+template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, class Policy_>
 struct FwdMainloop {
   using Element = Element_;
+  using Policy = Policy_;
   static constexpr int kHeadDim = kHeadDim_, kBlockM = kBlockM_, kBlockN = kBlockN_;
   static constexpr int kWarps = kWarps_, kThreads = kWarps * 32;
-  static constexpr bool kCausal = kCausal_;
   static constexpr int kStages = 2;
 
   using TiledMma = TiledMmaOf<Element, kWarps, 1>;
@@ -41,31 +43,14 @@ struct FwdMainloop {
     const int *cu_seqlens_q, *cu_seqlens_k;
     int seqlen_q, seqlen_k, head_dim, h_ratio;
     float scale, scale_log2;
+    typename Policy::Params score;
   };
   static Params to_params(const AttnArguments& a) {
     return {static_cast<const Element*>(a.q), static_cast<const Element*>(a.k),
             static_cast<const Element*>(a.v), a.q_stride, a.k_stride, a.v_stride,
             a.cu_seqlens_q, a.cu_seqlens_k, a.seqlen_q, a.seqlen_k, a.head_dim,
-            a.heads / a.kv_heads, a.softmax_scale, a.softmax_scale * float(M_LOG2E)};
-  }
-
-  // Key blocks [0, n_end) hold keys some row of query block m sees; blocks >= n_mask need a mask
-  // (the causal diagonal or the partial last block). Bottom-right causal alignment: row i sees
-  // keys j <= i + seqlen_k - seqlen_q.
-  struct KeyRange {
-    int n_end, n_mask;
-  };
-  __device__ static KeyRange key_range(int m_block, int seqlen_q, int seqlen_k) {
-    int n_blocks = ceil_div(seqlen_k, kBlockN);
-    KeyRange r{n_blocks, seqlen_k % kBlockN ? n_blocks - 1 : n_blocks};
-    if constexpr (kCausal) {
-      int offset = seqlen_k - seqlen_q;
-      int last_key = min(m_block * kBlockM + kBlockM, seqlen_q) - 1 + offset;  // of the last row
-      r.n_end = last_key < 0 ? 0 : min(r.n_end, last_key / kBlockN + 1);
-      int first_row_keys = m_block * kBlockM + offset + 1;  // keys the block's first row sees
-      r.n_mask = min(r.n_mask, first_row_keys <= 0 ? 0 : first_row_keys / kBlockN);
-    }
-    return r;
+            a.heads / a.kv_heads, a.softmax_scale, a.softmax_scale * float(M_LOG2E),
+            Policy::to_params(a)};
   }
 
   // Runs Algorithm 1's inner loop for one query block; acc_o is left un-scaled (the epilogue
@@ -75,8 +60,9 @@ struct FwdMainloop {
                              const SeqBounds& sb, AccO& acc_o, Softmax& softmax, int tid) {
     clear(acc_o);
     const int m_block = w.block;
-    const KeyRange kr = key_range(m_block, sb.seqlen_q, sb.seqlen_k);
-    if (kr.n_end <= 0) return;
+    const Policy pol(p.score, sb, w.batch, w.head);
+    const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(m_block);
+    if (kr.end <= kr.begin) return;
     const int kv_head = w.head / p.h_ratio;
 
     Tensor mQ = make_tensor(make_gmem_ptr(p.q + sb.q_offset(p.q_stride, w.batch, w.head)),
@@ -126,13 +112,12 @@ struct FwdMainloop {
       load_tile(load, tVgV(_, _, _, n), tVsV(_, _, _, stage), tKVc, sb.seqlen_k - n * kBlockN, p.head_dim);
     };
     load_tile(load, tQgQ, tQsQ, tQc, rows_q, p.head_dim);
-    load_kv(kr.n_end - 1, 0);
+    load_kv(kr.end - 1, 0);
     cp_async_fence();
 
-    const int causal_offset = sb.seqlen_k - sb.seqlen_q;
     // Key blocks run from the last to the first, so the masked ones come first.
-    for (int n = kr.n_end - 1, stage = 0; n >= 0; --n, stage ^= 1) {
-      if (n > 0) load_kv(n - 1, stage ^ 1);  // prefetch a whole iteration ahead
+    for (int n = kr.end - 1, stage = 0; n >= kr.begin; --n, stage ^= 1) {
+      if (n > kr.begin) load_kv(n - 1, stage ^ 1);  // prefetch a whole iteration ahead
       cp_async_fence();
       cp_async_wait<1>();
       __syncthreads();
@@ -142,16 +127,13 @@ struct FwdMainloop {
       gemm_ss(mma, acc_s, tSrQ, tSrK, tSsQ, tSsK(_, _, _, stage), copy_q, copy_k);
 
       Tensor s = rowcol_view(acc_s);
-      if (n >= kr.n_mask) {
-        CUTE_UNROLL
-        for (int i = 0; i < size(s); ++i) {
-          int row = m_block * kBlockM + get<0>(tScS(i));
-          int col = n * kBlockN + get<1>(tScS(i));
-          if (col >= sb.seqlen_k || (kCausal && col > row + causal_offset)) s(i) = -INFINITY;
-        }
-      }
+      const bool mask = pol.template fwd_needs_mask<kBlockM, kBlockN>(m_block, n);
+      pol.fwd_scores(s, tScS, m_block * kBlockM, n * kBlockN, mask, p.scale);
       Tensor o = rowcol_view(acc_o);
-      softmax.update(s, o, p.scale, p.scale_log2);
+      if constexpr (Policy::kFoldsScale)
+        softmax.update(s, o, 1.f, float(M_LOG2E));  // s holds the final (scaled) scores
+      else
+        softmax.update(s, o, p.scale, p.scale_log2);
 
       Tensor rP = convert<Element>(acc_s);
       Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
