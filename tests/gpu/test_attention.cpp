@@ -1,7 +1,8 @@
 // GPU attention forward and backward (src/cuda/attention/) against the fp64 CPU reference on fresh
 // random inputs with DESIGN.md's tolerance rule; outputs poisoned first. Covers dtypes, head-dim
 // buckets and in-between dims, causal alignment, odd lengths, GQA/MQA, varlen, strided views,
-// deterministic bitwise reproducibility and bad input. Tests named *Small* run under
+// deterministic bitwise reproducibility, the score variants (sliding window, softcap, ALiBi: alone,
+// in pairs, with causal / GQA / varlen) and bad input. Tests named *Small* run under
 // compute-sanitizer (tests/gpu/run).
 #include <gtest/gtest.h>
 
@@ -79,6 +80,11 @@ GpuRun run_gpu(const AttentionCase& c, bool strided, bool deterministic, bool ba
     o.cu_seqlens_k = cu_k.view();
     o.max_seqlen_q = s.seqlen_q;
     o.max_seqlen_k = s.seqlen_k;
+  }
+  DeviceTensor alibi;
+  if (c.opts.alibi_slopes.defined()) {
+    alibi.upload(c.alibi);
+    o.alibi_slopes = alibi.view();
   }
   GpuRun r;
   r.out.reset(s.dtype, c.q_shape());
@@ -218,6 +224,98 @@ TEST(AttentionGpu, DeterministicBitwiseEqual) {
   }
 }
 
+// Score variants (GeneralScores): one spec per variant alone and in pairs, run for each dtype and
+// the two common head dims. Odd lengths with sq != sk, so the window and ALiBi distance are
+// bottom-right aligned and partial tiles sit at both window edges.
+struct VariantCase {
+  const char* name;
+  bool causal;
+  int window_left, window_right;
+  float softcap;
+  int alibi_dims;
+};
+
+AttentionSpec variant_spec(DType dt, int d, const VariantCase& v, int sq = 131, int sk = 217) {
+  AttentionSpec s = spec(dt, 2, sq, sk, 4, 2, d, v.causal);
+  s.window_left = v.window_left, s.window_right = v.window_right;
+  s.softcap = v.softcap, s.alibi_dims = v.alibi_dims;
+  return s;
+}
+
+const VariantCase kVariants[] = {
+    {"window", false, 37, 5, 0.f, 0},
+    {"window_left_only", false, 70, -1, 0.f, 0},
+    {"window_right_only", false, -1, 3, 0.f, 0},
+    {"window_narrow", false, 1, 0, 0.f, 0},  // each row sees its diagonal key and the one before
+    {"window_causal", true, 50, -1, 0.f, 0},
+    {"window_causal_right_capped", true, 20, 9, 0.f, 0},
+    {"softcap", false, -1, -1, 1.5f, 0},
+    {"softcap_causal", true, -1, -1, 2.f, 0},
+    {"alibi_heads", false, -1, -1, 0.f, 1},
+    {"alibi_batch_heads_causal", true, -1, -1, 0.f, 2},
+    {"softcap_alibi", false, -1, -1, 1.5f, 1},
+    {"window_softcap", false, 45, 45, 3.f, 0},
+    {"window_alibi", false, 60, 2, 0.f, 2},
+    {"all_causal", true, 64, -1, 2.5f, 1},
+};
+
+class AttentionGpuVariants : public ::testing::TestWithParam<std::tuple<DType, int>> {};
+
+TEST_P(AttentionGpuVariants, ForwardBackwardMatchReference) {
+  auto [dt, d] = GetParam();
+  uint64_t seed = 3000 + d;
+  for (const VariantCase& v : kVariants) {
+    SCOPED_TRACE(v.name);
+    check_case(variant_spec(dt, d, v), ++seed);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, AttentionGpuVariants,
+                         ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
+                                            ::testing::Values(64, 128)));
+
+// More queries than keys: the first rows' windows lie left of key 0 (no key: out 0, lse -inf,
+// zero gradients); fewer queries than keys: whole key blocks fall outside every window, so
+// both passes skip tiles and the backward leaves dK = dV = 0 there.
+TEST(AttentionGpuVariantsShapes, WindowRowsAndKeysOutsideEveryWindow) {
+  for (int d : {64, 128}) {
+    check_case(variant_spec(DType::bf16, d, {"sq>sk", false, 10, 0, 0.f, 0}, 300, 77), 3100 + d);
+    check_case(variant_spec(DType::bf16, d, {"sq<sk", false, 30, 0, 0.f, 1}, 40, 1000), 3200 + d);
+    check_case(variant_spec(DType::bf16, d, {"sq<sk causal", true, 100, -1, 2.f, 0}, 257, 1500), 3300 + d);
+  }
+}
+
+// Window + GQA + varlen (and with softcap/ALiBi [batch, heads]): per-sequence alignment.
+TEST(AttentionGpuVariantsShapes, WindowGqaVarlen) {
+  for (int d : {64, 128}) {
+    AttentionSpec s = spec(DType::bf16, 0, 0, 0, 6, 2, d, false);
+    s.lens_q = {1, 130, 257, 64, 90};
+    s.lens_k = {65, 17, 300, 64, 250};
+    s.window_left = 40, s.window_right = 7;
+    check_case(s, 3400 + d);
+    s.causal = true, s.softcap = 2.f, s.alibi_dims = 2;
+    check_case(s, 3500 + d);
+  }
+}
+
+// Deterministic dQ with a window: the key blocks adding into a dQ block start past key block 0,
+// so the turn order must count from the first of them (a wrong count deadlocks or misorders).
+TEST(AttentionGpuVariantsShapes, WindowDeterministicBitwiseEqual) {
+  AttentionSpec s = variant_spec(DType::bf16, 64, {"window", false, 150, 20, 0.f, 1}, 700, 900);
+  AttentionCase c(s, 3600);
+  GpuRun first = run_gpu(c, false, true);
+  GpuRun again = run_gpu(c, false, true);
+  EXPECT_TRUE(again.dq.same_bytes(first.dq));
+  EXPECT_TRUE(again.dk.same_bytes(first.dk));
+  EXPECT_TRUE(again.dv.same_bytes(first.dv));
+  HostTensor rq, rk, rv, lq, lk, lv;
+  c.reference_backward(rq, rk, rv, DType::f64);
+  c.reference_backward(lq, lk, lv, s.dtype);
+  expect_close("dq", first.dq, lq, rq);
+  expect_close("dk", first.dk, lk, rk);
+  expect_close("dv", first.dv, lv, rv);
+}
+
 // Small shapes for compute-sanitizer (memcheck, racecheck): partial tiles, causal, GQA, varlen,
 // both dQ modes.
 TEST(AttentionGpuSmall, DenseCausalGqa) {
@@ -234,6 +332,24 @@ TEST(AttentionGpuSmall, VarlenDeterministic) {
   HostTensor rq, rk, rv, lq, lk, lv;
   c.reference_backward(rq, rk, rv, DType::f64);
   c.reference_backward(lq, lk, lv, s.dtype);
+  expect_close("dq", g.dq, lq, rq);
+  expect_close("dk", g.dk, lk, rk);
+  expect_close("dv", g.dv, lv, rv);
+}
+
+// Every variant at once on small varlen GQA shapes, and a window in deterministic mode.
+TEST(AttentionGpuSmall, VariantsVarlenDeterministic) {
+  AttentionSpec s = spec(DType::bf16, 0, 0, 0, 4, 2, 64, true);
+  s.lens_q = {3, 70, 33};
+  s.lens_k = {90, 5, 140};
+  s.window_left = 20, s.softcap = 2.f, s.alibi_dims = 2;
+  check_case(s, 91);
+  AttentionSpec w = variant_spec(DType::bf16, 128, {"window", false, 30, 4, 1.5f, 1}, 75, 140);
+  AttentionCase c(w, 92);
+  GpuRun g = run_gpu(c, false, true);
+  HostTensor rq, rk, rv, lq, lk, lv;
+  c.reference_backward(rq, rk, rv, DType::f64);
+  c.reference_backward(lq, lk, lv, w.dtype);
   expect_close("dq", g.dq, lq, rq);
   expect_close("dk", g.dk, lk, rk);
   expect_close("dv", g.dv, lv, rv);
@@ -281,8 +397,16 @@ TEST(AttentionGpuSmall, BadInputThrowsAndWritesNothing) {
   expect_error("k", [&] { attention_forward(q, c.k, v, out, lse, {}); });
   // Options this backend does not implement.
   AttentionOptions o;
-  o.softcap = 30.f;
-  expect_error("softcap", [&] { attention_forward(q, k, v, out, lse, o); });
+  o.dropout_p = 0.1f;
+  expect_error("dropout_p", [&] { attention_forward(q, k, v, out, lse, o); });
+  // ALiBi slopes left on the host while q is on the GPU.
+  {
+    HostTensor slopes(DType::f32, {2});
+    slopes.fill(0.1f);
+    AttentionOptions ao;
+    ao.alibi_slopes = slopes.view();
+    expect_error("alibi_slopes", [&] { attention_forward(q, k, v, out, lse, ao); });
+  }
   // Varlen on cuda: the kernels never read cu_seqlens on the host, so the maxima must be given,
   // and cu_seqlens must be int32.
   {

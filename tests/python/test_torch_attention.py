@@ -61,10 +61,12 @@ def test_strided_layout_and_lse(device):
     assert lse.shape == (2, 4, 48) and lse.dtype == torch.float32 and not lse.requires_grad
 
 
-def test_cpu_options_match_float64():
-    """Options the CPU backend implements (window, softcap) through the torch op and autograd."""
-    q, k, v, dout = inputs("cpu", 1, 40, 56, 2, 1, 32, seed=5)
-    for opts in (dict(window=(8, 3)), dict(causal=True, softcap=2.0)):
+@pytest.mark.parametrize("device", devices())
+def test_score_options_match_float64(device):
+    """Sliding window and softcap (with causal) through the torch op and autograd."""
+    q, k, v, dout = inputs(device, 1, 40, 56, 2, 1, 64, seed=5)
+    for opts in (dict(window=(8, 3)), dict(causal=True, softcap=2.0),
+                 dict(causal=True, window=(10, -1), softcap=1.5)):
         leaves = [t.clone().requires_grad_() for t in (q, k, v)]
         out = flashkit.attention(*leaves, **opts)
         out.backward(dout)
