@@ -1,6 +1,6 @@
 // Device building blocks of the MAS forward kernel (forward.cuh): exact Cython max, length and
-// likelihood loads, the parameter block, the bit backtrack and the warp-to-warp ring protocol.
-// Included by src/cuda/mas/mas.cu only.
+// likelihood loads, the parameter block, the bit backtrack and the warp-to-warp ring protocol
+// (shared-memory mbarriers). Included by src/cuda/mas/mas.cu only.
 #pragma once
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
@@ -29,8 +29,14 @@ __device__ __forceinline__ float cython_max(float v_prev, float v_cur, uint32_t&
   return m;
 }
 
-// Shared-memory rings between the warps of a CTA: warp w publishes Q of its last row per frame.
-constexpr int kRing = 256;  // frames; a producer stays at most kRing - 64 frames ahead
+// Shared-memory rings between the warps of a CTA: warp w writes Q of its last row per frame into
+// ring w, read by warp w + 1. Stage c of a ring is frames 32c - 1 .. 32c + 30 (what the consumer
+// takes at frame 32c: one frame back for each of its 32 frames), so stages c and c + kStages
+// share slots. Each stage has a full barrier (1 arrival: the producer's lane 31 after writing the
+// stage) and an empty one (32 arrivals: every consumer lane after reading it); stage c is the
+// (c / kStages)-th phase of both, so waits go by the parity of c / kStages.
+constexpr int kRing = 256;  // frames
+constexpr int kStages = kRing / 32;
 
 __device__ __forceinline__ double load_number(const void* base, int dtype, int64_t i) {
   switch (static_cast<DType>(dtype)) {
@@ -149,6 +155,34 @@ __device__ __forceinline__ int32_t load_acquire(const int32_t* p) {
   return v;
 }
 
+// Shared-memory mbarriers (CTA scope): arrive releases the thread's earlier accesses, a wait that
+// sees the phase complete acquires them.
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile(
+      "{ .reg .b64 state; mbarrier.arrive.release.cta.shared::cta.b64 state, [%0]; }" ::"r"(
+          smem_addr(bar))
+      : "memory");
+}
+// Returns once the phase of parity `parity` has completed (parity 1 on a fresh barrier: at once).
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2; "
+        "selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
 template <Src S, int K, bool kVec>
 __device__ __forceinline__ void load_chunk(const Params& p, int b, int x0, int tx, int ty, int y0,
                                            uint32_t (&buf)[K][8]) {
@@ -258,38 +292,39 @@ static __device__ void backtrack(const Params& p, int tx, int ty, const uint32_t
 }
 
 // Waits until the upstream row (the warp above, or the previous CTA for warp 0) has published
-// frames y - 1 .. y + 30 and returns them, lane j holding frame y - 1 + j; then, as a producer,
-// waits until the warp below has consumed the ring slots frames y .. y + 31 will overwrite.
+// frames y - 1 .. y + 30 (stage y / 32 of the ring above) and returns them, lane j holding frame
+// y - 1 + j, and frees that stage; then, as a producer, waits until the warp below has freed
+// stage y / 32 + 1 - kStages, whose slots frame y + 31 (stage y / 32 + 1) overwrites (frames
+// y .. y + 30 were cleared by the previous call; stage 0 is free at the start).
 static __device__ __noinline__ float take_upstream(float neg, float (*s_ring)[kRing],
-                                                   volatile int* done, const int32_t* in_progress,
-                                                   const float* in_ring, bool from_cta, int warp,
-                                                   int nwarps, int lane, int y, int ty,
-                                                   float keep) {
-  const int need = min(y + 30, ty - 1);
+                                                   uint64_t (*full)[kStages],
+                                                   uint64_t (*empty)[kStages],
+                                                   const int32_t* in_progress, const float* in_ring,
+                                                   bool from_cta, int warp, int nwarps, int lane,
+                                                   int y, int ty, float keep) {
+  const int c = y >> 5;
   const int yr = y - 1 + lane;
   float v = keep;
   if (warp > 0) {
-    while (done[warp - 1] < need) {
-    }
-    __threadfence_block();
+    mbar_wait(&full[warp - 1][c % kStages], (c / kStages) & 1);
     v = yr >= 0 && yr < ty ? s_ring[warp - 1][yr & (kRing - 1)] : neg;
+    mbar_arrive(&empty[warp - 1][c % kStages]);
   } else if (from_cta) {
+    const int need = min(y + 30, ty - 1);
     while (load_acquire(in_progress) < need) {
     }
     v = yr >= 0 && yr < ty ? in_ring[yr] : neg;
   }
-  if (warp + 1 < nwarps)
-    while (done[warp + 1] < y - (kRing - 64)) {
-    }
+  if (warp + 1 < nwarps) mbar_wait(&empty[warp][(c + 1) % kStages], (((c + 1) / kStages) & 1) ^ 1);
   return v;
 }
 
-// Lane 31 of a warp: frames up to y of its last row are in the rings.
-static __device__ __noinline__ void publish(int32_t* progress, bool to_cta, volatile int* done,
-                                            int y) {
-  __threadfence_block();
+// Lane 31 of a warp, at frame y = min(32c + 30, ty - 1) of chunk c (and at y = ty - 1 = 32c + 31,
+// which ends no stage anyone reads): frames up to y of its last row are in the rings. full: this
+// warp's ring's full barriers, or null for the last warp (no consumer in the CTA).
+static __device__ __noinline__ void publish(int32_t* progress, bool to_cta, uint64_t* full, int y) {
   if (to_cta) store_release(progress, y);
-  *done = y;
+  if (full != nullptr && (y & 31) != 31) mbar_arrive(&full[(y >> 5) % kStages]);
 }
 
 }  // namespace flashkit::cuda::mas_kernels

@@ -10,14 +10,16 @@ namespace cg = cooperative_groups;
 // One CTA of an item's cluster: rows [row0, row0 + rows), K rows per thread. Every warp is a
 // pipeline stage that runs on its own, without CTA barriers: it needs its upper neighbour's last
 // row one frame back, which the neighbour warp publishes 32 frames at a time through a shared
-// memory ring (the CTA's first warp: from the previous CTA of the cluster, through global
-// memory). NB chunks of the likelihood are in flight per thread (registers), NB - 1 ahead.
+// memory ring with a full/empty mbarrier pair per 32-frame stage (device.cuh; the CTA's first
+// warp: from the previous CTA of the cluster, through global memory). NB chunks of the likelihood
+// are in flight per thread (registers), NB - 1 ahead.
 template <Src S, int K, int NB, bool kVec>
 __global__ void __launch_bounds__(kMaxThreads, 1) mas_forward(const Params p) {
   constexpr int kCols = Chunk<S>::kCols;
   constexpr bool kFused = S == Src::fused;
   __shared__ float s_ring[kMaxThreads / 32][kRing];
-  __shared__ int s_done[kMaxThreads / 32];  // last frame each warp has published
+  __shared__ uint64_t s_full[kMaxThreads / 32][kStages];   // ring w, stage s written
+  __shared__ uint64_t s_empty[kMaxThreads / 32][kStages];  // ring w, stage s read
   const int b = blockIdx.x / p.splits, part = blockIdx.x % p.splits;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   const int tx = item_length(p.tx, p.txs, p.txl, p.tx_line, p.tx_dtype, b);
@@ -36,7 +38,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1) mas_forward(const Params p) {
   const int x0 = row0 + threadIdx.x * K;
   const bool active = x0 < tx;
   uint32_t* gbits = p.bits + static_cast<size_t>(b) * p.W * p.Tw;
-  if (lane == 0) s_done[warp] = -1;
+  if (lane < kStages) {
+    mbar_init(&s_full[warp][lane], 1);    // the producer's lane 31
+    mbar_init(&s_empty[warp][lane], 32);  // every lane of the consumer warp
+  }
   __syncthreads();
   if (row0 < tx) {
     // Upstream of warp 0: the previous CTA (global ring) or the first column's constants.
@@ -45,7 +50,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) mas_forward(const Params p) {
     const int32_t* in_progress = p.progress + b * p.splits + part - 1;
     const float* in_ring = p.ring + (static_cast<size_t>(b) * p.splits + part - 1) * p.S;
     float* out_ring = p.ring + (static_cast<size_t>(b) * p.splits + part) * p.S;
-    volatile int* done = s_done;
+    uint64_t* full = warp + 1 < nwarps ? s_full[warp] : nullptr;  // null: no consumer here
     float q[K];  // Q[x0 + i, y - 1]; the initial column is never read by a band cell
     uint32_t bits[K];
 #pragma unroll
@@ -62,8 +67,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) mas_forward(const Params p) {
     // Every 32 frames (rare paths, kept out of line: the frame loop is unrolled and must stay
     // within the instruction cache).
     auto sync_upstream = [&](int y) {
-      ring_v = take_upstream(p.neg, s_ring, done, in_progress, in_ring, from_cta, warp, nwarps,
-                             lane, y, ty, ring_v);
+      ring_v = take_upstream(p.neg, s_ring, s_full, s_empty, in_progress, in_ring, from_cta, warp,
+                             nwarps, lane, y, ty, ring_v);
     };
     // The DP over the chunk's frames: Q[x, y] = max(Q[x, y-1], Q[x-1, y-1]) + value[x, y] with
     // Cython's constants at x == y and x == 0; its decision is the backtrack bit. Branch-free
@@ -91,7 +96,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) mas_forward(const Params p) {
           if (to_cta) out_ring[y] = q[K - 1];
         }
         if (((y & 31) == 30 || y == ty - 1) && lane == 31)
-          publish(p.progress + b * p.splits + part, to_cta, done + warp, y);
+          publish(p.progress + b * p.splits + part, to_cta, full, y);
         if ((y & 31) == 31 || y == ty - 1) {
           if (active) {
             uint4* dst = reinterpret_cast<uint4*>(gbits + static_cast<size_t>(y >> 5) * p.Tw + x0);
