@@ -237,9 +237,11 @@ void check_outputs_separate(std::initializer_list<Named> outs, std::initializer_
   }
 }
 
+#ifndef FLASHKIT_WITH_CUDA
 [[noreturn]] void no_cuda(const char* op) {
   fail("q: expected a CPU tensor (", op, ": flashkit was built without CUDA), got a CUDA one");
 }
+#endif
 
 }  // namespace
 
