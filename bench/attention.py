@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from flashkit import _C
+from timing import median_ms
 
 TOKENS, HIDDEN = 16384, 2048
 SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
@@ -32,16 +33,7 @@ def timed(fn, budget_ms=150.0):
     torch.cuda.synchronize()
     est = (time.perf_counter() - t0) * 1e3
     reps = max(3, min(20, int(budget_ms / max(est, 1e-3))))
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
+    return median_ms(fn, reps, warmup=0)
 
 
 def flops(b, h, s, d, causal):

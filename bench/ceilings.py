@@ -7,21 +7,7 @@ import os
 
 import torch
 
-
-def timed(fn, reps=20):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
+from timing import median_ms
 
 
 def main():
@@ -31,12 +17,12 @@ def main():
     n = 1 << 30  # 2 GiB of bf16 per buffer: far beyond L2
     src = torch.randn(n, dtype=torch.bfloat16, device="cuda")
     dst = torch.empty_like(src)
-    ms = timed(lambda: dst.copy_(src))
+    ms = median_ms(lambda: dst.copy_(src), 20, 3)
     copy_tbs = 2 * n * 2 / ms / 1e9
     m = 8192
     a = torch.randn(m, m, dtype=torch.bfloat16, device="cuda")
     b = torch.randn(m, m, dtype=torch.bfloat16, device="cuda")
-    ms_mm = timed(lambda: a @ b)
+    ms_mm = median_ms(lambda: a @ b, 20, 3)
     tflops = 2 * m**3 / ms_mm / 1e9
     res = {"gpu": torch.cuda.get_device_name(), "copy_TBps": round(copy_tbs, 3),
            "bf16_matmul_TFLOPs": round(tflops, 1), "torch": torch.__version__}

@@ -10,21 +10,7 @@ import torch
 
 import flashkit
 
-
-def timed(fn, reps=10):
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    ts.sort()
-    return ts[len(ts) // 2]
+from timing import median_ms
 
 
 def visible_pairs(s, causal, window):
@@ -62,12 +48,12 @@ def main():
             if name == "window" and not causal:
                 kw = {"window": (1024, 1024)}
             try:
-                fwd = timed(lambda: flashkit.attention(q, k, v, causal=causal, **kw))
+                fwd = median_ms(lambda: flashkit.attention(q, k, v, causal=causal, **kw))
 
                 def fwd_bwd():
                     q.grad = k.grad = v.grad = None
                     flashkit.attention(q, k, v, causal=causal, **kw).backward(do)
-                both = timed(fwd_bwd)
+                both = median_ms(fwd_bwd)
             except Exception as e:  # a variant the build does not support yet
                 rows.append({"variant": name, "causal": causal, "error": str(e)[:200]})
                 continue
