@@ -1,5 +1,6 @@
 """flashkit: IO-aware kernels for sequence models (FlashAttention-2, LeanAttention, MAS)."""
 from ._C import build_info  # noqa: F401
+from . import block_mask  # noqa: F401
 from .attention import attention_backward, attention_forward  # noqa: F401
 from .mas import (  # noqa: F401
     maximum_path,

@@ -2,6 +2,7 @@
 // attention (CPU now; CUDA arrays once the GPU kernels land). Outputs are caller-allocated; the
 // friendly Python API that allocates them lives in python/flashkit/attention.py.
 #include "flashkit/attention.h"
+#include "flashkit/block_mask.h"
 
 #include <nanobind/nanobind.h>
 
@@ -103,6 +104,16 @@ void bind_attention(nb::module_& m) {
             "group).");
       },
       options());
+  m.def(
+      "block_mask_local_global",
+      [](const nb::ndarray<>& mask, int local, int global, bool causal) {
+        block_mask_local_global(to_view(mask, "mask"), local, global, causal);
+      },
+      nb::arg("mask"), nb::arg("local"), nb::arg("global_"), nb::arg("causal") = false,
+      "Fills a uint8 block mask in place with the local + global pattern (block_mask.h).");
+  m.def(
+      "block_mask_butterfly", [](const nb::ndarray<>& mask) { block_mask_butterfly(to_view(mask, "mask")); },
+      nb::arg("mask"), "Fills a square uint8 block mask in place with the butterfly pattern.");
 }
 
 }  // namespace flashkit::py
