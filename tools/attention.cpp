@@ -162,29 +162,16 @@ Outputs references(const AttentionCase& c, DType precision) {
   return r;
 }
 
-AttentionSpec dense(DType dt, int b, int sq, int sk, int h, int hk, int d, bool causal) {
-  AttentionSpec s;
-  s.dtype = dt;
-  s.batch = b;
-  s.seqlen_q = sq;
-  s.seqlen_k = sk;
-  s.heads = h;
-  s.kv_heads = hk;
-  s.hdim = d;
-  s.causal = causal;
-  return s;
-}
-
 }  // namespace
 
 std::vector<Row> run_attention(const Context& ctx) {
   std::vector<AttentionSpec> specs;
   if (ctx.size == Size::demo) {
-    specs.push_back(dense(DType::bf16, 2, 1024, 1024, 8, 8, 64, true));
+    specs.push_back(AttentionSpec::dense(DType::bf16, 2, 1024, 1024, 8, 8, 64, true));
   } else {
-    specs.push_back(dense(DType::bf16, 2, 128, 128, 4, 2, 64, true));
-    specs.push_back(dense(DType::f32, 1, 100, 130, 2, 2, 128, false));
-    AttentionSpec v = dense(DType::f16, 0, 0, 0, 4, 4, 64, true);
+    specs.push_back(AttentionSpec::dense(DType::bf16, 2, 128, 128, 4, 2, 64, true));
+    specs.push_back(AttentionSpec::dense(DType::f32, 1, 100, 130, 2, 2, 128, false));
+    AttentionSpec v = AttentionSpec::dense(DType::f16, 0, 0, 0, 4, 4, 64, true);
     v.lens_q = {1, 77, 130};
     v.lens_k = {9, 77, 64};
     specs.push_back(v);
@@ -247,7 +234,7 @@ int bench_attention(const std::vector<std::string>& args, const Context&) {
   for (const std::string& dts : split(arg(args, "--dtype", "f32,bf16")))
     for (const std::string& cs : split(arg(args, "--causal", "0,1"))) {
       AttentionSpec s =
-          dense(parse_dtype(dts), batch, seqlen, seqlen, heads, heads, hdim, cs == "1");
+          AttentionSpec::dense(parse_dtype(dts), batch, seqlen, seqlen, heads, heads, hdim, cs == "1");
       AttentionCase c(s, 1);
       HostTensor out(s.dtype, c.q_shape()), lse(DType::f32, c.lse_shape());
       HostTensor dq(s.dtype, c.q_shape()), dk(s.dtype, c.kv_shape()), dv(s.dtype, c.kv_shape());

@@ -28,6 +28,21 @@ struct AttentionSpec {
   float dropout_p = 0.f;
   float softmax_scale = 0.f;
 
+  // A dense problem; set the other fields afterwards.
+  static AttentionSpec dense(DType dt, int b, int sq, int sk, int h, int hk, int d,
+                             bool causal = false) {
+    AttentionSpec s;
+    s.dtype = dt;
+    s.batch = b;
+    s.seqlen_q = sq;
+    s.seqlen_k = sk;
+    s.heads = h;
+    s.kv_heads = hk;
+    s.hdim = d;
+    s.causal = causal;
+    return s;
+  }
+
   bool varlen() const { return !lens_q.empty(); }
   std::string str() const {
     std::string s = std::string(dtype_name(dtype)) + " b" + std::to_string(batch) + " sq" +

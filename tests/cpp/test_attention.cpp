@@ -56,15 +56,7 @@ void check_case(const AttentionSpec& s, uint64_t seed, bool backward = true) {
 }
 
 AttentionSpec spec(DType dt, int b, int sq, int sk, int h, int hk, int d) {
-  AttentionSpec s;
-  s.dtype = dt;
-  s.batch = b;
-  s.seqlen_q = sq;
-  s.seqlen_k = sk;
-  s.heads = h;
-  s.kv_heads = hk;
-  s.hdim = d;
-  return s;
+  return AttentionSpec::dense(dt, b, sq, sk, h, hk, d);
 }
 
 }  // namespace

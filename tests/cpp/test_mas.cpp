@@ -22,7 +22,7 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 const float kNegs[] = {-1e9f, -1e32f, -kInf};
 
-// A byte snapshot (HostTensor's copy would share the data pointer of the original).
+// A byte snapshot of a tensor, to check that an erroring call left it untouched.
 std::vector<uint8_t> bytes_of(const HostTensor& t) {
   return std::vector<uint8_t>(t.bytes(), t.bytes() + t.numel() * dtype_size(t.dtype()));
 }
