@@ -116,8 +116,8 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
 
   if (schedule == DecodeSchedule::automatic) {
     // Every tile a single LeanTile: nothing to split. Otherwise split-KV: on the H200 (v2
-    // kernels, bench/NOTES-decode.md) it was within 2% of Lean at long contexts and up to 23%
-    // faster at 1k-8k, and 7% faster than single even with one split per tile (the split
+    // kernels, bench/NOTES-decode.md) it was within 2% of Lean at long contexts, Lean took 23%
+    // longer at 1k-8k, and it beat single by 7% even with one split per tile (the split
     // instantiation allocates fewer registers). Revisit when Lean's fixed costs come down.
     schedule = max_iters == 1 ? DecodeSchedule::single : DecodeSchedule::split_kv;
   }
