@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/dtype_bits.h"
 #include "common/half.h"
 #include "common/mas_likelihood.h"
 
@@ -174,20 +175,6 @@ void align_item(const E* v, int64_t sx, int64_t sy, int tx, int ty, float neg, S
   }
 }
 
-// The bit pattern of 1 in each path dtype (little-endian low bytes).
-uint32_t one_pattern(DType t) {
-  switch (t) {
-    case DType::f32:
-      return 0x3F800000u;
-    case DType::f16:
-      return 0x3C00u;
-    case DType::bf16:
-      return 0x3F80u;
-    default:
-      return 1u;  // i32, u8, bool8
-  }
-}
-
 // Writes n elements of size es at `line` (contiguous), 1 in [a, b) and 0 elsewhere. The aligned
 // body goes out with streaming stores: the path is written once and not read back, and skipping
 // the read-for-ownership halves its memory traffic (the path is as large as value).
@@ -226,7 +213,7 @@ void write_path(const TensorView& path, int64_t b, const int32_t* row, int ty) {
   auto at = [&](int64_t x, int64_t y) {
     return base + (x * s1 + y * s2) * static_cast<int64_t>(es);
   };
-  const uint32_t one = one_pattern(path.dtype);
+  const uint32_t one = one_bits(path.dtype);
   if (s2 == 1 || S == 1) {
     int y = 0;  // frames [y, y_end) sit on text row x
     for (int64_t x = 0; x < T; ++x) {

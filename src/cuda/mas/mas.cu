@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "api/validate.h"
+#include "common/dtype_bits.h"
 #include "cuda/common/check.h"
 #include "cuda/common/workspace.h"
 #include "cuda/mas/forward.cuh"
@@ -18,18 +19,6 @@ namespace {
 
 using namespace mas_kernels;
 
-uint32_t one_pattern(DType t) {
-  switch (t) {
-    case DType::f32:
-      return 0x3F800000u;
-    case DType::f16:
-      return 0x3C00u;
-    case DType::bf16:
-      return 0x3F80u;
-    default:
-      return 1u;
-  }
-}
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
@@ -124,7 +113,7 @@ void finish(const Params& p, const Scratch& s, int B, const TensorView& path,
                   path.stride[1],
                   path.stride[2],
                   static_cast<int>(dtype_size(path.dtype)),
-                  one_pattern(path.dtype),
+                  one_bits(path.dtype),
                   B,
                   p.T,
                   p.S,
