@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/host_tensor.h"
+#include "mas_case.h"
 #include "common/mas_likelihood.h"
 #include "cpu/reference_mas.h"
 #include "flashkit/errors.h"
@@ -21,17 +22,6 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 const float kNegs[] = {-1e9f, -1e32f, -kInf};
-
-// A byte snapshot of a tensor, to check that an erroring call left it untouched.
-std::vector<uint8_t> bytes_of(const HostTensor& t) {
-  return std::vector<uint8_t>(t.bytes(), t.bytes() + t.numel() * dtype_size(t.dtype()));
-}
-
-HostTensor lengths_tensor(const std::vector<int32_t>& v) {
-  HostTensor t(DType::i32, {static_cast<int64_t>(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) t.ptr<int32_t>()[i] = v[i];
-  return t;
-}
 
 // Random lengths with the edge cases mixed in: tx == ty, tx == 1, ty == S, tx == T, tx == 0.
 void random_lengths(std::mt19937_64& rng, int64_t B, int64_t T, int64_t S, std::vector<int32_t>& tx,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/host_tensor.h"
+#include "mas_case.h"
 #include "common/mas_likelihood.h"
 #include "device_tensor.h"
 #include "flashkit/errors.h"
@@ -21,16 +22,6 @@ using namespace flashkit;
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-std::vector<uint8_t> bytes_of(const HostTensor& t) {
-  return std::vector<uint8_t>(t.bytes(), t.bytes() + t.numel() * dtype_size(t.dtype()));
-}
-
-HostTensor lengths_tensor(const std::vector<int32_t>& v) {
-  HostTensor t(DType::i32, {static_cast<int64_t>(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) t.ptr<int32_t>()[i] = v[i];
-  return t;
-}
 
 void random_lengths(std::mt19937_64& rng, int64_t B, int64_t T, int64_t S, std::vector<int32_t>& tx,
                     std::vector<int32_t>& ty) {
