@@ -127,8 +127,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1) mas_forward(const Params p) {
   }
   // Every CTA's bit stores are visible to the first CTA's warp 0, which walks the path back.
   if (p.splits > 1) {
+#if __CUDA_ARCH__ >= 900
     __threadfence();
     cg::this_cluster().sync();
+#else
+    __trap();  // unreachable: choose_split never splits an item below sm_90 (no clusters)
+#endif
   } else {
     __syncthreads();
   }

@@ -91,13 +91,16 @@ void launch_forward(const Params& p, int B, bool vec, cudaStream_t stream) {
 }
 
 // Rows per CTA and CTAs per item: split long texts over a cluster while the batch leaves SMs
-// idle, keeping at least 256 rows a CTA (the pipeline costs 32 frames of lag per CTA).
+// idle, keeping at least 256 rows a CTA (the pipeline costs 32 frames of lag per CTA). Clusters
+// exist from sm_90 on; older GPUs run one CTA per item.
 void choose_split(Params& p, int B) {
-  int dev = 0, sms = 0;
+  int dev = 0, sms = 0, major = 0;
   FK_CUDA_CHECK(cudaGetDevice(&dev));
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   p.splits = 1;
-  while (p.splits < 8 && int64_t{B} * p.splits * 2 <= sms && p.T / (p.splits * 2) >= 256)
+  while (major >= 9 && p.splits < 8 && int64_t{B} * p.splits * 2 <= sms &&
+         p.T / (p.splits * 2) >= 256)
     p.splits *= 2;
   const int per = (p.T + p.splits - 1) / p.splits;
   const int k = per <= 512 ? 4 : 8;

@@ -258,8 +258,15 @@ struct BwdMainloop {
     }
     float4* dst = reinterpret_cast<float4*>(chunk);
     CUTE_UNROLL
-    for (int j = 0; j < size(acc) / 4; ++j)
+    for (int j = 0; j < size(acc) / 4; ++j) {
+#if __CUDA_ARCH__ >= 900
       atomicAdd(dst + j * kThreads + tid, make_float4(acc(4 * j), acc(4 * j + 1), acc(4 * j + 2), acc(4 * j + 3)));
+#else  // 16-byte float atomics are sm_90+: Ampere adds the same four floats one by one
+      float* d = reinterpret_cast<float*>(dst + j * kThreads + tid);
+      CUTE_UNROLL
+      for (int e = 0; e < 4; ++e) atomicAdd(d + e, acc(4 * j + e));
+#endif
+    }
     if (p.deterministic) {
       __threadfence();
       __syncthreads();
