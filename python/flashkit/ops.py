@@ -10,7 +10,25 @@ import numpy as np
 
 from . import _C
 
-DecodePlan = _C.DecodePlan
+
+
+class DecodePlan:
+    """A decode schedule computed on the host (plan -> run), made by make_decode_plan: the
+    library's plan (its attributes: schedule, grid, num_splits, total_iters, lean_tile,
+    kv_lengths, workspace_bytes) plus `inputs`, the plain values it was made from, by which
+    torch's custom op flashkit::decode finds it again (torch.compile can read those)."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.inputs = (tuple(plan.kv_lengths), plan.requested, plan.sm_count, plan.ctas_per_sm)
+
+    def __getattr__(self, name):
+        if name == "plan":  # not set yet (e.g. during copy): no recursion
+            raise AttributeError(name)
+        return getattr(self.plan, name)
+
+    def __repr__(self):
+        return repr(self.plan)
 
 
 def _torch_ops(x, name):
@@ -127,10 +145,12 @@ def make_decode_plan(q, k_cache, kv_lengths, block_table=None, *, schedule="auto
     lengths = [int(n) for n in (kv_lengths.tolist() if hasattr(kv_lengths, "tolist")
                                 else kv_lengths)]
     device, index = _device(q)
-    return _C.make_decode_plan(int(batch), int(q_len), int(hq), int(k_cache.shape[2]), int(hdim),
-                               _dtype_name(q), lengths, page_size=page_size, schedule=schedule,
-                               device=device, device_id=index, sm_count=sm_count,
-                               ctas_per_sm=ctas_per_sm)
+    plan = DecodePlan(_C.make_decode_plan(
+        int(batch), int(q_len), int(hq), int(k_cache.shape[2]), int(hdim), _dtype_name(q),
+        lengths, page_size=page_size, schedule=schedule, device=device, device_id=index,
+        sm_count=sm_count, ctas_per_sm=ctas_per_sm))
+    _remember(_plan_key(q, k_cache, block_table, *plan.inputs), plan)
+    return plan
 
 
 # Plans made by decode(plan=None), keyed by everything a plan depends on. A plan's first GPU use
@@ -155,21 +175,44 @@ def _host_lengths(cache_seqlens):
     return None
 
 
-def _cached_plan(q, k_cache, cache_seqlens, block_table, schedule):
-    lengths = _host_lengths(cache_seqlens)
-    if lengths is None:
-        lengths = _capacity(k_cache, block_table)
-    key = (_device(q), tuple(q.shape), tuple(k_cache.shape), _dtype_name(q),
-           block_table is not None, tuple(lengths), schedule)
+def _plan_key(q, k_cache, block_table, lengths, schedule, sm_count, ctas_per_sm):
+    return (_device(q), tuple(q.shape), tuple(k_cache.shape), _dtype_name(q),
+            block_table is not None, tuple(lengths), schedule, int(sm_count), int(ctas_per_sm))
+
+
+def _remember(key, plan):
+    _PLANS[key] = plan
+    if len(_PLANS) > _PLANS_MAX:
+        _PLANS.popitem(last=False)
+
+
+def planned(q, k_cache, block_table, lengths, schedule, sm_count=0, ctas_per_sm=0):
+    """The DecodePlan for these inputs: the one make_decode_plan made for them, else a new one
+    (cached). The same inputs always give the same plan, so a plan is named by its inputs."""
+    key = _plan_key(q, k_cache, block_table, lengths, schedule, sm_count, ctas_per_sm)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = make_decode_plan(q, k_cache, lengths, block_table, schedule=schedule)
-        _PLANS[key] = plan
-        if len(_PLANS) > _PLANS_MAX:
-            _PLANS.popitem(last=False)
+        plan = make_decode_plan(q, k_cache, list(lengths), block_table, schedule=schedule,
+                                sm_count=sm_count, ctas_per_sm=ctas_per_sm)
+        _remember(key, plan)
     else:
         _PLANS.move_to_end(key)
     return plan
+
+
+def plan_inputs(plan):
+    """(kv_lengths, requested schedule, sm_count, ctas_per_sm): what `plan` was made from
+    (a DecodePlan, or the library's own flashkit._C.DecodePlan)."""
+    if isinstance(plan, DecodePlan):
+        return plan.inputs
+    return tuple(plan.kv_lengths), plan.requested, plan.sm_count, plan.ctas_per_sm
+
+
+def _default_lengths(k_cache, cache_seqlens, block_table):
+    """The lengths to plan for: cache_seqlens when they are on the host, else the caches'
+    capacity (lengths on the GPU are never read back: no host sync)."""
+    lengths = _host_lengths(cache_seqlens)
+    return lengths if lengths is not None else _capacity(k_cache, block_table)
 
 
 def decode(q, k_cache, v_cache, cache_seqlens, block_table=None, *, schedule="auto", plan=None,
@@ -182,16 +225,17 @@ def decode(q, k_cache, v_cache, cache_seqlens, block_table=None, *, schedule="au
     for the caches' capacity: no host sync) and caches the plan. Returns out [batch, q_len,
     heads, hdim], or (out, lse fp32 [batch, heads, q_len]) with return_lse. torch tensors run on
     torch's current stream with a torch-allocated workspace (CUDA-graph capturable once warm)."""
-    if plan is None:
-        plan = _cached_plan(q, k_cache, cache_seqlens, block_table, schedule)
     t = _torch_ops(q, "q")
     if t is not None:
-        return t.decode(q, k_cache, v_cache, cache_seqlens, block_table, plan, softmax_scale,
-                        return_lse)
+        return t.decode(q, k_cache, v_cache, cache_seqlens, block_table, schedule, plan,
+                        softmax_scale, return_lse)
+    if plan is None:
+        plan = planned(q, k_cache, block_table, _default_lengths(k_cache, cache_seqlens,
+                                                                 block_table), schedule)
     out = np.empty(q.shape, dtype=q.dtype)
     lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=np.float32)
     seqlens = np.ascontiguousarray(np.asarray(cache_seqlens), dtype=np.int32)
-    _C.decode(q, k_cache, v_cache, seqlens, block_table, out, lse, plan,
+    _C.decode(q, k_cache, v_cache, seqlens, block_table, out, lse, getattr(plan, "plan", plan),
               softmax_scale=0.0 if softmax_scale is None else float(softmax_scale))
     return (out, lse) if return_lse else out
 

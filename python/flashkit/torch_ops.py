@@ -1,7 +1,8 @@
 """flashkit on torch tensors: attention as torch.library custom ops (flashkit::attention_fwd and
 flashkit::attention_bwd) with fake (meta) implementations and autograd registered, so autograd,
-torch.compile(fullgraph=True) and CUDA graphs see one opaque op each way; decode and merge_states
-on torch tensors. flashkit.ops imports this module the first time it is handed a torch tensor.
+torch.compile(fullgraph=True) and CUDA graphs see one opaque op each way; decode as the custom op
+flashkit::decode; merge_states on torch tensors. flashkit.ops imports this module the first
+time it is handed a torch tensor.
 
 Tensors reach the C++ library as DLPack capsules of the same memory (no copies), exported with
 stream=-1 so torch adds no cross-stream event (the array-API "do not synchronise" value): instead
@@ -9,11 +10,11 @@ every call passes torch.cuda.current_stream() to the library, which enqueues its
 without synchronising the host. The only copies made are of operands whose layout the kernels
 cannot read (last dim not contiguous, or on the GPU rows not 16-byte aligned), as flash-attn does.
 """
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 
-from . import _C
+from . import _C, ops
 
 Tensor = torch.Tensor
 
@@ -65,13 +66,12 @@ def _options(q, cu_q, cu_k, max_q, max_k, causal, scale, left, right, softcap, a
                 max_seqlen_k=max_k, deterministic=deterministic, stream=_stream(q))
 
 
-@torch.library.custom_op("flashkit::attention_fwd", mutates_args=())
-def attention_fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor],
-                  cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
-                  causal: bool, softmax_scale: float, window_left: int, window_right: int,
-                  softcap: float, alibi_slopes: Optional[Tensor], dropout_p: float,
-                  rng_state: Optional[Tensor], block_mask: Optional[Tensor], block_q: int,
-                  block_k: int, deterministic: bool) -> Tuple[Tensor, Tensor]:
+def _attention_fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor],
+                   cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
+                   causal: bool, softmax_scale: float, window_left: int, window_right: int,
+                   softcap: float, alibi_slopes: Optional[Tensor], dropout_p: float,
+                   rng_state: Optional[Tensor], block_mask: Optional[Tensor], block_q: int,
+                   block_k: int, deterministic: bool) -> Tuple[Tensor, Tensor]:
     """(out, lse) of flashkit attention; dense when cu_seqlens_q is None, else varlen."""
     q, k, v = _operand(q), _operand(k), _operand(v)
     varlen = cu_seqlens_q is not None
@@ -86,6 +86,11 @@ def attention_fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor
                                     alibi_slopes, dropout_p, rng_state, block_mask, block_q,
                                     block_k, deterministic))
     return out, lse
+
+
+# The custom op; _call skips its dispatch (tens of microseconds of host time per call, most of a
+# decode step's attention in a small model) when nothing is traced and no gradient is needed.
+attention_fwd = torch.library.custom_op("flashkit::attention_fwd", mutates_args=())(_attention_fwd)
 
 
 @attention_fwd.register_fake
@@ -164,7 +169,10 @@ def _call(q, k, v, cu_q, cu_k, max_q, max_k, causal, softmax_scale, dropout_p, w
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name}: expected a torch tensor like q, got {type(t).__name__}")
     left, right = window
-    out, lse = torch.ops.flashkit.attention_fwd(
+    direct = not torch.compiler.is_compiling() and not (
+        torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))
+    fwd = _attention_fwd if direct else torch.ops.flashkit.attention_fwd
+    out, lse = fwd(
         q, k, v, cu_q, cu_k, int(max_q), int(max_k), bool(causal),
         0.0 if softmax_scale is None else float(softmax_scale), int(left), int(right),
         float(softcap), alibi_slopes, float(dropout_p), _rng_state(dropout_p), block_mask,
@@ -190,23 +198,50 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
                  block_mask_block, deterministic, return_lse)
 
 
-def decode(q, k_cache, v_cache, cache_seqlens, block_table, plan, softmax_scale, return_lse):
-    """flashkit.decode on torch tensors with a ready plan (see flashkit.ops.decode). Not a custom
-    op (a plan is no tensor): torch.compile graph-breaks around it; CUDA graphs capture it."""
+@torch.library.custom_op("flashkit::decode", mutates_args=())
+def decode_op(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor,
+              block_table: Optional[Tensor], kv_lengths: List[int], schedule: str, sm_count: int,
+              ctas_per_sm: int, softmax_scale: float) -> Tuple[Tensor, Tensor]:
+    """(out, lse) of decode attention. The plan is named by what it is made from (kv_lengths,
+    schedule, sm_count, ctas_per_sm and the shapes): a plan is no tensor, but the same inputs
+    give the same plan, found in flashkit.ops' plan cache (made there on first use)."""
+    plan = ops.planned(q, k_cache, block_table, kv_lengths, schedule, sm_count, ctas_per_sm)
     batch, q_len, heads, _ = q.shape
-    if not isinstance(cache_seqlens, torch.Tensor):
-        cache_seqlens = torch.as_tensor(cache_seqlens, dtype=torch.int32)
-    seqlens = cache_seqlens.to(device=q.device, dtype=torch.int32)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((batch, heads, q_len), dtype=torch.float32, device=q.device)
     # Scratch from torch's allocator: stream-ordered, and owned by a captured CUDA graph's pool.
     workspace = None
     if q.is_cuda and plan.workspace_bytes > 0:
         workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=q.device)
-    _C.decode(_dl(_operand(q)), _dl(k_cache), _dl(v_cache), _dl(seqlens), _dl_opt(block_table),
-              _dl(out), _dl(lse), plan,
-              softmax_scale=0.0 if softmax_scale is None else float(softmax_scale),
+    _C.decode(_dl(_operand(q)), _dl(k_cache), _dl(v_cache), _dl(cache_seqlens),
+              _dl_opt(block_table), _dl(out), _dl(lse), plan.plan, softmax_scale=softmax_scale,
               stream=_stream(q), workspace=_dl_opt(workspace))
+    return out, lse
+
+
+@decode_op.register_fake
+def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table, kv_lengths, schedule, sm_count,
+                 ctas_per_sm, softmax_scale):
+    batch, q_len, heads, _ = q.shape
+    return q.new_empty(q.shape), q.new_empty((batch, heads, q_len), dtype=torch.float32)
+
+
+def decode(q, k_cache, v_cache, cache_seqlens, block_table, schedule, plan, softmax_scale,
+           return_lse):
+    """flashkit.decode on torch tensors (see flashkit.ops.decode) through the custom op
+    flashkit::decode: torch.compile(fullgraph=True) traces it when the plan is None or made
+    outside the compiled region, CUDA graphs capture it."""
+    if not isinstance(cache_seqlens, torch.Tensor):
+        cache_seqlens = torch.as_tensor(cache_seqlens, dtype=torch.int32)
+    if plan is None:
+        lengths, sm_count, ctas_per_sm = ops._default_lengths(k_cache, cache_seqlens,
+                                                               block_table), 0, 0
+    else:
+        lengths, schedule, sm_count, ctas_per_sm = ops.plan_inputs(plan)
+    seqlens = cache_seqlens.to(device=q.device, dtype=torch.int32)
+    out, lse = torch.ops.flashkit.decode(
+        q, k_cache, v_cache, seqlens, block_table, list(lengths), schedule, sm_count, ctas_per_sm,
+        0.0 if softmax_scale is None else float(softmax_scale))
     return (out, lse) if return_lse else out
 
 

@@ -32,6 +32,11 @@ void bind_decode(nb::module_& m) {
       .def_ro("total_iters", &DecodePlan::total_iters)
       .def_ro("lean_tile", &DecodePlan::lean_tile)
       .def_ro("kv_lengths", &DecodePlan::kv_lengths)
+      // What the plan was made from (with kv_lengths and the shapes): the same inputs give the
+      // same plan, which is how flashkit.decode names a plan to its torch custom op.
+      .def_prop_ro("requested", [](const DecodePlan& p) { return std::string(schedule_name(p.requested)); })
+      .def_prop_ro("sm_count", [](const DecodePlan& p) { return p.device.sm_count; })
+      .def_prop_ro("ctas_per_sm", [](const DecodePlan& p) { return p.device.ctas_per_sm; })
       .def_prop_ro("workspace_bytes", [](const DecodePlan& p) { return decode_workspace_bytes(p); })
       .def("__repr__", [](const DecodePlan& p) { return "DecodePlan(" + p.describe() + ")"; });
 

@@ -85,6 +85,37 @@ def test_decode_cuda_graph_replays_new_inputs(schedule):
         check(out, q, k, v, lens)
 
 
+@pytest.mark.parametrize("device", devices()[-1:])  # the GPU when there is one
+@pytest.mark.parametrize("with_plan", [False, True])
+def test_decode_compiles_fullgraph(device, with_plan):
+    """flashkit.decode is the custom op flashkit::decode: torch.compile(fullgraph=True) traces
+    it, with a plan made outside the compiled region or with none (lengths on the device), and
+    the compiled step equals the eager one."""
+    b, t, hq, hkv, d, ctx = 2, 1, 8, 2, 64, 256
+    q = make(device, b, t, hq, d, seed=11)
+    k, v = make(device, b, ctx, hkv, d, seed=12), make(device, b, ctx, hkv, d, seed=13)
+    seqlens = torch.tensor([200, 31], dtype=torch.int32, device=device)
+    plan = flashkit.make_decode_plan(q, k, [ctx] * b, schedule="lean") if with_plan else None
+
+    def step(q, k, v, seqlens):
+        return flashkit.decode(q, k, v, seqlens, plan=plan).float() * 2
+
+    eager = step(q, k, v, seqlens)
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")(q, k, v, seqlens)
+    torch.testing.assert_close(compiled, eager, rtol=0, atol=0)
+    check(eager.to(q.dtype) / 2, q, k, v, [200, 31])
+
+
+@pytest.mark.parametrize("device", devices()[-1:])
+def test_decode_opcheck(device):
+    """torch.library's audit of flashkit::decode: schema, fake tensor, dispatch."""
+    q = make(device, 2, 2, 4, 2 * 32, seed=14)
+    k, v = make(device, 2, 64, 2, 64, seed=15), make(device, 2, 64, 2, 64, seed=16)
+    seqlens = torch.tensor([64, 9], dtype=torch.int32, device=device)
+    torch.library.opcheck(torch.ops.flashkit.decode.default,
+                          (q, k, v, seqlens, None, [64, 64], "split_kv", 0, 0, 0.0))
+
+
 @pytest.mark.parametrize("device", devices())
 def test_merge_states_equals_attention_over_the_union(device):
     q = make(device, 1, 4, 2, 64, seed=8)

@@ -24,8 +24,9 @@ def load_example():
 
 @pytest.mark.parametrize("left_pad", [0, 13])
 def test_generation_agrees_with_sdpa(left_pad):
-    agree, note, rate = load_example().run(tokens=48, batch=3, prompt=40, left_pad=left_pad)
-    print(note, {k: round(v) for k, v in rate.items()})
+    agree, note, rate = load_example().run(tokens=48, batch=3, prompt=40, left_pad=left_pad,
+                                           repeats=1)
+    print(note, rate)
     assert agree, note
 
 
