@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "attention_case.h"
 #include "common/philox.h"
@@ -70,7 +71,11 @@ TEST_P(AttentionDtypeHdim, ForwardBackwardMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(All, AttentionDtypeHdim,
                          ::testing::Combine(::testing::Values(DType::f32, DType::f16, DType::bf16),
-                                            ::testing::Values(8, 32, 40, 64, 72, 128, 256)));
+                                            ::testing::Values(8, 32, 40, 64, 72, 128, 256)),
+                         [](const auto& info) {  // e.g. bfloat16_hdim128
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_hdim" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 TEST(Attention, CausalSquareAndBothRectangles) {
   for (DType dt : {DType::f32, DType::bf16})
