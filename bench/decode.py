@@ -60,6 +60,9 @@ SHAPES = [  # (batch, heads, ctx): anchors first, then the paper's context/heads
     (8, 64, 16384), (1, 128, 32768),
 ]
 HDIMS = [64, 128]
+# --quick: the shapes the performance bar names (8k anchor, >= 64k, Lean vs split-KV).
+QUICK = [(1, 56, 8192, 64), (1, 56, 65536, 64), (1, 56, 65536, 128), (1, 16, 524288, 64),
+         (4, 32, 131072, 128), (3, 40, 16384, 64), (1, 128, 32768, 128), (16, 128, 4096, 64)]
 REPEATS = 15
 
 
@@ -83,6 +86,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--budget", type=float, default=200, help="seconds; later shapes are skipped")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     dev = torch.device("cuda")
@@ -99,73 +103,70 @@ def main():
     print("flashkit via", "the Python extension" if C else "the flashkit CLI (extension probe failed)")
     rows = []
     t_start = time.time()
-    for (b, h, ctx) in SHAPES[: 4 if args.quick else None]:
-        for d in HDIMS:
-            if time.time() - t_start > 200:
-                print("time budget reached, skipping", (b, h, ctx, d))
-                continue
-            kv_bytes = 2 * b * h * ctx * d * 2
-            q = torch.randn(b, 1, h, d, device=dev, dtype=torch.bfloat16)
-            k = torch.randn(b, ctx, h, d, device=dev, dtype=torch.bfloat16)
-            v = torch.randn(b, ctx, h, d, device=dev, dtype=torch.bfloat16)
-            lens = torch.full((b,), ctx, device=dev, dtype=torch.int32)
-            out = torch.empty_like(q)
-            lse = torch.empty(b, h, 1, device=dev, dtype=torch.float32)
-            row = {"batch": b, "heads": h, "kv_heads": h, "ctx": ctx, "hdim": d, "kv_bytes": kv_bytes, "us": {}}
-            ref = None
-            for sched in ["single", "split_kv", "lean"]:
-                if C is None:
-                    row["us"]["flashkit_" + sched] = cli_us(b, h, ctx, d, sched)
-                    if sched == "lean":
-                        row["us"]["flashkit_lean_headmajor"] = cli_us(b, h, ctx, d, sched, True)
-                    continue
-                plan = C.make_decode_plan(b, 1, h, h, d, "bfloat16", [ctx] * b, schedule=sched, device="cuda")
-                fn = lambda: C.decode(q, k, v, lens, None, out, lse, plan, 0.0, stream)
-                row["us"]["flashkit_" + sched] = timed(fn, flush)
-                if ref is None:
-                    ref = out.clone()
-                else:
-                    row.setdefault("max_diff_vs_single", {})[sched] = (out.float() - ref.float()).abs().max().item()
-                if sched == "lean":
-                    row["lean_plan"] = repr(plan)
-                    # The same cache stored head-major ([b, h, ctx, d] memory, a strided view):
-                    # each head's keys contiguous, as torch's layout has them.
-                    khm = k.transpose(1, 2).contiguous().transpose(1, 2)
-                    vhm = v.transpose(1, 2).contiguous().transpose(1, 2)
-                    row["us"]["flashkit_lean_headmajor"] = timed(
-                        lambda: C.decode(q, khm, vhm, lens, None, out, lse, plan, 0.0, stream), flush)
-                    del khm, vhm
-            # torch in its native contiguous [b, h, s, d] layout
-            qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
-            for name, backend in [("torch_flash", SDPBackend.FLASH_ATTENTION),
-                                  ("torch_cudnn", SDPBackend.CUDNN_ATTENTION),
-                                  ("torch_efficient", SDPBackend.EFFICIENT_ATTENTION)]:
-                try:
-                    with sdpa_kernel(backend):
-                        o = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt)
-                        if ref is not None:
-                            row.setdefault("max_diff_vs_torch", {})[name] = (o.transpose(1, 2).float() - ref.float()).abs().max().item()
-                        row["us"][name] = timed(lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt), flush)
-                except RuntimeError as e:
-                    row["us"][name] = None
-                    row.setdefault("errors", {})[name] = str(e).splitlines()[0][:160]
-            row["TBps"] = {k_: (kv_bytes / (us * 1e-6) / 1e12 if us else None) for k_, us in row["us"].items()}
-            rows.append(row)
-            best_torch = min([u for n, u in row["us"].items() if n.startswith("torch") and u] or [math.nan])
-            print(f"d{d} b{b} h{h} ctx{ctx}: " + "  ".join(
-                f"{n}={u:.1f}us" if u else f"{n}=n/a" for n, u in row["us"].items()) +
-                f"  lean TB/s={row['TBps']['flashkit_lean']:.2f}  lean/best-torch={best_torch / row['us']['flashkit_lean']:.2f}x",
-                flush=True)
-            del q, k, v, out, qt, kt, vt
-            torch.cuda.empty_cache()
+    todo = QUICK if args.quick else [(b, h, ctx, d) for (b, h, ctx) in SHAPES for d in HDIMS]
     tag = gpu.replace("NVIDIA ", "").replace(" ", "-").lower()
-    result = {"gpu": gpu, "torch": torch.__version__, "dtype": "bfloat16", "q_len": 1, "repeats": REPEATS,
-              "timing": "median of per-call CUDA events, 256 MiB L2 flush between calls", "rows": rows}
     path = os.path.join(args.out, f"2026-11-21-{tag}-decode.json")
-    with open(path, "w") as f:
-        json.dump(result, f, indent=1)
+    for (b, h, ctx, d) in todo:
+        if time.time() - t_start > args.budget:
+            print("time budget reached, skipping", (b, h, ctx, d))
+            continue
+        kv_bytes = 2 * b * h * ctx * d * 2
+        q = torch.randn(b, 1, h, d, device=dev, dtype=torch.bfloat16)
+        k = torch.randn(b, ctx, h, d, device=dev, dtype=torch.bfloat16)
+        v = torch.randn(b, ctx, h, d, device=dev, dtype=torch.bfloat16)
+        lens = torch.full((b,), ctx, device=dev, dtype=torch.int32)
+        out = torch.empty_like(q)
+        lse = torch.empty(b, h, 1, device=dev, dtype=torch.float32)
+        row = {"batch": b, "heads": h, "kv_heads": h, "ctx": ctx, "hdim": d, "kv_bytes": kv_bytes, "us": {}}
+        ref = None
+        for sched in ["single", "split_kv", "lean", "auto"]:
+            if C is None:
+                row["us"]["flashkit_" + sched] = cli_us(b, h, ctx, d, sched)
+                continue
+            plan = C.make_decode_plan(b, 1, h, h, d, "bfloat16", [ctx] * b, schedule=sched, device="cuda")
+            fn = lambda: C.decode(q, k, v, lens, None, out, lse, plan, 0.0, stream)
+            row["us"]["flashkit_" + sched] = timed(fn, flush)
+            if ref is None:
+                ref = out.clone()
+            else:
+                row.setdefault("max_diff_vs_single", {})[sched] = (out.float() - ref.float()).abs().max().item()
+            if sched != "single":
+                row[sched + "_plan"] = repr(plan)
+        # torch in its native contiguous [b, h, s, d] layout
+        qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+        for name, backend in [("torch_flash", SDPBackend.FLASH_ATTENTION),
+                              ("torch_cudnn", SDPBackend.CUDNN_ATTENTION),
+                              ("torch_efficient", SDPBackend.EFFICIENT_ATTENTION)]:
+            try:
+                with sdpa_kernel(backend):
+                    o = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt)
+                    if ref is not None:
+                        row.setdefault("max_diff_vs_torch", {})[name] = (o.transpose(1, 2).float() - ref.float()).abs().max().item()
+                    row["us"][name] = timed(lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt), flush)
+            except RuntimeError as e:
+                row["us"][name] = None
+                row.setdefault("errors", {})[name] = str(e).splitlines()[0][:160]
+        row["TBps"] = {k_: (kv_bytes / (us * 1e-6) / 1e12 if us else None) for k_, us in row["us"].items()}
+        rows.append(row)
+        dump(path, gpu, rows)  # after every row: a run stopped at its time limit keeps them
+        best_torch = min([u for n, u in row["us"].items() if n.startswith("torch") and u] or [math.nan])
+        print(f"d{d} b{b} h{h} ctx{ctx}: " + "  ".join(
+            f"{n}={u:.1f}us" if u else f"{n}=n/a" for n, u in row["us"].items()) +
+            f"  lean TB/s={row['TBps']['flashkit_lean']:.2f}  lean/split={row['us']['flashkit_split_kv'] / row['us']['flashkit_lean']:.2f}x"
+            f"  auto/cudnn={(row['us'].get('torch_cudnn') or math.nan) / row['us']['flashkit_auto']:.2f}x"
+            f"  lean/best-torch={best_torch / row['us']['flashkit_lean']:.2f}x  [{row.get('split_kv_plan', '')}]",
+            flush=True)
+        del q, k, v, out, qt, kt, vt
+        torch.cuda.empty_cache()
     print("wrote", path)
     plot(rows, os.path.join(args.out, f"2026-11-21-{tag}-decode-speedup.png"), gpu)
+
+
+def dump(path, gpu, rows):
+    result = {"gpu": gpu, "torch": torch.__version__, "dtype": "bfloat16", "q_len": 1, "repeats": REPEATS,
+              "timing": "median of per-call CUDA events, 256 MiB L2 flush between calls", "rows": rows}
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
 
 
 def plot(rows, path, gpu):
