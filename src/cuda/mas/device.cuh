@@ -1,4 +1,4 @@
-// Device building blocks of the MAS forward kernel (forward.cuh): exact Cython max, length and
+// Device building blocks of the MAS forward kernel (forward.cuh): the exact Cython cell, length and
 // likelihood loads, the parameter block, the bit backtrack and the warp-to-warp ring protocol
 // (shared-memory mbarriers). Included by src/cuda/mas/mas.cu only.
 #pragma once
@@ -14,27 +14,22 @@
 namespace flashkit::cuda::mas_kernels {
 
 constexpr int kMaxText = 2048;     // 256 threads x 8 rows
-constexpr int kMaxThreads = 256;   // 8 warps: one shared-memory ring each
+constexpr int kMaxThreads = 256;   // DP threads: 8 warps, one shared-memory ring each
+// Threads of a CTA: DP warps plus, when the kernel writes the path, the warp that zeroes it
+// (only while the DP warps leave room: a ninth warp would cap registers at 168 a thread).
+constexpr int kMaxBlock = kMaxThreads;
 constexpr int kMaxChannels = 256;  // fused: channels (a bound on the work per frame)
 constexpr unsigned kFull = 0xffffffffu;
-constexpr int kL2Ahead = 6;  // chunks (48 fp32 frames) prefetched into L2 ahead of the loads
-
-// Cython's max(v_cur, v_prev) = (v_prev > v_cur) ? v_prev : v_cur, and the decision as a bit.
-// Exact compare: the library builds with fast math (flush-to-zero); Cython does not flush.
-__device__ __forceinline__ float cython_max(float v_prev, float v_cur, uint32_t& up) {
-  float m;
-  asm("{ .reg .pred p; setp.gt.f32 p, %2, %3; selp.f32 %0, %2, %3, p; selp.u32 %1, 1, 0, p; }"
-      : "=f"(m), "=r"(up)
-      : "f"(v_prev), "f"(v_cur));
-  return m;
-}
+constexpr int kL2Blocks = 4;  // 32-frame blocks asked of L2 ahead of the register loads
+constexpr int kMaxBitsSmem = 160 * 1024;  // decision bits kept in shared memory up to this size
 
 // Shared-memory rings between the warps of a CTA: warp w writes Q of its last row per frame into
 // ring w, read by warp w + 1. Stage c of a ring is frames 32c - 1 .. 32c + 30 (what the consumer
 // takes at frame 32c: one frame back for each of its 32 frames), so stages c and c + kStages
-// share slots. Each stage has a full barrier (1 arrival: the producer's lane 31 after writing the
-// stage) and an empty one (32 arrivals: every consumer lane after reading it); stage c is the
-// (c / kStages)-th phase of both, so waits go by the parity of c / kStages.
+// share slots. Each stage has a full barrier (1 arrival: the producer's lane 31 after writing its
+// 32-frame block c, frames 32c .. 32c + 31) and an empty one (32 arrivals: every consumer lane
+// after reading it); stage c is the (c / kStages)-th phase of both, so waits go by the parity of
+// c / kStages.
 constexpr int kRing = 256;  // frames
 constexpr int kStages = kRing / 32;
 
@@ -55,25 +50,6 @@ __device__ __forceinline__ double load_number(const void* base, int dtype, int64
     default:
       return static_cast<const uint8_t*>(base)[i];  // u8, bool8
   }
-}
-
-// An item's length: the int32 entry, or the sum of its mask line truncated like astype(int32)
-// (every thread of the CTA takes part: a block reduction).
-static __device__ int item_length(const void* base, int64_t sb, int64_t sl, int line, int dtype,
-                                  int b) {
-  if (line < 0) return static_cast<const int32_t*>(base)[b * sb];
-  __shared__ double partial[32];
-  double acc = 0;
-  for (int i = threadIdx.x; i < line; i += blockDim.x)
-    acc += load_number(base, dtype, b * sb + i * sl);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-  __syncthreads();  // partial[] of an earlier call has been read
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = acc;
-  __syncthreads();
-  double total = 0;
-  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) total += partial[w];
-  return static_cast<int>(total);
 }
 
 __device__ __forceinline__ float load_float(const void* base, int dtype, int64_t i) {
@@ -133,18 +109,58 @@ struct Params {
   int ty_line, ty_dtype;
   int T, S, Tw, W;  // Tw: T rounded up to 8; W: words per row of bits = ceil(S / 32)
   float neg;
-  uint32_t* bits;  // [B][W][Tw]: bit (y % 32) of word (y / 32, x): Q[x-1, y-1] > Q[x, y-1]
+  // Decision bits, word (y / 32, x) holding bit y % 32 = (Q[x-1, y-1] > Q[x, y-1]): in global
+  // memory [B][W][Tw], or, when bits_smem, in the CTA's dynamic shared memory [W][rows] (one CTA
+  // per item: the backtrack then reads them at shared-memory latency).
+  uint32_t* bits;
+  int bits_smem;
   int32_t* start;  // [B][Tw]: first frame of row x's run
   int32_t* dur;    // frames of row x's run: the durations output or scratch
   int64_t db, dx;
   int32_t* bad;  // [B]: 1 where the item's lengths admit no path
   // An item's rows are split over `splits` CTAs of one cluster (co-scheduled, so waiting on a
-  // neighbour cannot deadlock), `rows` each. CTA k reads Q[row0 - 1, y] of CTA k-1 from `ring`
-  // ([B][splits][S]) once `progress` ([B][splits], -1 before the launch) has passed y.
-  int splits, rows;
+  // neighbour cannot deadlock), `rows` each (dp_warps warps of K rows a lane). CTA k reads
+  // Q[row0 - 1, y] of CTA k-1 from `ring` ([B][splits][W * 32]) once `progress` ([B][splits],
+  // -1 before the launch) has passed y.
+  int splits, rows, dp_warps;
   float* ring;
   int32_t* progress;
+  // The path, when the kernel writes it itself (path != null: each item's T x S elements are
+  // one dense block, rows or columns contiguous): one extra warp per CTA zeroes the CTA's share
+  // of the block while the DP runs, and CTA 0 writes the ones after the backtrack.
+  char* path;
+  int64_t pb, px, py;  // strides in elements
+  int pes;             // element bytes
+  uint32_t one;        // bit pattern of 1 in the path dtype
 };
+
+// The item's lengths (tx, ty): int32 entries, or the sums of its mask lines truncated like
+// astype(int32). Every thread of the CTA takes part (one block reduction for both lines).
+static __device__ int2 item_lengths(const Params& p, int b) {
+  if (p.tx_line < 0 && p.ty_line < 0)
+    return make_int2(static_cast<const int32_t*>(p.tx)[b * p.txs],
+                     static_cast<const int32_t*>(p.ty)[b * p.tys]);
+  __shared__ double partial[2][kMaxBlock / 32];
+  double acc[2] = {0, 0};
+  for (int i = threadIdx.x; i < p.tx_line; i += blockDim.x)
+    acc[0] += load_number(p.tx, p.tx_dtype, b * p.txs + i * p.txl);
+  for (int i = threadIdx.x; i < p.ty_line; i += blockDim.x)
+    acc[1] += load_number(p.ty, p.ty_dtype, b * p.tys + i * p.tyl);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+    for (int k = 0; k < 2; ++k) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], o);
+  if ((threadIdx.x & 31) == 0)
+    partial[0][threadIdx.x >> 5] = acc[0], partial[1][threadIdx.x >> 5] = acc[1];
+  __syncthreads();
+  double total[2] = {0, 0};
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w)
+    total[0] += partial[0][w], total[1] += partial[1][w];
+  return make_int2(p.tx_line < 0 ? static_cast<const int32_t*>(p.tx)[b * p.txs]
+                                 : static_cast<int>(total[0]),
+                   p.ty_line < 0 ? static_cast<const int32_t*>(p.ty)[b * p.tys]
+                                 : static_cast<int>(total[1]));
+}
 
 __device__ __forceinline__ void store_release(int32_t* p, int32_t v) {
   asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -200,43 +216,106 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   } while (!done);
 }
 
+// Chunk y0 .. y0 + kCols - 1 of rows x0 .. x0 + K - 1 (`rows` points at row x0) as raw words;
+// rows >= nrows and frames >= S read as 0. Any row < T and frame < S may be read whatever the
+// item's lengths are (cells outside the band never reach a band cell), so the first chunks are
+// loaded before the lengths are known. The vector path asks L2 for the whole 256-byte segment.
 template <Src S, int K, bool kVec>
-__device__ __forceinline__ void load_chunk(const Params& p, int b, int x0, int tx, int ty, int y0,
-                                           uint32_t (&buf)[K][8]) {
+__device__ __forceinline__ void load_chunk(const Params& p, const typename Chunk<S>::T* rows,
+                                           int x0, int nrows, int y0, uint32_t (&buf)[K][8]) {
   using T = typename Chunk<S>::T;
   constexpr int kCols = Chunk<S>::kCols;
-  const T* base = static_cast<const T*>(p.value) + b * p.vb;
+  if (kVec && x0 + K <= nrows && y0 + kCols <= p.S) {
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+      const T* src = rows + i * p.vx + y0;
+      asm volatile(
+          "ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%8];\n\t"
+          "ld.global.nc.L2::256B.v4.u32 {%4, %5, %6, %7}, [%8 + 16];"
+          : "=r"(buf[i][0]), "=r"(buf[i][1]), "=r"(buf[i][2]), "=r"(buf[i][3]), "=r"(buf[i][4]),
+            "=r"(buf[i][5]), "=r"(buf[i][6]), "=r"(buf[i][7])
+          : "l"(src));
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < K; ++i) {
-    const int x = x0 + i;
-    const T* row = base + static_cast<int64_t>(x) * p.vx;
-    if (x < tx && kVec && y0 + kCols <= p.S) {
-      // The register buffers hold only one chunk ahead (a deeper unroll overflows the
-      // instruction cache); an L2 prefetch kL2Ahead chunks ahead covers DRAM latency instead.
-      if (y0 + (kL2Ahead + 1) * kCols <= p.S)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(row + y0 + kL2Ahead * kCols));
-      const uint4 lo = __ldg(reinterpret_cast<const uint4*>(row + y0));
-      const uint4 hi = __ldg(reinterpret_cast<const uint4*>(row + y0) + 1);
-      buf[i][0] = lo.x, buf[i][1] = lo.y, buf[i][2] = lo.z, buf[i][3] = lo.w;
-      buf[i][4] = hi.x, buf[i][5] = hi.y, buf[i][6] = hi.z, buf[i][7] = hi.w;
-    } else {
 #pragma unroll
-      for (int w = 0; w < 8; ++w) buf[i][w] = 0;
-      if (x < tx) {
+    for (int w = 0; w < 8; ++w) buf[i][w] = 0;
+    if (x0 + i >= nrows) continue;
+    const T* row = rows + i * p.vx;
 #pragma unroll
-        for (int j = 0; j < kCols; ++j) {
-          const int y = y0 + j;
-          if (y >= ty) break;
-          uint32_t v;
-          if constexpr (sizeof(T) == 4)
-            v = __float_as_uint(row[y * p.vy]);
-          else
-            v = row[y * p.vy];
-          buf[i][j * sizeof(T) / 4] |= v << (sizeof(T) == 4 ? 0 : 16 * (j & 1));
-        }
-      }
+    for (int j = 0; j < kCols; ++j) {
+      const int y = y0 + j;
+      if (y >= p.S) break;
+      uint32_t v;
+      if constexpr (sizeof(T) == 4)
+        v = __float_as_uint(row[y * p.vy]);
+      else
+        v = row[y * p.vy];
+      buf[i][j * sizeof(T) / 4] |= v << (sizeof(T) == 4 ? 0 : 16 * (j & 1));
     }
   }
+}
+
+// Asks L2 for `bytes` (a multiple of 16) at p, 16-byte aligned; no register is written.
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#else
+  for (uint32_t o = 0; o < bytes; o += 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char*>(p) + o));
+#endif
+}
+
+// Cells above the band's diagonal (frame y < row x) take the likelihood 0: with Q = neg at frame
+// -1 every such cell is then exactly neg, so Q[x, x-1] = neg is what the diagonal cell (x, x)
+// reads, which is Cython's `x == y` rule without a test in the frame loop. d = x0 - y0 of the
+// chunk; rows i zero their frames j < d + i.
+template <Src S, int K>
+__device__ __forceinline__ void mask_above_diagonal(uint32_t (&buf)[K][8], int d) {
+  constexpr int kCols = Chunk<S>::kCols;
+#pragma unroll
+  for (int i = 0; i < K; ++i)
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      const bool above = j < d + i;
+      if constexpr (kCols == 8)
+        buf[i][j] = above ? 0u : buf[i][j];
+      else
+        buf[i][j / 2] &= above ? ((j & 1) ? 0x0000ffffu : 0xffff0000u) : 0xffffffffu;
+    }
+}
+
+// Warp shuffles and a predicated shared store as single instructions. The frame loop runs in
+// warp-uniform control flow, which the compiler cannot see: the __shfl_*_sync intrinsics would
+// add a divergence check per shuffle and a branch around lane 31's store.
+__device__ __forceinline__ float shfl_up1(float v) {
+  float r;
+  asm volatile("shfl.sync.up.b32 %0, %1, 1, 0, -1;" : "=f"(r) : "f"(v));
+  return r;
+}
+__device__ __forceinline__ float shfl_idx(float v, int lane) {
+  float r;
+  asm volatile("shfl.sync.idx.b32 %0, %1, %2, 31, -1;" : "=f"(r) : "f"(v), "r"(lane));
+  return r;
+}
+__device__ __forceinline__ void store_if(bool pred, float* shared, float v) {
+  asm volatile("{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.shared.f32 [%1], %2; }" ::"r"(
+                   static_cast<uint32_t>(pred)),
+               "r"(smem_addr(shared)), "f"(v));
+}
+
+// One cell: Q[x, y] = (v_prev > v_cur ? v_prev : v_cur) + value, Cython's max operand order and
+// an unflushed add; the decision sets `bit` in `bits`.
+__device__ __forceinline__ float cell(float v_prev, float v_cur, float value, uint32_t& bits,
+                                      uint32_t bit) {
+  float q;
+  asm("{ .reg .pred p; .reg .f32 m; setp.gt.f32 p, %2, %3; selp.f32 m, %2, %3, p;\n\t"
+      "@p or.b32 %1, %1, %5; add.rn.f32 %0, m, %4; }"
+      : "=f"(q), "+r"(bits)
+      : "f"(v_prev), "f"(v_cur), "f"(value), "r"(bit));
+  return q;
 }
 
 // Fused: value[x, y0 + j] for the thread's rows from the coefficients and z[b, c, y0 + j]
@@ -277,16 +356,19 @@ __device__ __forceinline__ void fused_chunk(const Params& p, int b, int x0, int 
 
 // Walks the path back from (tx-1, ty-1) like the Cython loop, a row at a time: on row `index` the
 // path moves down at the highest frame y' <= y whose bit is set (or at y' == index, where the
-// Cython code forces it), so each row's run is one bit scan. A warp loads the words of 32 rows
-// of one 32-frame block at once and walks them through shuffles.
-static __device__ void backtrack(const Params& p, int tx, int ty, const uint32_t* gbits,
-                                 int32_t* start, int32_t* dur, int lane) {
+// Cython code forces it), so each row's run is one bit scan. A warp holds the words of 32 rows
+// (lane j: row base + j) for the current 32-frame block and, loaded with them, the block below
+// (`bits`: word (block, x) at block * bstride + x, rows < nrows), and walks them through
+// shuffles; passing to the block below costs no wait, only a new group of 32 rows does.
+static __device__ void backtrack(const uint32_t* bits, int bstride, int nrows, int tx, int ty,
+                                 int32_t* start, int32_t* dur, int64_t dx, int lane) {
+  auto load = [&](int yb, int base) {
+    return yb >= 0 && base + lane < nrows ? bits[yb * bstride + base + lane] : 0u;
+  };
   int index = tx - 1, y = ty - 1, run_end = ty - 1;
-  while (y >= 0) {
-    const int yb = y >> 5;
-    const int base = max(index - 31, 0);
-    const uint32_t w =
-        base + lane < p.Tw ? gbits[static_cast<size_t>(yb) * p.Tw + base + lane] : 0u;
+  int yb = y >> 5, base = max(index - 31, 0);
+  uint32_t w = load(yb, base), below = load(yb - 1, base);
+  while (true) {
     while (true) {
       const uint32_t word = __shfl_sync(kFull, w, index - base);
       const int lim = y - yb * 32;  // frames yb*32 .. y of this block are still open
@@ -299,13 +381,22 @@ static __device__ void backtrack(const Params& p, int tx, int ty, const uint32_t
         break;
       }
       const int yp = yb * 32 + 31 - __clz(mv);
-      if (lane == 0) start[index] = yp, dur[index * p.dx] = run_end - yp + 1;
+      if (lane == 0) start[index] = yp, dur[index * dx] = run_end - yp + 1;
       --index;
       y = run_end = yp - 1;
       if (index < base || y < yb * 32) break;
     }
+    if (y < 0) break;
+    if (index >= base) {  // the block below, same rows: already loaded
+      --yb;
+      w = below;
+      below = load(yb - 1, base);
+    } else {
+      yb = y >> 5, base = max(index - 31, 0);
+      w = load(yb, base), below = load(yb - 1, base);
+    }
   }
-  if (lane == 0) start[index] = 0, dur[index * p.dx] = run_end + 1;  // index == 0 here
+  if (lane == 0) start[index] = 0, dur[index * dx] = run_end + 1;  // index == 0 here
 }
 
 // Waits until the upstream row (the warp above, or the previous CTA for warp 0) has published
@@ -336,12 +427,15 @@ static __device__ __noinline__ float take_upstream(float neg, float (*s_ring)[kR
   return v;
 }
 
-// Lane 31 of a warp, at frame y = min(32c + 30, ty - 1) of chunk c (and at y = ty - 1 = 32c + 31,
-// which ends no stage anyone reads): frames up to y of its last row are in the rings. full: this
-// warp's ring's full barriers, or null for the last warp (no consumer in the CTA).
-static __device__ __noinline__ void publish(int32_t* progress, bool to_cta, uint64_t* full, int y) {
-  if (to_cta) store_release(progress, y);
-  if (full != nullptr && (y & 31) != 31) mbar_arrive(&full[(y >> 5) % kStages]);
+// Lane 31 of a warp at the end of its 32-frame block c (frames up to 32c + 31 of its last row are
+// in the rings, which covers stage c, frames 32c - 1 .. 32c + 30): tells the next CTA how far it
+// may read (`last` = min(32c + 31, ty - 1)) and the warp below that stage c is full. full: this
+// warp's ring's full barriers, or null for the last warp (no consumer in the CTA). Every block c
+// an item runs is read by its consumer (32c < ty), so each stage gets exactly one arrival.
+static __device__ __noinline__ void publish(int32_t* progress, bool to_cta, uint64_t* full, int c,
+                                            int last) {
+  if (to_cta) store_release(progress, last);
+  if (full != nullptr) mbar_arrive(&full[c % kStages]);
 }
 
 }  // namespace flashkit::cuda::mas_kernels

@@ -1,0 +1,46 @@
+// Device helpers that write the MAS path [B, T, S] from per-row runs (start, length): zeroing an
+// item's dense block and writing its ones, used by the forward kernel (forward.cuh) when each
+// item's path is one dense block, and the element store shared with the general path kernels
+// (output.cuh). Included by src/cuda/mas/mas.cu only.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace flashkit::cuda::mas_kernels {
+
+__device__ __forceinline__ void put(char* p, int es, uint32_t v) {
+  if (es == 4)
+    *reinterpret_cast<uint32_t*>(p) = v;
+  else if (es == 2)
+    *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(v);
+  else
+    *reinterpret_cast<uint8_t*>(p) = static_cast<uint8_t>(v);
+}
+
+// Zeroes bytes [lo, hi) of `base`, thread t of n: 16-byte streaming stores (the path is never read
+// back here, so it should not push the likelihood out of L2) between byte-wise ends.
+__device__ __forceinline__ void zero_bytes(char* base, int64_t lo, int64_t hi, int t, int n) {
+  if (hi <= lo) return;
+  const int64_t head =
+      min(hi - lo, static_cast<int64_t>((16 - reinterpret_cast<uintptr_t>(base + lo) % 16) % 16));
+  const int64_t mid = lo + head, nvec = (hi - mid) / 16;
+  for (int64_t i = t; i < head; i += n) base[lo + i] = 0;
+  uint4* v = reinterpret_cast<uint4*>(base + mid);
+  for (int64_t i = t; i < nvec; i += n) __stcs(v + i, make_uint4(0, 0, 0, 0));
+  for (int64_t i = mid + nvec * 16 + t; i < hi; i += n) base[i] = 0;
+}
+
+// Ones of rows [0, tx) of one item from their runs (frames start[x] .. start[x] + dur[x] - 1),
+// thread t of n a row each; `path` points at the item's element (0, 0), strides in elements.
+__device__ __forceinline__ void write_ones(char* path, int64_t px, int64_t py, int es, uint32_t one,
+                                           int tx, const int32_t* start, const int32_t* dur,
+                                           int64_t dx, int t, int n) {
+  for (int x = t; x < tx; x += n) {
+    const int s0 = start[x], len = dur[x * dx];
+    char* row = path + x * px * es;
+    for (int y = s0; y < s0 + len; ++y) put(row + y * py * es, es, one);
+  }
+}
+
+}  // namespace flashkit::cuda::mas_kernels
