@@ -258,14 +258,11 @@ __device__ __forceinline__ void load_chunk(const Params& p, const typename Chunk
   }
 }
 
-// Asks L2 for `bytes` (a multiple of 16) at p, 16-byte aligned; no register is written.
+// Asks L2 for the 128-byte lines of [p, p + bytes): plain prefetches, no register written, so
+// nothing waits for them (a cp.async.bulk prefetch per row and block ran the DP ~2x slower).
 __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#else
   for (uint32_t o = 0; o < bytes; o += 128)
     asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char*>(p) + o));
-#endif
 }
 
 // Cells above the band's diagonal (frame y < row x) take the likelihood 0: with Q = neg at frame
@@ -404,7 +401,7 @@ static __device__ void backtrack(const uint32_t* bits, int bstride, int nrows, i
 // y - 1 + j, and frees that stage; then, as a producer, waits until the warp below has freed
 // stage y / 32 + 1 - kStages, whose slots frame y + 31 (stage y / 32 + 1) overwrites (frames
 // y .. y + 30 were cleared by the previous call; stage 0 is free at the start).
-static __device__ __noinline__ float take_upstream(float neg, float (*s_ring)[kRing],
+static __device__ __forceinline__ float take_upstream(float neg, float (*s_ring)[kRing],
                                                    uint64_t (*full)[kStages],
                                                    uint64_t (*empty)[kStages],
                                                    const int32_t* in_progress, const float* in_ring,
@@ -432,7 +429,7 @@ static __device__ __noinline__ float take_upstream(float neg, float (*s_ring)[kR
 // may read (`last` = min(32c + 31, ty - 1)) and the warp below that stage c is full. full: this
 // warp's ring's full barriers, or null for the last warp (no consumer in the CTA). Every block c
 // an item runs is read by its consumer (32c < ty), so each stage gets exactly one arrival.
-static __device__ __noinline__ void publish(int32_t* progress, bool to_cta, uint64_t* full, int c,
+static __device__ __forceinline__ void publish(int32_t* progress, bool to_cta, uint64_t* full, int c,
                                             int last) {
   if (to_cta) store_release(progress, last);
   if (full != nullptr) mbar_arrive(&full[c % kStages]);

@@ -63,10 +63,9 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
   return s;
 }
 
-// Lets a kernel take kMaxBitsSmem bytes of dynamic shared memory, once per device.
-template <typename Kernel>
-void allow_bits_smem(Kernel kernel) {
-  static std::atomic<uint64_t> done{0};
+// Lets `kernel` take kMaxBitsSmem bytes of dynamic shared memory, once per device (`done`: one
+// bit per device, kept by the caller per kernel).
+void allow_bits_smem(const void* kernel, std::atomic<uint64_t>& done) {
   int dev = 0;
   FK_CUDA_CHECK(cudaGetDevice(&dev));
   const uint64_t bit = uint64_t{1} << (dev % 64);
@@ -84,7 +83,8 @@ void launch_kernel(const Params& p, int B, cudaStream_t stream) {
   cfg.blockDim = dim3(p.dp_warps * 32 + (p.path != nullptr ? 32 : 0));
   cfg.dynamicSmemBytes = p.bits_smem ? sizeof(uint32_t) * p.W * p.rows : 0;
   cfg.stream = stream;
-  if (cfg.dynamicSmemBytes > 0) allow_bits_smem(kernel);
+  static std::atomic<uint64_t> smem_allowed{0};  // per instantiation: per kernel
+  if (cfg.dynamicSmemBytes > 0) allow_bits_smem(reinterpret_cast<const void*>(kernel), smem_allowed);
   cudaLaunchAttribute cluster;
   cluster.id = cudaLaunchAttributeClusterDimension;
   cluster.val.clusterDim.x = p.splits, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;

@@ -27,7 +27,11 @@ __device__ __forceinline__ void zero_bytes(char* base, int64_t lo, int64_t hi, i
   const int64_t mid = lo + head, nvec = (hi - mid) / 16;
   for (int64_t i = t; i < head; i += n) base[lo + i] = 0;
   uint4* v = reinterpret_cast<uint4*>(base + mid);
-  for (int64_t i = t; i < nvec; i += n) __stcs(v + i, make_uint4(0, 0, 0, 0));
+  const uint4 z = make_uint4(0, 0, 0, 0);
+  int64_t i = t;
+  for (; i + 3 * n < nvec; i += 4 * n)  // four stores in flight per iteration
+    __stcs(v + i, z), __stcs(v + i + n, z), __stcs(v + i + 2 * n, z), __stcs(v + i + 3 * n, z);
+  for (; i < nvec; i += n) __stcs(v + i, z);
   for (int64_t i = mid + nvec * 16 + t; i < hi; i += n) base[i] = 0;
 }
 
