@@ -3,10 +3,12 @@
 // (shared-memory mbarriers). Included by src/cuda/mas/mas.cu only.
 #pragma once
 #include <cooperative_groups.h>
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/mas_likelihood.h"
 #include "flashkit/tensor.h"
@@ -20,7 +22,6 @@ constexpr int kMaxThreads = 256;   // DP threads: 8 warps, one shared-memory rin
 constexpr int kMaxBlock = kMaxThreads;
 constexpr int kMaxChannels = 256;  // fused: channels (a bound on the work per frame)
 constexpr unsigned kFull = 0xffffffffu;
-constexpr int kL2Blocks = 4;  // 32-frame blocks asked of L2 ahead of the register loads
 constexpr int kMaxBitsSmem = 160 * 1024;  // decision bits kept in shared memory up to this size
 
 // Shared-memory rings between the warps of a CTA: warp w writes Q of its last row per frame into
@@ -33,22 +34,19 @@ constexpr int kMaxBitsSmem = 160 * 1024;  // decision bits kept in shared memory
 constexpr int kRing = 256;  // frames
 constexpr int kStages = kRing / 32;
 
-__device__ __forceinline__ double load_number(const void* base, int dtype, int64_t i) {
+__device__ __forceinline__ int dtype_bytes(int dtype) {
   switch (static_cast<DType>(dtype)) {
-    case DType::f32:
-      return static_cast<const float*>(base)[i];
-    case DType::f16:
-      return __half2float(static_cast<const __half*>(base)[i]);
-    case DType::bf16:
-      return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(base)[i]) << 16);
     case DType::f64:
-      return static_cast<const double*>(base)[i];
-    case DType::i32:
-      return static_cast<const int32_t*>(base)[i];
     case DType::i64:
-      return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+      return 8;
+    case DType::f32:
+    case DType::i32:
+      return 4;
+    case DType::f16:
+    case DType::bf16:
+      return 2;
     default:
-      return static_cast<const uint8_t*>(base)[i];  // u8, bool8
+      return 1;  // u8, bool8
   }
 }
 
@@ -123,6 +121,7 @@ struct Params {
   // Q[row0 - 1, y] of CTA k-1 from `ring` ([B][splits][W * 32]) once `progress` ([B][splits],
   // -1 before the launch) has passed y.
   int splits, rows, dp_warps;
+  int l2_blocks;  // 32-frame blocks of each row asked of L2 ahead of the register loads (0..4)
   float* ring;
   int32_t* progress;
   // The path, when the kernel writes it itself (path != null: each item's T x S elements are
@@ -134,6 +133,36 @@ struct Params {
   uint32_t one;        // bit pattern of 1 in the path dtype
 };
 
+// This thread's part of the sum of line[i * stride], i < n (threads of the CTA in turn), with
+// loads batched: the lines are read once per call, straight from DRAM.
+template <typename T>
+__device__ __forceinline__ double line_part(const void* base, int64_t stride, int n) {
+  const T* line = static_cast<const T*>(base);
+  double acc = 0;
+#pragma unroll 4
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    if constexpr (std::is_same_v<T, __half>)
+      acc += __half2float(line[i * stride]);
+    else if constexpr (std::is_same_v<T, __nv_bfloat16_raw>)
+      acc += __uint_as_float(static_cast<uint32_t>(line[i * stride].x) << 16);
+    else
+      acc += static_cast<double>(line[i * stride]);
+  }
+  return acc;
+}
+
+__device__ __forceinline__ double line_part(const void* base, int dtype, int64_t stride, int n) {
+  switch (static_cast<DType>(dtype)) {
+    case DType::f32: return line_part<float>(base, stride, n);
+    case DType::f16: return line_part<__half>(base, stride, n);
+    case DType::bf16: return line_part<__nv_bfloat16_raw>(base, stride, n);
+    case DType::f64: return line_part<double>(base, stride, n);
+    case DType::i32: return line_part<int32_t>(base, stride, n);
+    case DType::i64: return line_part<int64_t>(base, stride, n);
+    default: return line_part<uint8_t>(base, stride, n);  // u8, bool8
+  }
+}
+
 // The item's lengths (tx, ty): int32 entries, or the sums of its mask lines truncated like
 // astype(int32). Every thread of the CTA takes part (one block reduction for both lines).
 static __device__ int2 item_lengths(const Params& p, int b) {
@@ -142,10 +171,12 @@ static __device__ int2 item_lengths(const Params& p, int b) {
                      static_cast<const int32_t*>(p.ty)[b * p.tys]);
   __shared__ double partial[2][kMaxBlock / 32];
   double acc[2] = {0, 0};
-  for (int i = threadIdx.x; i < p.tx_line; i += blockDim.x)
-    acc[0] += load_number(p.tx, p.tx_dtype, b * p.txs + i * p.txl);
-  for (int i = threadIdx.x; i < p.ty_line; i += blockDim.x)
-    acc[1] += load_number(p.ty, p.ty_dtype, b * p.tys + i * p.tyl);
+  if (p.tx_line >= 0)
+    acc[0] = line_part(static_cast<const char*>(p.tx) + b * p.txs * dtype_bytes(p.tx_dtype),
+                       p.tx_dtype, p.txl, p.tx_line);
+  if (p.ty_line >= 0)
+    acc[1] = line_part(static_cast<const char*>(p.ty) + b * p.tys * dtype_bytes(p.ty_dtype),
+                       p.ty_dtype, p.tyl, p.ty_line);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1)
 #pragma unroll
@@ -220,24 +251,31 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 // rows >= nrows and frames >= S read as 0. Any row < T and frame < S may be read whatever the
 // item's lengths are (cells outside the band never reach a band cell), so the first chunks are
 // loaded before the lengths are known. The vector path asks L2 for the whole 256-byte segment.
+template <Src S, int K>
+__device__ __forceinline__ void load_chunk_vec(const Params& p, const typename Chunk<S>::T* rows,
+                                               int y0, uint32_t (&buf)[K][8]) {
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    const typename Chunk<S>::T* src = rows + i * p.vx + y0;
+    asm volatile(
+        "ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%8];\n\t"
+        "ld.global.nc.L2::256B.v4.u32 {%4, %5, %6, %7}, [%8 + 16];"
+        : "=r"(buf[i][0]), "=r"(buf[i][1]), "=r"(buf[i][2]), "=r"(buf[i][3]), "=r"(buf[i][4]),
+          "=r"(buf[i][5]), "=r"(buf[i][6]), "=r"(buf[i][7])
+        : "l"(src));
+  }
+}
+
+// Chunk y0 .. y0 + kCols - 1 of rows x0 .. x0 + K - 1 (`rows` points at row x0) as raw words;
+// rows >= nrows and frames >= S read as 0. Any row < T and frame < S may be read whatever the
+// item's lengths are (cells outside the band never reach a band cell), so the first chunks are
+// loaded before the lengths are known. The vector path asks L2 for the whole 256-byte segment.
 template <Src S, int K, bool kVec>
 __device__ __forceinline__ void load_chunk(const Params& p, const typename Chunk<S>::T* rows,
                                            int x0, int nrows, int y0, uint32_t (&buf)[K][8]) {
   using T = typename Chunk<S>::T;
   constexpr int kCols = Chunk<S>::kCols;
-  if (kVec && x0 + K <= nrows && y0 + kCols <= p.S) {
-#pragma unroll
-    for (int i = 0; i < K; ++i) {
-      const T* src = rows + i * p.vx + y0;
-      asm volatile(
-          "ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%8];\n\t"
-          "ld.global.nc.L2::256B.v4.u32 {%4, %5, %6, %7}, [%8 + 16];"
-          : "=r"(buf[i][0]), "=r"(buf[i][1]), "=r"(buf[i][2]), "=r"(buf[i][3]), "=r"(buf[i][4]),
-            "=r"(buf[i][5]), "=r"(buf[i][6]), "=r"(buf[i][7])
-          : "l"(src));
-    }
-    return;
-  }
+  if (kVec && x0 + K <= nrows && y0 + kCols <= p.S) return load_chunk_vec<S, K>(p, rows, y0, buf);
 #pragma unroll
   for (int i = 0; i < K; ++i) {
 #pragma unroll
@@ -297,6 +335,11 @@ __device__ __forceinline__ float shfl_idx(float v, int lane) {
   asm volatile("shfl.sync.idx.b32 %0, %1, %2, 31, -1;" : "=f"(r) : "f"(v), "r"(lane));
   return r;
 }
+__device__ __forceinline__ uint32_t shfl_idx_u32(uint32_t v, int lane) {
+  uint32_t r;
+  asm volatile("shfl.sync.idx.b32 %0, %1, %2, 31, -1;" : "=r"(r) : "r"(v), "r"(lane));
+  return r;
+}
 __device__ __forceinline__ void store_if(bool pred, float* shared, float v) {
   asm volatile("{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.shared.f32 [%1], %2; }" ::"r"(
                    static_cast<uint32_t>(pred)),
@@ -352,36 +395,40 @@ __device__ __forceinline__ void fused_chunk(const Params& p, int b, int x0, int 
 }
 
 // Walks the path back from (tx-1, ty-1) like the Cython loop, a row at a time: on row `index` the
-// path moves down at the highest frame y' <= y whose bit is set (or at y' == index, where the
-// Cython code forces it), so each row's run is one bit scan. A warp holds the words of 32 rows
-// (lane j: row base + j) for the current 32-frame block and, loaded with them, the block below
-// (`bits`: word (block, x) at block * bstride + x, rows < nrows), and walks them through
-// shuffles; passing to the block below costs no wait, only a new group of 32 rows does.
+// path moves down at the highest frame y' <= y whose bit is set, or at y' == index (Cython's
+// forced move; y >= index always holds), so each row's run is one bit scan. Only the first frame
+// of each run is recorded (`start`); durations and the path follow from the starts
+// (write_runs). A warp holds the words of 32 rows (lane j: row base + j) for the current
+// 32-frame block and, loaded with them, the block below (`bits`: word (block, x) at
+// block * bstride + x, rows < nrows); each lane keeps its row's start in a register until the
+// walk leaves the group, and the next row's word is shuffled while the current one is scanned.
 static __device__ void backtrack(const uint32_t* bits, int bstride, int nrows, int tx, int ty,
-                                 int32_t* start, int32_t* dur, int64_t dx, int lane) {
+                                 int32_t* start, int lane) {
   auto load = [&](int yb, int base) {
     return yb >= 0 && base + lane < nrows ? bits[yb * bstride + base + lane] : 0u;
   };
-  int index = tx - 1, y = ty - 1, run_end = ty - 1;
-  int yb = y >> 5, base = max(index - 31, 0);
+  int index = tx - 1, y = ty - 1;
+  int yb = y >> 5, base = max(index - 31, 0), hi = index;
   uint32_t w = load(yb, base), below = load(yb - 1, base);
+  int my_start = 0;  // run start of row base + lane (row 0's stays 0)
   while (true) {
+    uint32_t word = shfl_idx_u32(w, index - base);
     while (true) {
-      const uint32_t word = __shfl_sync(kFull, w, index - base);
-      const int lim = y - yb * 32;  // frames yb*32 .. y of this block are still open
-      uint32_t mv = word & (lim == 31 ? kFull : ((2u << lim) - 1u));
-      const int diag = index - yb * 32;
-      if (diag >= 0 && diag <= lim) mv |= 1u << diag;
-      if (index == 0) mv = 0;
+      const uint32_t next = shfl_idx_u32(w, max(index - 1 - base, 0));
+      const int b0 = yb * 32;
+      uint32_t mv = word & (kFull >> (31 - (y - b0)));  // frames b0 .. y
+      mv |= index >= b0 ? 1u << (index - b0) : 0u;
+      mv = index == 0 ? 0u : mv;
       if (mv == 0) {  // row `index` keeps the rest of this block
-        y = yb * 32 - 1;
+        y = b0 - 1;
         break;
       }
-      const int yp = yb * 32 + 31 - __clz(mv);
-      if (lane == 0) start[index] = yp, dur[index * dx] = run_end - yp + 1;
+      const int yp = b0 + 31 - __clz(mv);
+      my_start = lane == index - base ? yp : my_start;
       --index;
-      y = run_end = yp - 1;
-      if (index < base || y < yb * 32) break;
+      y = yp - 1;
+      if (index < base || y < b0) break;
+      word = next;
     }
     if (y < 0) break;
     if (index >= base) {  // the block below, same rows: already loaded
@@ -389,11 +436,12 @@ static __device__ void backtrack(const uint32_t* bits, int bstride, int nrows, i
       w = below;
       below = load(yb - 1, base);
     } else {
-      yb = y >> 5, base = max(index - 31, 0);
+      if (base + lane <= hi) start[base + lane] = my_start;
+      yb = y >> 5, base = max(index - 31, 0), hi = index, my_start = 0;
       w = load(yb, base), below = load(yb - 1, base);
     }
   }
-  if (lane == 0) start[index] = 0, dur[index * dx] = run_end + 1;  // index == 0 here
+  if (base + lane <= hi) start[base + lane] = my_start;
 }
 
 // Waits until the upstream row (the warp above, or the previous CTA for warp 0) has published

@@ -2,6 +2,8 @@
 // bits, the backtrack at the end and, for dense paths, the path itself. Included by
 // src/cuda/mas/mas.cu only.
 #pragma once
+#include <type_traits>
+
 #include "cuda/mas/device.cuh"
 #include "cuda/mas/path_writer.cuh"
 
@@ -18,7 +20,9 @@ namespace cg = cooperative_groups;
 // global memory). The frame loop runs whole 32-frame blocks, unrolled and branch-free (frames past
 // ty compute values nobody reads): per frame two shuffles and, per row, setp / selp / predicated
 // or / add. NB chunks of the likelihood are in registers (NB - 1 ahead) and L2 is asked for the
-// rows kL2Blocks blocks ahead.
+// rows p.l2_blocks blocks ahead. Blocks whose loads all take the vector path and that hold no cell
+// above the diagonal run a copy of the block without the slow load path and the mask, so the code
+// the warps spend their time in stays small (one warp per scheduler: instruction fetch shows).
 // K = 4 serves up to 512 rows a CTA (4 DP warps + 1), K = 8 up to 2048 (8 DP warps, or 7 + 1).
 template <Src S, int K, int NB, bool kVec>
 __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
@@ -33,10 +37,12 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
   __shared__ uint64_t s_full[kMaxThreads / 32][kStages];   // ring w, stage s written
   __shared__ uint64_t s_empty[kMaxThreads / 32][kStages];  // ring w, stage s read
   const int b = blockIdx.x / p.splits, part = blockIdx.x % p.splits;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = p.dp_warps;
+  int tid;  // kept in a register: re-reading %tid.x in the loop would wait with the loads
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+  const int lane = tid & 31, warp = tid >> 5, nwarps = p.dp_warps;
   const bool dp = warp < nwarps;
   const int row0 = part * p.rows;
-  const int x0 = row0 + threadIdx.x * K;
+  const int x0 = row0 + tid * K;
   const T* rows = kFused ? nullptr : static_cast<const T*>(p.value) + b * p.vb + x0 * p.vx;
 
   uint32_t buf[NB][K][8];
@@ -50,7 +56,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
   // Rows < T and frames < S exist whatever the lengths are: start the loads before reading them.
   if (dp) {
     if constexpr (kVec && !kFused) {
-      const uint32_t ahead = min(kL2Blocks * 32, p.S) * sizeof(T) / 16 * 16;
+      const uint32_t ahead = min(p.l2_blocks * 32, p.S) * sizeof(T);
       if (ahead > 0)
 #pragma unroll
         for (int i = 0; i < K; ++i)
@@ -110,30 +116,22 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
     for (int i = 0; i < K; ++i) q[i] = p.neg;
     float up = shfl_up1(q[K - 1]);  // Q[x0 - 1, y - 1] from the lane above (lanes > 0)
 
-    const int nblocks = (ty + 31) / 32;
-    for (int c = 0; c < nblocks; ++c) {
-      // lane j: Q[row0_warp - 1, 32c - 1 + j]; for the item's row -1 (Cython's x == 0 case) 0 at
-      // frame -1, else neg.
-      const float ring_v =
-          take_upstream(p.neg, s_ring, s_full, s_empty, in_progress, in_ring, from_cta, warp,
-                        nwarps, lane, 32 * c, ty, lane == 0 && c == 0 ? 0.f : p.neg);
-      if constexpr (kVec && !kFused) {
-        const int yp = (c + kL2Blocks) * 32;
-        if (all_live && yp < ty && yp + 32 <= p.S)
-#pragma unroll
-          for (int i = 0; i < K; ++i) prefetch_l2(rows + i * p.vx + yp, 32 * sizeof(T));
-      }
-      uint32_t bits[K];
-#pragma unroll
-      for (int i = 0; i < K; ++i) bits[i] = 0;
+    // One 32-frame block; kFast: every load it issues takes the vector path and it holds no cell
+    // above the diagonal (decided per warp).
+    auto run_block = [&](int c, float ring_v, uint32_t(&bits)[K], auto fast) {
+      constexpr bool kFast = decltype(fast)::value;
       float* ring_blk = s_ring[warp] + ((32 * c) & (kRing - 1));
       float* out_blk = out_ring + 32 * c;
 #pragma unroll
       for (int u = 0; u < kChunks; ++u) {
         const int g = c * kChunks + u;  // chunk index
-        fetch(buf[(u + NB - 1) % NB], g + NB - 1, tx);
+        if constexpr (kFast)
+          load_chunk_vec<S, K>(p, rows, (g + NB - 1) * kCols, buf[(u + NB - 1) % NB]);
+        else
+          fetch(buf[(u + NB - 1) % NB], g + NB - 1, tx);
         uint32_t(&cur)[K][8] = buf[u % NB];
-        if (g * kCols < warp_rows_end) mask_above_diagonal<S, K>(cur, x0 - g * kCols);
+        if constexpr (!kFast)
+          if (g * kCols < warp_rows_end) mask_above_diagonal<S, K>(cur, x0 - g * kCols);
 #pragma unroll
         for (int jj = 0; jj < kCols; ++jj) {
           const int j = u * kCols + jj;            // frame 32c + j
@@ -150,6 +148,29 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
             q[i] = cell(i > 0 ? q[i - 1] : nb, q[i], Chunk<S>::get(cur[i], jj), bits[i], 1u << j);
         }
       }
+    };
+    const bool warp_live = __all_sync(kFull, all_live);
+    const int nblocks = (ty + 31) / 32;
+    for (int c = 0; c < nblocks; ++c) {
+      // lane j: Q[row0_warp - 1, 32c - 1 + j]; for the item's row -1 (Cython's x == 0 case) 0 at
+      // frame -1, else neg.
+      const float ring_v =
+          take_upstream(p.neg, s_ring, s_full, s_empty, in_progress, in_ring, from_cta, warp,
+                        nwarps, lane, 32 * c, ty, lane == 0 && c == 0 ? 0.f : p.neg);
+      if constexpr (kVec && !kFused) {
+        const int yp = (c + p.l2_blocks) * 32;
+        if (p.l2_blocks > 0 && all_live && yp < ty && yp + 32 <= p.S)
+#pragma unroll
+          for (int i = 0; i < K; ++i) prefetch_l2(rows + i * p.vx + yp, 32 * sizeof(T));
+      }
+      uint32_t bits[K];
+#pragma unroll
+      for (int i = 0; i < K; ++i) bits[i] = 0;
+      if (kVec && !kFused && warp_live && 32 * c >= warp_rows_end &&
+          ((c + 1) * kChunks + NB - 1) * kCols <= p.S)
+        run_block(c, ring_v, bits, std::true_type{});
+      else
+        run_block(c, ring_v, bits, std::false_type{});
       if (live) {
         uint4* dst = reinterpret_cast<uint4*>(bits_out + static_cast<size_t>(c) * bstride);
 #pragma unroll
@@ -173,12 +194,10 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
   }
   if (part != 0) return;
   if (warp == 0)
-    backtrack(bits_item, bstride, p.bits_smem ? p.rows : p.Tw - row0, tx, ty, start, dur, p.dx,
-              lane);
-  if (item_path != nullptr) {
-    __syncthreads();
-    write_ones(item_path, p.px, p.py, p.pes, p.one, tx, start, dur, p.dx, threadIdx.x, blockDim.x);
-  }
+    backtrack(bits_item, bstride, p.bits_smem ? p.rows : p.Tw - row0, tx, ty, start, lane);
+  __syncthreads();  // the starts, for every thread of the CTA
+  write_runs(start, tx, ty, dur, p.dx, item_path, p.px, p.py, p.pes, p.one, threadIdx.x,
+             blockDim.x);
 }
 
 }  // namespace flashkit::cuda::mas_kernels

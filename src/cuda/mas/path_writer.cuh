@@ -35,16 +35,18 @@ __device__ __forceinline__ void zero_bytes(char* base, int64_t lo, int64_t hi, i
   for (int64_t i = mid + nvec * 16 + t; i < hi; i += n) base[i] = 0;
 }
 
-// Ones of rows [0, tx) of one item from their runs (frames start[x] .. start[x] + dur[x] - 1),
-// thread t of n a row each; `path` points at the item's element (0, 0), strides in elements.
-__device__ __forceinline__ void write_ones(char* path, int64_t px, int64_t py, int es, uint32_t one,
-                                           int tx, const int32_t* start, const int32_t* dur,
-                                           int64_t dx, int t, int n) {
+// Rows [0, tx) of one item from their run starts (row x runs from start[x] to start[x + 1] - 1,
+// the last row to ty - 1): the durations, and the ones of the path when `path` (the item's element
+// (0, 0), strides in elements) is given; thread t of n, a row each.
+__device__ __forceinline__ void write_runs(const int32_t* start, int tx, int ty, int32_t* dur,
+                                           int64_t dx, char* path, int64_t px, int64_t py, int es,
+                                           uint32_t one, int t, int n) {
   for (int x = t; x < tx; x += n) {
-    const int s0 = start[x], len = dur[x * dx];
+    const int s0 = start[x], s1 = x + 1 < tx ? start[x + 1] : ty;
+    dur[x * dx] = s1 - s0;
+    if (path == nullptr) continue;
     char* row = path + x * px * es;
-    for (int y = s0; y < s0 + len; ++y) put(row + y * py * es, es, one);
+    for (int y = s0; y < s1; ++y) put(row + y * py * es, es, one);
   }
 }
-
 }  // namespace flashkit::cuda::mas_kernels
