@@ -128,6 +128,21 @@ def checks(torch, flashkit):
             bad = int((gpu.cpu().numpy() != cpu).sum())
             print(f"check {layout:8s} ties={ties}: {bad} mismatching cells vs CPU", flush=True)
             assert bad == 0
+    # The drop-in's one-call CUDA path with a bool mask, and its error for an item without a path.
+    gm = torch.from_numpy(mask).cuda().bool()
+    gpu = flashkit.maximum_path(torch.from_numpy(v).cuda(), gm)
+    bad = int((gpu.cpu().numpy() != flashkit.maximum_path(v, mask)).sum())
+    print(f"check bool mask: {bad} mismatching cells vs CPU", flush=True)
+    assert bad == 0
+    gm[1, :, :] = False
+    gm[1, :7, 0] = True  # item 1: 7 text positions, 1 mel frame
+    gm[1, 0, 0] = True
+    try:
+        flashkit.maximum_path(torch.from_numpy(v).cuda(), gm)
+        raise AssertionError("no error for tx > ty through maximum_path")
+    except ValueError as e:
+        print("check bad lengths through maximum_path:", e, flush=True)
+        assert "text_lengths[1]" in str(e)
     lengths = torch.tensor([5, 9], dtype=torch.int32, device="cuda")
     try:
         flashkit.monotonic_alignment_search(torch.zeros((2, 10, 8), device="cuda"), lengths,

@@ -24,6 +24,7 @@ import numpy as np
 from . import _C
 
 _SUPPORTED_VALUE = {"float32", "float16", "bfloat16"}
+_torch_codes = None  # torch dtype -> flashkit DType code (_C.dtype_codes), built on first use
 _SUPPORTED_PATH = {"float32", "float16", "bfloat16", "int32", "uint8", "bool"}
 
 
@@ -107,12 +108,16 @@ def _run(fn, inputs, tx, ty, path, durations, neg, check):
     status = _empty((1,), _torch_or_numpy(like, "int32"), like) if on_gpu and check else None
     fn(*inputs, tx, ty, path, durations, float(neg), status, _stream(like))
     if status is not None:
-        bad = int(status.item())
-        if bad >= 0:
-            t, s = _length_of(tx, bad), _length_of(ty, bad)
-            raise ValueError(f"text_lengths[{bad}]: expected 0 <= text_lengths[{bad}] <= "
-                             f"mel_lengths[{bad}] ({s}) within the tensor's dims, got {t}: "
-                             "no monotonic path")
+        _raise_bad_item(int(status.item()), tx, ty)
+
+
+def _raise_bad_item(bad, tx, ty):
+    """The CPU's ValueError for item `bad` (>= 0) of a CUDA status word; -1: nothing to raise."""
+    if bad >= 0:
+        t, s = _length_of(tx, bad), _length_of(ty, bad)
+        raise ValueError(f"text_lengths[{bad}]: expected 0 <= text_lengths[{bad}] <= "
+                         f"mel_lengths[{bad}] ({s}) within the tensor's dims, got {t}: "
+                         "no monotonic path")
 
 
 def _length_of(lengths, i):
@@ -183,6 +188,33 @@ def monotonic_alignment_search_fused(z, m, logs, text_lengths, mel_lengths, neg=
     return _result(path, path_dtype, durations)
 
 
+def _torch_cuda_fast(value, mask):
+    """The DType codes of value and mask when maximum_path can take its one-call CUDA path: torch
+    CUDA tensors of the same non-empty [b, d1, d2] shape, value float32/float16/bfloat16."""
+    global _torch_codes
+    if not (_is_torch(value) and _is_torch(mask) and value.is_cuda and mask.is_cuda):
+        return None
+    if _torch_codes is None:
+        import torch
+
+        _torch_codes = {getattr(torch, n): c for n, c in _C.dtype_codes.items()}
+    vcode, mcode = _torch_codes.get(value.dtype), _torch_codes.get(mask.dtype)
+    shape = value.shape
+    if (vcode is None or mcode is None or _dtype_name(value) not in _SUPPORTED_VALUE
+            or len(shape) != 3 or mask.shape != shape or 0 in shape):
+        return None
+    return vcode, mcode
+
+
+def _raw_stream(device_index):
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(device_index)
+    return torch.cuda.current_stream(device_index).cuda_stream
+
+
 def maximum_path(value, mask, layout="auto", neg=-1e9, check=True):
     """Drop-in for glow-tts's and vits's ``monotonic_align.maximum_path(value, mask)``.
 
@@ -191,10 +223,28 @@ def maximum_path(value, mask, layout="auto", neg=-1e9, check=True):
     in the originals (``mask.sum(1)[:, 0]`` and ``mask.sum(2)[:, 0]``, read here from the first
     column and row only). Returns a contiguous path with value's shape, dtype and device; torch
     CUDA tensors stay on the GPU (``check=False``: no host sync at all, see
-    monotonic_alignment_search).
+    monotonic_alignment_search). Torch CUDA tensors take a one-call path: the extension gets
+    pointers and strides, the kernel reads the mask's first column and row itself.
     """
     if layout not in ("auto", "glow-tts", "vits"):
         raise ValueError(f"layout: expected 'auto', 'glow-tts' or 'vits', got {layout!r}")
+    fast = _torch_cuda_fast(value, mask)
+    if fast is not None:
+        import torch
+
+        shape = value.shape
+        vits = layout == "vits" or (layout == "auto" and shape[1] > shape[2])
+        path = torch.empty_like(value, memory_format=torch.contiguous_format)
+        status = torch.empty((1,), dtype=torch.int32, device=value.device) if check else None
+        device = value.get_device()
+        _C.maximum_path_raw(value.data_ptr(), fast[0], shape, value.stride(), device,
+                            mask.data_ptr(), fast[1], mask.stride(), mask.get_device(),
+                            path.data_ptr(), vits, float(neg),
+                            0 if status is None else status.data_ptr(), _raw_stream(device))
+        if status is not None:
+            _raise_bad_item(int(status.item()), *((mask[:, 0, :], mask[:, :, 0]) if vits
+                                                  else (mask[:, :, 0], mask[:, 0, :])))
+        return path
     if not _is_torch(value):
         value, mask = np.asarray(value), np.asarray(mask)
     if value.ndim != 3:

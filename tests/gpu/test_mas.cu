@@ -257,6 +257,49 @@ TEST(MasGpuSmall, GpuLimitsAreErrorsAndWriteNothing) {
   }
 }
 
+// The kernel writes dense paths itself; any other path view goes through the separate path
+// kernels, and durations alone need no path at all.
+TEST(MasGpuSmall, NonDensePathAndDurationsOnly) {
+  std::mt19937_64 rng(108);
+  const int64_t B = 5, T = 90, S = 260;
+  std::vector<int32_t> tx, ty;
+  random_lengths(rng, B, T, S, tx, ty);
+  HostTensor v(DType::f32, {B, T, S});
+  v.fill_int(rng, -2, 0);
+  HostTensor txt = lengths_tensor(tx), mel = lengths_tensor(ty), want(DType::f16, {B, T, S}),
+             d_want(DType::i32, {B, T}), padded(DType::f16, {B, T, S + 5}),
+             back(DType::f16, {B, T, S + 5}), d_got(DType::i32, {B, T});
+  monotonic_alignment_search(v, txt, mel, want, d_want);
+  DeviceTensor dv(v), dtx(txt), dty(mel), dp(padded), dd(d_got);
+  dp.poison();
+  dd.poison();
+  TensorView pv = TensorView::strided(dp.view().data, DType::f16, {B, T, S},
+                                      {T * (S + 5), S + 5, 1}, Device::cuda, dp.view().device_id);
+  monotonic_alignment_search(dv, dtx, dty, pv, TensorView{});
+  monotonic_alignment_search(dv, dtx, dty, TensorView{}, dd);
+  FK_CUDA_CHECK(cudaDeviceSynchronize());
+  dp.download(back);
+  dd.download(d_got);
+  int64_t bad = 0;
+  for (int64_t r = 0; r < B * T; ++r) {
+    for (int64_t y = 0; y < S; ++y)
+      bad += back.ptr<uint16_t>()[r * (S + 5) + y] != want.ptr<uint16_t>()[r * S + y];
+    for (int64_t y = S; y < S + 5; ++y) bad += back.ptr<uint16_t>()[r * (S + 5) + y] != 0xffff;
+  }
+  EXPECT_EQ(bad, 0) << "padded path (pad must stay poisoned)";
+  EXPECT_EQ(bytes_of(d_got), bytes_of(d_want));
+}
+
+// One CTA per item with the decision bits in global memory (too many frames for shared memory):
+// the other side of the shared-memory bits of the small shapes.
+TEST(MasGpuSmall, LongMelBitsInGlobalMemory) {
+  std::mt19937_64 rng(109);
+  const int64_t B = 2, T = 40, S = 12000;  // 375 words x 128 rows x 4 B > 160 KiB
+  HostTensor v(DType::f32, {B, T, S});
+  v.fill_normal(rng);
+  expect_gpu_equals_cpu(v, {40, 17}, {12000, 11999}, -1e9f, "long mel");
+}
+
 // Full-size items (T up to 2048, the K = 8 kernel's limit) and a long random-length batch.
 TEST(MasGpu, LargeItemsMatchCpu) {
   std::mt19937_64 rng(106);
@@ -267,6 +310,19 @@ TEST(MasGpu, LargeItemsMatchCpu) {
     tx[B - 1] = T / 2 + 3;
     ty[B - 1] = S - 5;
     expect_gpu_equals_cpu(v, tx, ty, -1e9f, "large");
+  }
+}
+
+// Batches too large to split items over clusters run one CTA per item: K = 8 rows a lane past 512
+// rows (3 DP warps + the path warp here; 8 DP warps and the separate path kernel at T = 1800).
+TEST(MasGpu, ManyItemsEightRowsALane) {
+  std::mt19937_64 rng(110);
+  for (auto [B, T, S] : {std::tuple{67, 520, 600}, std::tuple{67, 1800, 1850}}) {
+    HostTensor v(DType::f16, {B, T, S});
+    v.fill_normal(rng, -2.f, 1.f);
+    std::vector<int32_t> tx, ty;
+    random_lengths(rng, B, T, S, tx, ty);
+    expect_gpu_equals_cpu(v, tx, ty, -1e9f, "many items");
   }
 }
 

@@ -1,12 +1,14 @@
-// Device building blocks of the MAS forward kernel (forward.cuh): exact Cython max, length and
+// Device building blocks of the MAS forward kernel (forward.cuh): the exact Cython cell, length and
 // likelihood loads, the parameter block, the bit backtrack and the warp-to-warp ring protocol
 // (shared-memory mbarriers). Included by src/cuda/mas/mas.cu only.
 #pragma once
 #include <cooperative_groups.h>
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/mas_likelihood.h"
 #include "flashkit/tensor.h"
@@ -14,66 +16,38 @@
 namespace flashkit::cuda::mas_kernels {
 
 constexpr int kMaxText = 2048;     // 256 threads x 8 rows
-constexpr int kMaxThreads = 256;   // 8 warps: one shared-memory ring each
+constexpr int kMaxThreads = 256;   // DP threads: 8 warps, one shared-memory ring each
+// Threads of a CTA: DP warps plus, when the kernel writes the path, the warp that zeroes it
+// (only while the DP warps leave room: a ninth warp would cap registers at 168 a thread).
+constexpr int kMaxBlock = kMaxThreads;
 constexpr int kMaxChannels = 256;  // fused: channels (a bound on the work per frame)
 constexpr unsigned kFull = 0xffffffffu;
-constexpr int kL2Ahead = 6;  // chunks (48 fp32 frames) prefetched into L2 ahead of the loads
-
-// Cython's max(v_cur, v_prev) = (v_prev > v_cur) ? v_prev : v_cur, and the decision as a bit.
-// Exact compare: the library builds with fast math (flush-to-zero); Cython does not flush.
-__device__ __forceinline__ float cython_max(float v_prev, float v_cur, uint32_t& up) {
-  float m;
-  asm("{ .reg .pred p; setp.gt.f32 p, %2, %3; selp.f32 %0, %2, %3, p; selp.u32 %1, 1, 0, p; }"
-      : "=f"(m), "=r"(up)
-      : "f"(v_prev), "f"(v_cur));
-  return m;
-}
+constexpr int kMaxBitsSmem = 160 * 1024;  // decision bits kept in shared memory up to this size
 
 // Shared-memory rings between the warps of a CTA: warp w writes Q of its last row per frame into
 // ring w, read by warp w + 1. Stage c of a ring is frames 32c - 1 .. 32c + 30 (what the consumer
 // takes at frame 32c: one frame back for each of its 32 frames), so stages c and c + kStages
-// share slots. Each stage has a full barrier (1 arrival: the producer's lane 31 after writing the
-// stage) and an empty one (32 arrivals: every consumer lane after reading it); stage c is the
-// (c / kStages)-th phase of both, so waits go by the parity of c / kStages.
+// share slots. Each stage has a full barrier (1 arrival: the producer's lane 31 after writing its
+// 32-frame block c, frames 32c .. 32c + 31) and an empty one (32 arrivals: every consumer lane
+// after reading it); stage c is the (c / kStages)-th phase of both, so waits go by the parity of
+// c / kStages.
 constexpr int kRing = 256;  // frames
 constexpr int kStages = kRing / 32;
 
-__device__ __forceinline__ double load_number(const void* base, int dtype, int64_t i) {
+__device__ __forceinline__ int dtype_bytes(int dtype) {
   switch (static_cast<DType>(dtype)) {
-    case DType::f32:
-      return static_cast<const float*>(base)[i];
-    case DType::f16:
-      return __half2float(static_cast<const __half*>(base)[i]);
-    case DType::bf16:
-      return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(base)[i]) << 16);
     case DType::f64:
-      return static_cast<const double*>(base)[i];
-    case DType::i32:
-      return static_cast<const int32_t*>(base)[i];
     case DType::i64:
-      return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+      return 8;
+    case DType::f32:
+    case DType::i32:
+      return 4;
+    case DType::f16:
+    case DType::bf16:
+      return 2;
     default:
-      return static_cast<const uint8_t*>(base)[i];  // u8, bool8
+      return 1;  // u8, bool8
   }
-}
-
-// An item's length: the int32 entry, or the sum of its mask line truncated like astype(int32)
-// (every thread of the CTA takes part: a block reduction).
-static __device__ int item_length(const void* base, int64_t sb, int64_t sl, int line, int dtype,
-                                  int b) {
-  if (line < 0) return static_cast<const int32_t*>(base)[b * sb];
-  __shared__ double partial[32];
-  double acc = 0;
-  for (int i = threadIdx.x; i < line; i += blockDim.x)
-    acc += load_number(base, dtype, b * sb + i * sl);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-  __syncthreads();  // partial[] of an earlier call has been read
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = acc;
-  __syncthreads();
-  double total = 0;
-  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) total += partial[w];
-  return static_cast<int>(total);
 }
 
 __device__ __forceinline__ float load_float(const void* base, int dtype, int64_t i) {
@@ -133,18 +107,91 @@ struct Params {
   int ty_line, ty_dtype;
   int T, S, Tw, W;  // Tw: T rounded up to 8; W: words per row of bits = ceil(S / 32)
   float neg;
-  uint32_t* bits;  // [B][W][Tw]: bit (y % 32) of word (y / 32, x): Q[x-1, y-1] > Q[x, y-1]
+  // Decision bits, word (y / 32, x) holding bit y % 32 = (Q[x-1, y-1] > Q[x, y-1]): in global
+  // memory [B][W][Tw], or, when bits_smem, in the CTA's dynamic shared memory [W][rows] (one CTA
+  // per item: the backtrack then reads them at shared-memory latency).
+  uint32_t* bits;
+  int bits_smem;
   int32_t* start;  // [B][Tw]: first frame of row x's run
   int32_t* dur;    // frames of row x's run: the durations output or scratch
   int64_t db, dx;
   int32_t* bad;  // [B]: 1 where the item's lengths admit no path
   // An item's rows are split over `splits` CTAs of one cluster (co-scheduled, so waiting on a
-  // neighbour cannot deadlock), `rows` each. CTA k reads Q[row0 - 1, y] of CTA k-1 from `ring`
-  // ([B][splits][S]) once `progress` ([B][splits], -1 before the launch) has passed y.
-  int splits, rows;
+  // neighbour cannot deadlock), `rows` each (dp_warps warps of K rows a lane). CTA k reads
+  // Q[row0 - 1, y] of CTA k-1 from `ring` ([B][splits][W * 32]) once `progress` ([B][splits],
+  // -1 before the launch) has passed y.
+  int splits, rows, dp_warps;
+  int l2_blocks;  // 32-frame blocks of each row asked of L2 ahead of the register loads (0..4)
   float* ring;
   int32_t* progress;
+  // The path, when the kernel writes it itself (path != null: each item's T x S elements are
+  // one dense block, rows or columns contiguous): one extra warp per CTA zeroes the CTA's share
+  // of the block while the DP runs, and CTA 0 writes the ones after the backtrack.
+  char* path;
+  int64_t pb, px, py;  // strides in elements
+  int pes;             // element bytes
+  uint32_t one;        // bit pattern of 1 in the path dtype
 };
+
+// This thread's part of the sum of line[i * stride], i < n (threads of the CTA in turn), with
+// loads batched: the lines are read once per call, straight from DRAM.
+template <typename T>
+__device__ __forceinline__ double line_part(const void* base, int64_t stride, int n) {
+  const T* line = static_cast<const T*>(base);
+  double acc = 0;
+#pragma unroll 4
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    if constexpr (std::is_same_v<T, __half>)
+      acc += __half2float(line[i * stride]);
+    else if constexpr (std::is_same_v<T, __nv_bfloat16_raw>)
+      acc += __uint_as_float(static_cast<uint32_t>(line[i * stride].x) << 16);
+    else
+      acc += static_cast<double>(line[i * stride]);
+  }
+  return acc;
+}
+
+__device__ __forceinline__ double line_part(const void* base, int dtype, int64_t stride, int n) {
+  switch (static_cast<DType>(dtype)) {
+    case DType::f32: return line_part<float>(base, stride, n);
+    case DType::f16: return line_part<__half>(base, stride, n);
+    case DType::bf16: return line_part<__nv_bfloat16_raw>(base, stride, n);
+    case DType::f64: return line_part<double>(base, stride, n);
+    case DType::i32: return line_part<int32_t>(base, stride, n);
+    case DType::i64: return line_part<int64_t>(base, stride, n);
+    default: return line_part<uint8_t>(base, stride, n);  // u8, bool8
+  }
+}
+
+// The item's lengths (tx, ty): int32 entries, or the sums of its mask lines truncated like
+// astype(int32). Every thread of the CTA takes part (one block reduction for both lines).
+static __device__ int2 item_lengths(const Params& p, int b) {
+  if (p.tx_line < 0 && p.ty_line < 0)
+    return make_int2(static_cast<const int32_t*>(p.tx)[b * p.txs],
+                     static_cast<const int32_t*>(p.ty)[b * p.tys]);
+  __shared__ double partial[2][kMaxBlock / 32];
+  double acc[2] = {0, 0};
+  if (p.tx_line >= 0)
+    acc[0] = line_part(static_cast<const char*>(p.tx) + b * p.txs * dtype_bytes(p.tx_dtype),
+                       p.tx_dtype, p.txl, p.tx_line);
+  if (p.ty_line >= 0)
+    acc[1] = line_part(static_cast<const char*>(p.ty) + b * p.tys * dtype_bytes(p.ty_dtype),
+                       p.ty_dtype, p.tyl, p.ty_line);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+    for (int k = 0; k < 2; ++k) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], o);
+  if ((threadIdx.x & 31) == 0)
+    partial[0][threadIdx.x >> 5] = acc[0], partial[1][threadIdx.x >> 5] = acc[1];
+  __syncthreads();
+  double total[2] = {0, 0};
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w)
+    total[0] += partial[0][w], total[1] += partial[1][w];
+  return make_int2(p.tx_line < 0 ? static_cast<const int32_t*>(p.tx)[b * p.txs]
+                                 : static_cast<int>(total[0]),
+                   p.ty_line < 0 ? static_cast<const int32_t*>(p.ty)[b * p.tys]
+                                 : static_cast<int>(total[1]));
+}
 
 __device__ __forceinline__ void store_release(int32_t* p, int32_t v) {
   asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -200,43 +247,115 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   } while (!done);
 }
 
-template <Src S, int K, bool kVec>
-__device__ __forceinline__ void load_chunk(const Params& p, int b, int x0, int tx, int ty, int y0,
-                                           uint32_t (&buf)[K][8]) {
-  using T = typename Chunk<S>::T;
-  constexpr int kCols = Chunk<S>::kCols;
-  const T* base = static_cast<const T*>(p.value) + b * p.vb;
+// Chunk y0 .. y0 + kCols - 1 of rows x0 .. x0 + K - 1 (`rows` points at row x0) as raw words;
+// rows >= nrows and frames >= S read as 0. Any row < T and frame < S may be read whatever the
+// item's lengths are (cells outside the band never reach a band cell), so the first chunks are
+// loaded before the lengths are known. The vector path asks L2 for the whole 256-byte segment.
+template <Src S, int K>
+__device__ __forceinline__ void load_chunk_vec(const Params& p, const typename Chunk<S>::T* rows,
+                                               int y0, uint32_t (&buf)[K][8]) {
 #pragma unroll
   for (int i = 0; i < K; ++i) {
-    const int x = x0 + i;
-    const T* row = base + static_cast<int64_t>(x) * p.vx;
-    if (x < tx && kVec && y0 + kCols <= p.S) {
-      // The register buffers hold only one chunk ahead (a deeper unroll overflows the
-      // instruction cache); an L2 prefetch kL2Ahead chunks ahead covers DRAM latency instead.
-      if (y0 + (kL2Ahead + 1) * kCols <= p.S)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(row + y0 + kL2Ahead * kCols));
-      const uint4 lo = __ldg(reinterpret_cast<const uint4*>(row + y0));
-      const uint4 hi = __ldg(reinterpret_cast<const uint4*>(row + y0) + 1);
-      buf[i][0] = lo.x, buf[i][1] = lo.y, buf[i][2] = lo.z, buf[i][3] = lo.w;
-      buf[i][4] = hi.x, buf[i][5] = hi.y, buf[i][6] = hi.z, buf[i][7] = hi.w;
-    } else {
+    const typename Chunk<S>::T* src = rows + i * p.vx + y0;
+    asm volatile(
+        "ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%8];\n\t"
+        "ld.global.nc.L2::256B.v4.u32 {%4, %5, %6, %7}, [%8 + 16];"
+        : "=r"(buf[i][0]), "=r"(buf[i][1]), "=r"(buf[i][2]), "=r"(buf[i][3]), "=r"(buf[i][4]),
+          "=r"(buf[i][5]), "=r"(buf[i][6]), "=r"(buf[i][7])
+        : "l"(src));
+  }
+}
+
+// Chunk y0 .. y0 + kCols - 1 of rows x0 .. x0 + K - 1 (`rows` points at row x0) as raw words;
+// rows >= nrows and frames >= S read as 0. Any row < T and frame < S may be read whatever the
+// item's lengths are (cells outside the band never reach a band cell), so the first chunks are
+// loaded before the lengths are known. The vector path asks L2 for the whole 256-byte segment.
+template <Src S, int K, bool kVec>
+__device__ __forceinline__ void load_chunk(const Params& p, const typename Chunk<S>::T* rows,
+                                           int x0, int nrows, int y0, uint32_t (&buf)[K][8]) {
+  using T = typename Chunk<S>::T;
+  constexpr int kCols = Chunk<S>::kCols;
+  if (kVec && x0 + K <= nrows && y0 + kCols <= p.S) return load_chunk_vec<S, K>(p, rows, y0, buf);
 #pragma unroll
-      for (int w = 0; w < 8; ++w) buf[i][w] = 0;
-      if (x < tx) {
+  for (int i = 0; i < K; ++i) {
 #pragma unroll
-        for (int j = 0; j < kCols; ++j) {
-          const int y = y0 + j;
-          if (y >= ty) break;
-          uint32_t v;
-          if constexpr (sizeof(T) == 4)
-            v = __float_as_uint(row[y * p.vy]);
-          else
-            v = row[y * p.vy];
-          buf[i][j * sizeof(T) / 4] |= v << (sizeof(T) == 4 ? 0 : 16 * (j & 1));
-        }
-      }
+    for (int w = 0; w < 8; ++w) buf[i][w] = 0;
+    if (x0 + i >= nrows) continue;
+    const T* row = rows + i * p.vx;
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      const int y = y0 + j;
+      if (y >= p.S) break;
+      uint32_t v;
+      if constexpr (sizeof(T) == 4)
+        v = __float_as_uint(row[y * p.vy]);
+      else
+        v = row[y * p.vy];
+      buf[i][j * sizeof(T) / 4] |= v << (sizeof(T) == 4 ? 0 : 16 * (j & 1));
     }
   }
+}
+
+// Asks L2 for the 128-byte lines of [p, p + bytes): plain prefetches, no register written, so
+// nothing waits for them (a cp.async.bulk prefetch per row and block ran the DP ~2x slower).
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+  for (uint32_t o = 0; o < bytes; o += 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char*>(p) + o));
+}
+
+// Cells above the band's diagonal (frame y < row x) take the likelihood 0: with Q = neg at frame
+// -1 every such cell is then exactly neg, so Q[x, x-1] = neg is what the diagonal cell (x, x)
+// reads, which is Cython's `x == y` rule without a test in the frame loop. d = x0 - y0 of the
+// chunk; rows i zero their frames j < d + i.
+template <Src S, int K>
+__device__ __forceinline__ void mask_above_diagonal(uint32_t (&buf)[K][8], int d) {
+  constexpr int kCols = Chunk<S>::kCols;
+#pragma unroll
+  for (int i = 0; i < K; ++i)
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      const bool above = j < d + i;
+      if constexpr (kCols == 8)
+        buf[i][j] = above ? 0u : buf[i][j];
+      else
+        buf[i][j / 2] &= above ? ((j & 1) ? 0x0000ffffu : 0xffff0000u) : 0xffffffffu;
+    }
+}
+
+// Warp shuffles and a predicated shared store as single instructions. The frame loop runs in
+// warp-uniform control flow, which the compiler cannot see: the __shfl_*_sync intrinsics would
+// add a divergence check per shuffle and a branch around lane 31's store.
+__device__ __forceinline__ float shfl_up1(float v) {
+  float r;
+  asm volatile("shfl.sync.up.b32 %0, %1, 1, 0, -1;" : "=f"(r) : "f"(v));
+  return r;
+}
+__device__ __forceinline__ float shfl_idx(float v, int lane) {
+  float r;
+  asm volatile("shfl.sync.idx.b32 %0, %1, %2, 31, -1;" : "=f"(r) : "f"(v), "r"(lane));
+  return r;
+}
+__device__ __forceinline__ uint32_t shfl_idx_u32(uint32_t v, int lane) {
+  uint32_t r;
+  asm volatile("shfl.sync.idx.b32 %0, %1, %2, 31, -1;" : "=r"(r) : "r"(v), "r"(lane));
+  return r;
+}
+__device__ __forceinline__ void store_if(bool pred, float* shared, float v) {
+  asm volatile("{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.shared.f32 [%1], %2; }" ::"r"(
+                   static_cast<uint32_t>(pred)),
+               "r"(smem_addr(shared)), "f"(v));
+}
+
+// One cell: Q[x, y] = (v_prev > v_cur ? v_prev : v_cur) + value, Cython's max operand order and
+// an unflushed add; the decision sets `bit` in `bits`.
+__device__ __forceinline__ float cell(float v_prev, float v_cur, float value, uint32_t& bits,
+                                      uint32_t bit) {
+  float q;
+  asm("{ .reg .pred p; .reg .f32 m; setp.gt.f32 p, %2, %3; selp.f32 m, %2, %3, p;\n\t"
+      "@p or.b32 %1, %1, %5; add.rn.f32 %0, m, %4; }"
+      : "=f"(q), "+r"(bits)
+      : "f"(v_prev), "f"(v_cur), "f"(value), "r"(bit));
+  return q;
 }
 
 // Fused: value[x, y0 + j] for the thread's rows from the coefficients and z[b, c, y0 + j]
@@ -276,36 +395,53 @@ __device__ __forceinline__ void fused_chunk(const Params& p, int b, int x0, int 
 }
 
 // Walks the path back from (tx-1, ty-1) like the Cython loop, a row at a time: on row `index` the
-// path moves down at the highest frame y' <= y whose bit is set (or at y' == index, where the
-// Cython code forces it), so each row's run is one bit scan. A warp loads the words of 32 rows
-// of one 32-frame block at once and walks them through shuffles.
-static __device__ void backtrack(const Params& p, int tx, int ty, const uint32_t* gbits,
-                                 int32_t* start, int32_t* dur, int lane) {
-  int index = tx - 1, y = ty - 1, run_end = ty - 1;
-  while (y >= 0) {
-    const int yb = y >> 5;
-    const int base = max(index - 31, 0);
-    const uint32_t w =
-        base + lane < p.Tw ? gbits[static_cast<size_t>(yb) * p.Tw + base + lane] : 0u;
+// path moves down at the highest frame y' <= y whose bit is set, or at y' == index (Cython's
+// forced move; y >= index always holds), so each row's run is one bit scan. Only the first frame
+// of each run is recorded (`start`); durations and the path follow from the starts
+// (write_runs). A warp holds the words of 32 rows (lane j: row base + j) for the current
+// 32-frame block and, loaded with them, the block below (`bits`: word (block, x) at
+// block * bstride + x, rows < nrows); each lane keeps its row's start in a register until the
+// walk leaves the group, and the next row's word is shuffled while the current one is scanned.
+static __device__ void backtrack(const uint32_t* bits, int bstride, int nrows, int tx, int ty,
+                                 int32_t* start, int lane) {
+  auto load = [&](int yb, int base) {
+    return yb >= 0 && base + lane < nrows ? bits[yb * bstride + base + lane] : 0u;
+  };
+  int index = tx - 1, y = ty - 1;
+  int yb = y >> 5, base = max(index - 31, 0), hi = index;
+  uint32_t w = load(yb, base), below = load(yb - 1, base);
+  int my_start = 0;  // run start of row base + lane (row 0's stays 0)
+  while (true) {
+    uint32_t word = shfl_idx_u32(w, index - base);
     while (true) {
-      const uint32_t word = __shfl_sync(kFull, w, index - base);
-      const int lim = y - yb * 32;  // frames yb*32 .. y of this block are still open
-      uint32_t mv = word & (lim == 31 ? kFull : ((2u << lim) - 1u));
-      const int diag = index - yb * 32;
-      if (diag >= 0 && diag <= lim) mv |= 1u << diag;
-      if (index == 0) mv = 0;
+      const uint32_t next = shfl_idx_u32(w, max(index - 1 - base, 0));
+      const int b0 = yb * 32;
+      uint32_t mv = word & (kFull >> (31 - (y - b0)));  // frames b0 .. y
+      mv |= index >= b0 ? 1u << (index - b0) : 0u;
+      mv = index == 0 ? 0u : mv;
       if (mv == 0) {  // row `index` keeps the rest of this block
-        y = yb * 32 - 1;
+        y = b0 - 1;
         break;
       }
-      const int yp = yb * 32 + 31 - __clz(mv);
-      if (lane == 0) start[index] = yp, dur[index * p.dx] = run_end - yp + 1;
+      const int yp = b0 + 31 - __clz(mv);
+      my_start = lane == index - base ? yp : my_start;
       --index;
-      y = run_end = yp - 1;
-      if (index < base || y < yb * 32) break;
+      y = yp - 1;
+      if (index < base || y < b0) break;
+      word = next;
+    }
+    if (y < 0) break;
+    if (index >= base) {  // the block below, same rows: already loaded
+      --yb;
+      w = below;
+      below = load(yb - 1, base);
+    } else {
+      if (base + lane <= hi) start[base + lane] = my_start;
+      yb = y >> 5, base = max(index - 31, 0), hi = index, my_start = 0;
+      w = load(yb, base), below = load(yb - 1, base);
     }
   }
-  if (lane == 0) start[index] = 0, dur[index * p.dx] = run_end + 1;  // index == 0 here
+  if (base + lane <= hi) start[base + lane] = my_start;
 }
 
 // Waits until the upstream row (the warp above, or the previous CTA for warp 0) has published
@@ -313,7 +449,7 @@ static __device__ void backtrack(const Params& p, int tx, int ty, const uint32_t
 // y - 1 + j, and frees that stage; then, as a producer, waits until the warp below has freed
 // stage y / 32 + 1 - kStages, whose slots frame y + 31 (stage y / 32 + 1) overwrites (frames
 // y .. y + 30 were cleared by the previous call; stage 0 is free at the start).
-static __device__ __noinline__ float take_upstream(float neg, float (*s_ring)[kRing],
+static __device__ __forceinline__ float take_upstream(float neg, float (*s_ring)[kRing],
                                                    uint64_t (*full)[kStages],
                                                    uint64_t (*empty)[kStages],
                                                    const int32_t* in_progress, const float* in_ring,
@@ -336,12 +472,15 @@ static __device__ __noinline__ float take_upstream(float neg, float (*s_ring)[kR
   return v;
 }
 
-// Lane 31 of a warp, at frame y = min(32c + 30, ty - 1) of chunk c (and at y = ty - 1 = 32c + 31,
-// which ends no stage anyone reads): frames up to y of its last row are in the rings. full: this
-// warp's ring's full barriers, or null for the last warp (no consumer in the CTA).
-static __device__ __noinline__ void publish(int32_t* progress, bool to_cta, uint64_t* full, int y) {
-  if (to_cta) store_release(progress, y);
-  if (full != nullptr && (y & 31) != 31) mbar_arrive(&full[(y >> 5) % kStages]);
+// Lane 31 of a warp at the end of its 32-frame block c (frames up to 32c + 31 of its last row are
+// in the rings, which covers stage c, frames 32c - 1 .. 32c + 30): tells the next CTA how far it
+// may read (`last` = min(32c + 31, ty - 1)) and the warp below that stage c is full. full: this
+// warp's ring's full barriers, or null for the last warp (no consumer in the CTA). Every block c
+// an item runs is read by its consumer (32c < ty), so each stage gets exactly one arrival.
+static __device__ __forceinline__ void publish(int32_t* progress, bool to_cta, uint64_t* full, int c,
+                                            int last) {
+  if (to_cta) store_release(progress, last);
+  if (full != nullptr) mbar_arrive(&full[c % kStages]);
 }
 
 }  // namespace flashkit::cuda::mas_kernels

@@ -1,29 +1,73 @@
-// The MAS forward kernel: DP over the band with the state in registers, decisions as bits, the
-// backtrack at the end. Included by src/cuda/mas/mas.cu only.
+// The MAS forward kernel: the DP over the band with the state in registers and the decisions as
+// bits, the backtrack at the end and, for dense paths, the path itself. Included by
+// src/cuda/mas/mas.cu only.
 #pragma once
+#include <type_traits>
+
 #include "cuda/mas/device.cuh"
+#include "cuda/mas/path_writer.cuh"
 
 namespace flashkit::cuda::mas_kernels {
 
 namespace cg = cooperative_groups;
 
-// One CTA of an item's cluster: rows [row0, row0 + rows), K rows per thread. Every warp is a
-// pipeline stage that runs on its own, without CTA barriers: it needs its upper neighbour's last
-// row one frame back, which the neighbour warp publishes 32 frames at a time through a shared
-// memory ring with a full/empty mbarrier pair per 32-frame stage (device.cuh; the CTA's first
-// warp: from the previous CTA of the cluster, through global memory). NB chunks of the likelihood
-// are in flight per thread (registers), NB - 1 ahead.
+// One CTA of an item's cluster: rows [row0, row0 + rows), K rows a lane, p.dp_warps warps; with
+// p.path set, one more warp zeroes the CTA's share of the item's path meanwhile and CTA 0 writes
+// the ones after the backtrack. Every DP warp is a pipeline stage that runs on its own, without
+// CTA barriers: it needs its upper neighbour's last row one frame back, which the neighbour
+// publishes 32 frames at a time through a shared-memory ring with a full/empty mbarrier pair per
+// 32-frame stage (device.cuh; the CTA's first warp: from the previous CTA of the cluster, through
+// global memory). The frame loop runs whole 32-frame blocks, unrolled and branch-free (frames past
+// ty compute values nobody reads): per frame two shuffles and, per row, setp / selp / predicated
+// or / add. NB chunks of the likelihood are in registers (NB - 1 ahead) and L2 is asked for the
+// rows p.l2_blocks blocks ahead. Blocks whose loads all take the vector path and that hold no cell
+// above the diagonal run a copy of the block without the slow load path and the mask, so the code
+// the warps spend their time in stays small (one warp per scheduler: instruction fetch shows).
+// K = 4 serves up to 512 rows a CTA (4 DP warps + 1), K = 8 up to 2048 (8 DP warps, or 7 + 1).
 template <Src S, int K, int NB, bool kVec>
-__global__ void __launch_bounds__(kMaxThreads, 1) mas_forward(const Params p) {
+__global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
+    mas_forward(const Params p) {
+  using T = typename Chunk<S>::T;
   constexpr int kCols = Chunk<S>::kCols;
+  constexpr int kChunks = 32 / kCols;  // chunks per 32-frame block
+  static_assert(kChunks % NB == 0, "each chunk's buffer must be known at compile time");
   constexpr bool kFused = S == Src::fused;
+  extern __shared__ uint4 s_bits[];  // the decision bits when p.bits_smem
   __shared__ float s_ring[kMaxThreads / 32][kRing];
   __shared__ uint64_t s_full[kMaxThreads / 32][kStages];   // ring w, stage s written
   __shared__ uint64_t s_empty[kMaxThreads / 32][kStages];  // ring w, stage s read
   const int b = blockIdx.x / p.splits, part = blockIdx.x % p.splits;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  const int tx = item_length(p.tx, p.txs, p.txl, p.tx_line, p.tx_dtype, b);
-  const int ty = item_length(p.ty, p.tys, p.tyl, p.ty_line, p.ty_dtype, b);
+  int tid;  // kept in a register: re-reading %tid.x in the loop would wait with the loads
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+  const int lane = tid & 31, warp = tid >> 5, nwarps = p.dp_warps;
+  const bool dp = warp < nwarps;
+  const int row0 = part * p.rows;
+  const int x0 = row0 + tid * K;
+  const T* rows = kFused ? nullptr : static_cast<const T*>(p.value) + b * p.vb + x0 * p.vx;
+
+  uint32_t buf[NB][K][8];
+  auto fetch = [&](uint32_t(&bf)[K][8], int g, int nrows) {
+    if constexpr (kFused) {
+      if (x0 < nrows) fused_chunk<K>(p, b, x0, g * kCols, p.S, bf);
+    } else {
+      load_chunk<S, K, kVec>(p, rows, x0, nrows, g * kCols, bf);
+    }
+  };
+  // Rows < T and frames < S exist whatever the lengths are: start the loads before reading them.
+  if (dp) {
+    if constexpr (kVec && !kFused) {
+      const uint32_t ahead = min(p.l2_blocks * 32, p.S) * sizeof(T);
+      if (ahead > 0)
+#pragma unroll
+        for (int i = 0; i < K; ++i)
+          if (x0 + i < p.T) prefetch_l2(rows + i * p.vx, ahead);
+    }
+#pragma unroll
+    for (int u = 0; u < NB - 1; ++u) fetch(buf[u], u, p.T);
+  }
+
+  const int2 len = item_lengths(p, b);
+  const int tx = len.x, ty = len.y;
   const bool valid = tx >= 0 && tx <= p.T && ty >= 0 && ty <= p.S && tx <= ty;
   int32_t* start = p.start + static_cast<size_t>(b) * p.Tw;
   int32_t* dur = p.dur + b * p.db;
@@ -32,100 +76,112 @@ __global__ void __launch_bounds__(kMaxThreads, 1) mas_forward(const Params p) {
       start[x] = 0, dur[x * p.dx] = 0;
     if (threadIdx.x == 0) p.bad[b] = valid ? 0 : 1;
   }
-  if (!valid || tx == 0) return;  // the whole cluster leaves: tx, ty are the item's
+  // This CTA's share of the item's path block.
+  char* item_path = p.path != nullptr ? p.path + b * p.pb * p.pes : nullptr;
+  const int64_t path_bytes = static_cast<int64_t>(p.T) * p.S * p.pes;
+  const int64_t zero_lo = path_bytes * part / p.splits,
+                zero_hi = path_bytes * (part + 1) / p.splits;
+  if (!valid || tx == 0) {  // the whole cluster leaves: tx, ty are the item's; an all-zero path
+    if (item_path != nullptr) zero_bytes(item_path, zero_lo, zero_hi, threadIdx.x, blockDim.x);
+    return;
+  }
 
-  const int row0 = part * p.rows;
-  const int x0 = row0 + threadIdx.x * K;
-  const bool active = x0 < tx;
-  uint32_t* gbits = p.bits + static_cast<size_t>(b) * p.W * p.Tw;
-  if (lane < kStages) {
+  if (dp && lane < kStages) {
     mbar_init(&s_full[warp][lane], 1);    // the producer's lane 31
     mbar_init(&s_empty[warp][lane], 32);  // every lane of the consumer warp
   }
   __syncthreads();
-  if (row0 < tx) {
+  uint32_t* const bits_item = p.bits_smem ? reinterpret_cast<uint32_t*>(s_bits)
+                                          : p.bits + static_cast<size_t>(b) * p.W * p.Tw + row0;
+  const int bstride = p.bits_smem ? p.rows : p.Tw;
+  if (!dp) {
+    if (item_path != nullptr) zero_bytes(item_path, zero_lo, zero_hi, lane, 32);
+  } else if (row0 < tx) {
     // Upstream of warp 0: the previous CTA (global ring) or the first column's constants.
     const bool from_cta = part > 0 && warp == 0;
     const bool to_cta = part + 1 < p.splits && row0 + p.rows < tx && warp == nwarps - 1;
+    const bool lane0 = lane == 0, lane31 = lane == 31, to_cta31 = to_cta && lane31;
     const int32_t* in_progress = p.progress + b * p.splits + part - 1;
-    const float* in_ring = p.ring + (static_cast<size_t>(b) * p.splits + part - 1) * p.S;
-    float* out_ring = p.ring + (static_cast<size_t>(b) * p.splits + part) * p.S;
+    int32_t* out_progress = p.progress + b * p.splits + part;
+    const size_t ring_len = static_cast<size_t>(p.W) * 32;
+    const float* in_ring = p.ring + (static_cast<size_t>(b) * p.splits + part - 1) * ring_len;
+    float* out_ring = p.ring + (static_cast<size_t>(b) * p.splits + part) * ring_len;
     uint64_t* full = warp + 1 < nwarps ? s_full[warp] : nullptr;  // null: no consumer here
-    float q[K];  // Q[x0 + i, y - 1]; the initial column is never read by a band cell
-    uint32_t bits[K];
+    uint32_t* bits_out = bits_item + (x0 - row0);
+    const bool live = x0 < tx;  // rows the backtrack reads
+    const bool all_live = x0 + K <= tx;
+    const int warp_rows_end = row0 + (warp + 1) * 32 * K;
+    float q[K];  // Q[x0 + i, y - 1]; Q = neg at frame -1
 #pragma unroll
-    for (int i = 0; i < K; ++i) q[i] = p.neg, bits[i] = 0;
-    float ring_v = p.neg;  // lane j: Q[x0_warp - 1, (y & ~31) - 1 + j]
+    for (int i = 0; i < K; ++i) q[i] = p.neg;
+    float up = shfl_up1(q[K - 1]);  // Q[x0 - 1, y - 1] from the lane above (lanes > 0)
 
-    auto fetch = [&](uint32_t(&buf)[K][8], int c) {
-      if (!active) return;
-      if constexpr (kFused)
-        fused_chunk<K>(p, b, x0, c * 8, ty, buf);
+    // One 32-frame block; kFast: every load it issues takes the vector path and it holds no cell
+    // above the diagonal (decided per warp).
+    auto run_block = [&](int c, float ring_v, uint32_t(&bits)[K], auto fast) {
+      constexpr bool kFast = decltype(fast)::value;
+      float* ring_blk = s_ring[warp] + ((32 * c) & (kRing - 1));
+      float* out_blk = out_ring + 32 * c;
+#pragma unroll
+      for (int u = 0; u < kChunks; ++u) {
+        const int g = c * kChunks + u;  // chunk index
+        if constexpr (kFast)
+          load_chunk_vec<S, K>(p, rows, (g + NB - 1) * kCols, buf[(u + NB - 1) % NB]);
+        else
+          fetch(buf[(u + NB - 1) % NB], g + NB - 1, tx);
+        uint32_t(&cur)[K][8] = buf[u % NB];
+        if constexpr (!kFast)
+          if (g * kCols < warp_rows_end) mask_above_diagonal<S, K>(cur, x0 - g * kCols);
+#pragma unroll
+        for (int jj = 0; jj < kCols; ++jj) {
+          const int j = u * kCols + jj;            // frame 32c + j
+          const float ring = shfl_idx(ring_v, j);  // every lane shuffles; lane 0 keeps it
+          const float nb = lane0 ? ring : up;
+          // The last row first: its shuffle for the next frame then overlaps the other rows.
+          q[K - 1] = cell(K > 1 ? q[K - 2] : nb, q[K - 1], Chunk<S>::get(cur[K - 1], jj),
+                          bits[K - 1], 1u << j);
+          up = shfl_up1(q[K - 1]);
+          store_if(lane31, ring_blk + j, q[K - 1]);
+          if (to_cta31) out_blk[j] = q[K - 1];
+#pragma unroll
+          for (int i = K - 2; i >= 0; --i)
+            q[i] = cell(i > 0 ? q[i - 1] : nb, q[i], Chunk<S>::get(cur[i], jj), bits[i], 1u << j);
+        }
+      }
+    };
+    const bool warp_live = __all_sync(kFull, all_live);
+    const int nblocks = (ty + 31) / 32;
+    for (int c = 0; c < nblocks; ++c) {
+      // lane j: Q[row0_warp - 1, 32c - 1 + j]; for the item's row -1 (Cython's x == 0 case) 0 at
+      // frame -1, else neg.
+      const float ring_v =
+          take_upstream(p.neg, s_ring, s_full, s_empty, in_progress, in_ring, from_cta, warp,
+                        nwarps, lane, 32 * c, ty, lane == 0 && c == 0 ? 0.f : p.neg);
+      if constexpr (kVec && !kFused) {
+        const int yp = (c + p.l2_blocks) * 32;
+        if (p.l2_blocks > 0 && all_live && yp < ty && yp + 32 <= p.S)
+#pragma unroll
+          for (int i = 0; i < K; ++i) prefetch_l2(rows + i * p.vx + yp, 32 * sizeof(T));
+      }
+      uint32_t bits[K];
+#pragma unroll
+      for (int i = 0; i < K; ++i) bits[i] = 0;
+      if (kVec && !kFused && warp_live && 32 * c >= warp_rows_end &&
+          ((c + 1) * kChunks + NB - 1) * kCols <= p.S)
+        run_block(c, ring_v, bits, std::true_type{});
       else
-        load_chunk<S, K, kVec>(p, b, x0, tx, ty, c * kCols, buf);
-    };
-    // Every 32 frames (rare paths, kept out of line: the frame loop is unrolled and must stay
-    // within the instruction cache).
-    auto sync_upstream = [&](int y) {
-      ring_v = take_upstream(p.neg, s_ring, s_full, s_empty, in_progress, in_ring, from_cta, warp,
-                             nwarps, lane, y, ty, ring_v);
-    };
-    // The DP over the chunk's frames: Q[x, y] = max(Q[x, y-1], Q[x-1, y-1]) + value[x, y] with
-    // Cython's constants at x == y and x == 0; its decision is the backtrack bit. Branch-free
-    // except for the warp-uniform 32-frame bookkeeping.
-    auto steps = [&](const uint32_t(&buf)[K][8], int c) {
+        run_block(c, ring_v, bits, std::false_type{});
+      if (live) {
+        uint4* dst = reinterpret_cast<uint4*>(bits_out + static_cast<size_t>(c) * bstride);
 #pragma unroll
-      for (int j = 0; j < kCols; ++j) {
-        const int y = c * kCols + j;
-        if (y >= ty) break;
-        if ((y & 31) == 0) sync_upstream(y);
-        const float up = __shfl_up_sync(kFull, q[K - 1], 1);
-        const float ring = __shfl_sync(kFull, ring_v, y & 31);
-        const float first = warp > 0 || part > 0 ? ring : (y == 0 ? 0.f : p.neg);
-        const float nb = lane > 0 ? up : first;
-#pragma unroll
-        for (int i = K - 1; i >= 0; --i) {
-          const float v_cur = x0 + i == y ? p.neg : q[i];
-          uint32_t bit;
-          const float m = cython_max(i > 0 ? q[i - 1] : nb, v_cur, bit);
-          q[i] = mas::add_rn(m, Chunk<S>::get(buf[i], j));
-          bits[i] |= bit << (y & 31);
-        }
-        if (lane == 31) {
-          s_ring[warp][y & (kRing - 1)] = q[K - 1];
-          if (to_cta) out_ring[y] = q[K - 1];
-        }
-        if (((y & 31) == 30 || y == ty - 1) && lane == 31)
-          publish(p.progress + b * p.splits + part, to_cta, full, y);
-        if ((y & 31) == 31 || y == ty - 1) {
-          if (active) {
-            uint4* dst = reinterpret_cast<uint4*>(gbits + static_cast<size_t>(y >> 5) * p.Tw + x0);
-#pragma unroll
-            for (int i = 0; i < K; i += 4)
-              dst[i / 4] = make_uint4(bits[i], bits[i + 1], bits[i + 2], bits[i + 3]);
-          }
-#pragma unroll
-          for (int i = 0; i < K; ++i) bits[i] = 0;
-        }
+        for (int i = 0; i < K; i += 4)
+          dst[i / 4] = make_uint4(bits[i], bits[i + 1], bits[i + 2], bits[i + 3]);
       }
-    };
-
-    const int nchunks = (ty + kCols - 1) / kCols;
-    uint32_t buf[NB][K][8];
-#pragma unroll
-    for (int u = 0; u < NB - 1; ++u)
-      if (u < nchunks) fetch(buf[u], u);
-    for (int c0 = 0; c0 < nchunks; c0 += NB) {
-#pragma unroll
-      for (int u = 0; u < NB; ++u) {
-        const int c = c0 + u;
-        if (c >= nchunks) break;
-        if (c + NB - 1 < nchunks) fetch(buf[(u + NB - 1) % NB], c + NB - 1);
-        steps(buf[u], c);
-      }
+      if (lane31) publish(out_progress, to_cta, full, c, min(32 * c + 31, ty - 1));
     }
   }
-  // Every CTA's bit stores are visible to the first CTA's warp 0, which walks the path back.
+  // Every CTA's bit stores (and path zeros) are visible to the first CTA, which walks the path
+  // back and writes the ones.
   if (p.splits > 1) {
 #if __CUDA_ARCH__ >= 900
     __threadfence();
@@ -136,7 +192,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1) mas_forward(const Params p) {
   } else {
     __syncthreads();
   }
-  if (part == 0 && warp == 0) backtrack(p, tx, ty, gbits, start, dur, lane);
+  if (part != 0) return;
+  if (warp == 0)
+    backtrack(bits_item, bstride, p.bits_smem ? p.rows : p.Tw - row0, tx, ty, start, lane);
+  __syncthreads();  // the starts, for every thread of the CTA
+  write_runs(start, tx, ty, dur, p.dx, item_path, p.px, p.py, p.pes, p.one, threadIdx.x,
+             blockDim.x);
 }
 
 }  // namespace flashkit::cuda::mas_kernels

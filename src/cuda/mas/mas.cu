@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "api/validate.h"
@@ -35,10 +36,10 @@ struct Scratch {
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
-Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int S, int splits, bool need_dur,
+Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, bool need_dur,
               Stream stream) {
   const size_t ring =
-      splits > 1 ? align256(sizeof(float) * B * static_cast<size_t>(splits) * S) : 0;
+      splits > 1 ? align256(sizeof(float) * B * static_cast<size_t>(splits) * W * 32) : 0;
   const size_t progress = splits > 1 ? align256(sizeof(int32_t) * B * splits) : 0;
   const size_t bits = align256(sizeof(uint32_t) * B * static_cast<size_t>(W) * Tw);
   const size_t rows = align256(sizeof(int32_t) * B * static_cast<size_t>(Tw));
@@ -62,32 +63,54 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int S, int sp
   return s;
 }
 
-template <Src S, int K, int NB>
-void launch_forward(const Params& p, int B, int threads, bool vec, cudaStream_t stream) {
+// Lets `kernel` take kMaxBitsSmem bytes of dynamic shared memory, once per device (`done`: one
+// bit per device, kept by the caller per kernel).
+void allow_bits_smem(const void* kernel, std::atomic<uint64_t>& done) {
+  int dev = 0;
+  FK_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t{1} << (dev % 64);
+  if (done.load(std::memory_order_relaxed) & bit) return;
+  FK_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxBitsSmem));
+  done.fetch_or(bit, std::memory_order_relaxed);
+}
+
+template <Src S, int K, int NB, bool kVec>
+void launch_kernel(const Params& p, int B, cudaStream_t stream) {
+  auto kernel = mas_forward<S, K, NB, kVec>;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(B * p.splits);
-  cfg.blockDim = dim3(threads);
+  cfg.blockDim = dim3(p.dp_warps * 32 + (p.path != nullptr ? 32 : 0));
+  cfg.dynamicSmemBytes = p.bits_smem ? sizeof(uint32_t) * p.W * p.rows : 0;
   cfg.stream = stream;
+  static std::atomic<uint64_t> smem_allowed{0};  // per instantiation: per kernel
+  if (cfg.dynamicSmemBytes > 0) allow_bits_smem(reinterpret_cast<const void*>(kernel), smem_allowed);
   cudaLaunchAttribute cluster;
   cluster.id = cudaLaunchAttributeClusterDimension;
   cluster.val.clusterDim.x = p.splits, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
   cfg.attrs = &cluster;
   cfg.numAttrs = p.splits > 1 ? 1 : 0;
-  if (vec)
-    FK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, mas_forward<S, K, NB, true>, p));
-  else
-    FK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, mas_forward<S, K, NB, false>, p));
+  FK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
   FK_CHECK_LAUNCH("mas_forward");
 }
 
-// K = 4 rows a thread up to 512 rows a CTA, else K = 8; one chunk in registers ahead (the
-// frame loop is unrolled over the buffers: more would not fit the instruction cache).
+// K = 4 rows a lane up to 512 rows a CTA, else K = 8. Chunks in registers: fp32 4 (24 frames
+// ahead), 16-bit 2 (16 frames ahead: a 32-frame block is 2 chunks), fused and K = 8 2.
+template <Src S, bool kVec>
+void launch_rows(const Params& p, int B, cudaStream_t stream) {
+  constexpr int kNB4 = S == Src::f32 ? 4 : 2;
+  if (p.rows <= 512)
+    launch_kernel<S, 4, kNB4, kVec>(p, B, stream);
+  else
+    launch_kernel<S, 8, 2, kVec>(p, B, stream);
+}
+
 template <Src S>
 void launch_forward(const Params& p, int B, bool vec, cudaStream_t stream) {
-  if (p.rows <= 512)
-    launch_forward<S, 4, 2>(p, B, p.rows / 4, vec, stream);
+  if (vec)
+    launch_rows<S, true>(p, B, stream);
   else
-    launch_forward<S, 8, 2>(p, B, p.rows / 8, vec, stream);
+    launch_rows<S, false>(p, B, stream);
 }
 
 // Rows per CTA and CTAs per item: split long texts over a cluster while the batch leaves SMs
@@ -105,12 +128,28 @@ void choose_split(Params& p, int B) {
   const int per = (p.T + p.splits - 1) / p.splits;
   const int k = per <= 512 ? 4 : 8;
   p.rows = std::max((per + 32 * k - 1) / (32 * k), 1) * 32 * k;
+  p.dp_warps = p.rows / (32 * k);
+  p.bits_smem = p.splits == 1 && sizeof(uint32_t) * p.W * p.rows <= kMaxBitsSmem;
+}
+
+// The forward kernel writes the path itself when each item's T x S elements form one dense block
+// (rows or columns contiguous: both originals' layouts); other views go through finish().
+void set_fused_path(Params& p, const TensorView& path) {
+  if (!path.defined() || path.numel() == 0 || p.dp_warps >= kMaxBlock / 32) return;
+  const int64_t px = path.stride[1], py = path.stride[2];
+  const bool rows = (py == 1 || p.S == 1) && (px == p.S || p.T == 1);
+  const bool cols = (px == 1 || p.T == 1) && (py == p.T || p.S == 1);
+  if (!rows && !cols) return;
+  p.path = static_cast<char*>(path.data);
+  p.pb = path.stride[0], p.px = px, p.py = py;
+  p.pes = static_cast<int>(dtype_size(path.dtype));
+  p.one = one_bits(path.dtype);
 }
 
 // Everything after the forward pass: the path from the runs, the status word.
 void finish(const Params& p, const Scratch& s, int B, const TensorView& path,
             const MasOptions& opts, cudaStream_t stream) {
-  if (path.defined() && path.numel() > 0) {
+  if (path.defined() && path.numel() > 0 && p.path == nullptr) {
     PathParams pp{static_cast<char*>(path.data),
                   path.stride[0],
                   path.stride[1],
@@ -153,11 +192,12 @@ void finish(const Params& p, const Scratch& s, int B, const TensorView& path,
 }
 
 Params common_params(int B, int T, int S, int C, const TensorView& tl, const TensorView& ml,
-                     const TensorView& durations, const MasOptions& opts, Scratch& s) {
+                     const TensorView& path, const TensorView& durations, const MasOptions& opts,
+                     Scratch& s) {
   Params p{};
   p.T = T, p.S = S, p.Tw = (T + 7) / 8 * 8, p.W = (S + 31) / 32, p.C = C;
   choose_split(p, B);
-  s = carve(opts, B, p.Tw, p.W, C, S, p.splits, !durations.defined(), opts.stream);
+  s = carve(opts, B, p.Tw, p.W, C, p.splits, !durations.defined(), opts.stream);
   p.ring = s.ring, p.progress = s.progress;
   p.tx = tl.data, p.txs = tl.stride[0], p.txl = tl.ndim == 2 ? tl.stride[1] : 0;
   p.tx_line = tl.ndim == 2 ? static_cast<int>(tl.shape[1]) : -1,
@@ -171,6 +211,7 @@ Params common_params(int B, int T, int S, int C, const TensorView& tl, const Ten
     p.dur = durations.ptr<int32_t>(), p.db = durations.stride[0], p.dx = durations.stride[1];
   else
     p.dur = s.dur, p.db = p.Tw, p.dx = 1;
+  set_fused_path(p, path);
   return p;
 }
 
@@ -201,9 +242,14 @@ void monotonic_alignment_search(const TensorView& value, const TensorView& text_
   auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
   if (B == 0) return empty_batch(opts, stream);
   Scratch s;
-  Params p = common_params(B, T, S, 0, text_lengths, mel_lengths, durations, opts, s);
+  Params p = common_params(B, T, S, 0, text_lengths, mel_lengths, path, durations, opts, s);
   p.value = value.data, p.vb = value.stride[0], p.vx = value.stride[1], p.vy = value.stride[2];
   const int es = static_cast<int>(dtype_size(value.dtype));
+  // L2 prefetch depth: every row of the batch 4 blocks ahead while that stays within 16 MiB, less
+  // for large batches (deeper, the prefetched lines were evicted before use: at T = 2048 the DRAM
+  // read 1.7x the likelihood).
+  p.l2_blocks = static_cast<int>(std::clamp<int64_t>(
+      (int64_t{16} << 20) / std::max<int64_t>(int64_t{B} * T * 32 * es, 1), 0, 4));
   const bool vec =
       p.vy == 1 && aligned16(value.data) && (p.vx * es) % 16 == 0 && (p.vb * es) % 16 == 0;
   switch (value.dtype) {
@@ -234,7 +280,7 @@ void monotonic_alignment_search_fused(const TensorView& z, const TensorView& m,
   auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
   if (B == 0) return empty_batch(opts, stream);
   Scratch s;
-  Params p = common_params(B, T, S, C, text_lengths, mel_lengths, durations, opts, s);
+  Params p = common_params(B, T, S, C, text_lengths, mel_lengths, path, durations, opts, s);
   p.z = z.data, p.zb = z.stride[0], p.zc = z.stride[1], p.zy = z.stride[2];
   p.zdtype = static_cast<int>(z.dtype);
   if (C > 0) {

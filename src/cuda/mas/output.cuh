@@ -1,7 +1,9 @@
 // The MAS kernels around the forward pass: fused-likelihood coefficients before it, the path
-// expansion from per-row runs and the status word after it. Included by src/cuda/mas/mas.cu only.
+// expansion from per-row runs (for paths that are not one dense block per item; the forward
+// kernel writes those itself) and the status word after it. Included by src/cuda/mas/mas.cu only.
 #pragma once
 #include "cuda/mas/device.cuh"
+#include "cuda/mas/path_writer.cuh"
 
 namespace flashkit::cuda::mas_kernels {
 
@@ -29,15 +31,6 @@ struct PathParams {
   const int32_t* dur;
   int64_t db, dx;
 };
-
-__device__ __forceinline__ void put(char* p, int es, uint32_t v) {
-  if (es == 4)
-    *reinterpret_cast<uint32_t*>(p) = v;
-  else if (es == 2)
-    *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(v);
-  else
-    *reinterpret_cast<uint8_t*>(p) = static_cast<uint8_t>(v);
-}
 
 // Rows contiguous in y: 16-byte stores of kEs-byte elements when kEs > 0 (aligned rows, whole
 // 16-byte chunks), else element by element.

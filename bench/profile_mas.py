@@ -1,0 +1,60 @@
+"""flashkit's GPU MAS alone, for profiling: bench/mas.py's inputs (B = 32, S = 4T, N(0, 1) fp32,
+mask of ones) and timer (L2 flushed, median of reps), three variants per T: the drop-in
+maximum_path, the kernels writing durations only, the kernels writing the path. --once makes one
+call of each instead (to run under ncu: --kernel-name regex:mas_forward).
+
+usage: PYTHONPATH=python python3 bench/profile_mas.py [--Ts 128,2048] [--reps 10] [--once]
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--Ts", default="128,2048")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--once", action="store_true")
+    p.add_argument("--out", help="ignored (tests/gpu/run passes it to every bench script)")
+    args = p.parse_args()
+    import torch
+
+    import flashkit
+    from flashkit import _C as fk_C
+    from mas import Timer
+
+    timer = Timer(torch)
+    B = args.batch
+    for T in [int(t) for t in args.Ts.split(",")]:
+        S = 4 * T
+        gen = torch.Generator(device="cuda").manual_seed(T)
+        value = torch.randn((B, T, S), dtype=torch.float32, device="cuda", generator=gen)
+        mask = torch.ones((B, T, S), dtype=torch.int32, device="cuda")
+        tx = torch.full((B,), T, dtype=torch.int32, device="cuda")
+        ty = torch.full((B,), S, dtype=torch.int32, device="cuda")
+        dur = torch.empty((B, T), dtype=torch.int32, device="cuda")
+        pth = torch.empty((B, T, S), dtype=torch.float32, device="cuda")
+        stream = torch.cuda.current_stream().cuda_stream
+        variants = {
+            "drop-in": lambda _: flashkit.maximum_path(value, mask, check=False),
+            "kernels durations": lambda _: fk_C.monotonic_alignment_search(
+                value, tx, ty, None, dur, -1e9, None, stream),
+            "kernels path": lambda _: fk_C.monotonic_alignment_search(
+                value, tx, ty, pth, None, -1e9, None, stream),
+        }
+        for name, call in variants.items():
+            call(None)
+            if args.once:
+                torch.cuda.synchronize()
+                continue
+            med, _, _ = timer.run(call, args.reps)
+            print(f"T={T:5d} {name:18s} {med * 1e3:9.1f} us", flush=True)
+        del value, mask, pth
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

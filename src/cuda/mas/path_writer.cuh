@@ -1,0 +1,52 @@
+// Device helpers that write the MAS path [B, T, S] from per-row runs (start, length): zeroing an
+// item's dense block and writing its ones, used by the forward kernel (forward.cuh) when each
+// item's path is one dense block, and the element store shared with the general path kernels
+// (output.cuh). Included by src/cuda/mas/mas.cu only.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace flashkit::cuda::mas_kernels {
+
+__device__ __forceinline__ void put(char* p, int es, uint32_t v) {
+  if (es == 4)
+    *reinterpret_cast<uint32_t*>(p) = v;
+  else if (es == 2)
+    *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(v);
+  else
+    *reinterpret_cast<uint8_t*>(p) = static_cast<uint8_t>(v);
+}
+
+// Zeroes bytes [lo, hi) of `base`, thread t of n: 16-byte streaming stores (the path is never read
+// back here, so it should not push the likelihood out of L2) between byte-wise ends.
+__device__ __forceinline__ void zero_bytes(char* base, int64_t lo, int64_t hi, int t, int n) {
+  if (hi <= lo) return;
+  const int64_t head =
+      min(hi - lo, static_cast<int64_t>((16 - reinterpret_cast<uintptr_t>(base + lo) % 16) % 16));
+  const int64_t mid = lo + head, nvec = (hi - mid) / 16;
+  for (int64_t i = t; i < head; i += n) base[lo + i] = 0;
+  uint4* v = reinterpret_cast<uint4*>(base + mid);
+  const uint4 z = make_uint4(0, 0, 0, 0);
+  int64_t i = t;
+  for (; i + 3 * n < nvec; i += 4 * n)  // four stores in flight per iteration
+    __stcs(v + i, z), __stcs(v + i + n, z), __stcs(v + i + 2 * n, z), __stcs(v + i + 3 * n, z);
+  for (; i < nvec; i += n) __stcs(v + i, z);
+  for (int64_t i = mid + nvec * 16 + t; i < hi; i += n) base[i] = 0;
+}
+
+// Rows [0, tx) of one item from their run starts (row x runs from start[x] to start[x + 1] - 1,
+// the last row to ty - 1): the durations, and the ones of the path when `path` (the item's element
+// (0, 0), strides in elements) is given; thread t of n, a row each.
+__device__ __forceinline__ void write_runs(const int32_t* start, int tx, int ty, int32_t* dur,
+                                           int64_t dx, char* path, int64_t px, int64_t py, int es,
+                                           uint32_t one, int t, int n) {
+  for (int x = t; x < tx; x += n) {
+    const int s0 = start[x], s1 = x + 1 < tx ? start[x + 1] : ty;
+    dur[x * dx] = s1 - s0;
+    if (path == nullptr) continue;
+    char* row = path + x * px * es;
+    for (int y = s0; y < s1; ++y) put(row + y * py * es, es, one);
+  }
+}
+}  // namespace flashkit::cuda::mas_kernels
