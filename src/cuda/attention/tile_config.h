@@ -39,12 +39,14 @@ constexpr TileConfig tile_config(Pass pass, int hdim, DType dtype, bool causal) 
 
 // The Hopper forward (sm90/): two consumer warpgroups of 64 query rows each, key tiles of
 // block_n rows in a TMA ring `stages` deep (smem: Q, O and 2 * stages K/V tiles; at hdim 128
-// and 2 stages 192 KB of the 227 KB).
+// and 2 stages 192 KB of the 227 KB; hdim 64 affords 3), GEMMs issued in turns between the
+// two (`pingpong`).
 struct Sm90FwdTiles {
   int block_m, block_n, stages;
+  bool pingpong;
 };
 constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim) {
-  return hdim <= 64 ? Sm90FwdTiles{128, 128, 2} : Sm90FwdTiles{128, 128, 2};
+  return hdim <= 64 ? Sm90FwdTiles{128, 128, 3, true} : Sm90FwdTiles{128, 128, 2, true};
 }
 
 }  // namespace flashkit::cuda::attn

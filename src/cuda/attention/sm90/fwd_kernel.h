@@ -54,15 +54,18 @@ struct FwdKernel {
       cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
       const int tid = int(threadIdx.x) - 128;
       if (tid == 0) Epilogue::prefetch_descriptors(p.epilogue);
+      const typename Mainloop::Turns turns{tid / 128};
+      turns.start();
       for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
            w = Scheduler::next_work(p.scheduler, w)) {
         auto acc_o = partition_fragment_C(
             typename Mainloop::TiledMmaPV{},
             Shape<Int<Mainloop::kBlockM>, Int<Mainloop::kHeadDim>>{});
         typename Mainloop::Softmax softmax;
-        Mainloop::mma(p.mainloop, smem.mainloop, w, acc_o, softmax, pipe, tid);
+        Mainloop::mma(p.mainloop, smem.mainloop, w, acc_o, softmax, pipe, turns, tid);
         Epilogue::store(p.epilogue, smem.epilogue, w, acc_o, softmax, tid);
       }
+      turns.finish();
       Epilogue::finish(tid);
     }
   }

@@ -1,7 +1,8 @@
 // FlashAttention forward mainloop for Hopper (FA3's structure, dense batches): the producer warp
 // brings Q and a ring of K and V tiles into swizzled shared memory with TMA; two consumer
 // warpgroups (64 query rows each) run S = Q K^T on wgmma from shared memory, the online softmax
-// in registers (the scale folded into exp2), and O += P V with P straight from registers.
+// in registers (the scale folded into exp2), and O += P V with P straight from registers, the
+// softmax of one key block overlapping the P V product of the previous one.
 // The score Policy (score_policy.h, PlainScores only here) picks key blocks and masks.
 #pragma once
 #include <cmath>
@@ -28,13 +29,39 @@ CUTE_HOST_DEVICE auto gmem_tensor(const Element* p, int seqlen, int hdim, int he
                      GmemStride{s.row, _1{}, s.head, s.batch});
 }
 
-template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, class Policy_>
+// Ping-pong between the consumer warpgroups (FA3 section 3.1): each issues its GEMMs only in its
+// turn and passes the turn on right after, so one warpgroup's softmax runs while the other's
+// GEMMs occupy the tensor cores. Two named barriers of 256 threads, one per warpgroup: a turn
+// is a bar.sync on one's own, passing it a bar.arrive on the other's.
+template <bool kEnabled>
+struct PingPong {
+  static constexpr uint32_t kBarrier = 1;  // named barrier ids 1, 2 (0: the epilogue's)
+  int wg;                                  // this consumer warpgroup: 0 or 1
+  __device__ __forceinline__ void wait_turn() const {
+    if constexpr (kEnabled) cutlass::arch::NamedBarrier::sync(256, kBarrier + wg);
+  }
+  __device__ __forceinline__ void pass_turn() const {
+    if constexpr (kEnabled) cutlass::arch::NamedBarrier::arrive(256, kBarrier + (1 - wg));
+  }
+  // Warpgroup 0 goes first; at the end it takes the last turn warpgroup 1 passed it, so every
+  // arrival is matched before the CTA exits.
+  __device__ __forceinline__ void start() const {
+    if (wg == 1) pass_turn();
+  }
+  __device__ __forceinline__ void finish() const {
+    if (wg == 0) wait_turn();
+  }
+};
+
+template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kPingPong_,
+          class Policy_>
 struct FwdMainloop {
   using Element = Element_;
   using Policy = Policy_;
   static constexpr int kHeadDim = kHeadDim_, kBlockM = kBlockM_, kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   static constexpr int kConsumerWarpgroups = 2;
+  using Turns = PingPong<kPingPong_>;
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
 
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
@@ -146,7 +173,7 @@ struct FwdMainloop {
   // whose rows see no key leaves acc_o = 0 and the stats empty (the epilogue writes 0, -inf).
   template <class AccO>
   __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w, AccO& acc_o,
-                             Softmax& softmax, PipelineState& st, int tid) {
+                             Softmax& softmax, PipelineState& st, const Turns& turns, int tid) {
     clear(acc_o);
     const BlockRange kr = key_blocks(p, w);
     if (kr.end <= kr.begin) return;
@@ -167,30 +194,70 @@ struct FwdMainloop {
     Tensor cS = rowcol_view(thr_qk.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{})));
     Tensor o = rowcol_view(acc_o);
 
-    Ring::Barrier::wait(&smem.q_full, st.q_tiles & 1);
-    for (int n = kr.end - 1; n >= kr.begin; --n) {
-      Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
+    // S = Q K_n^T on the tensor cores, then the masks; K_n's stage is free once S is in registers.
+    auto scores = [&](auto& acc_s) {
       Ring::consumer_wait(smem.k_ring, st.k);
       wgmma<true>(mma_qk, tSrQ, tSrK(_, _, _, st.k.stage), acc_s);
-      warpgroup_wait<0>();
+    };
+    auto scores_done = [&](auto& acc_s, int n) {
       Ring::consumer_release(smem.k_ring, st.k);
       st.k.advance();
-
       Tensor s = rowcol_view(acc_s);
       const bool masked = pol.template fwd_needs_mask<kBlockM, kBlockN>(w.block, n);
       pol.fwd_scores(s, cS, w.block * kBlockM, n * kBlockN, masked, p.scale);
-      softmax.update(s, o, p.scale, p.scale_log2);
-
-      Tensor rP = sm80::convert<Element>(acc_s);
-      Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
+    };
+    // O += P V_n; V_n's stage is freed by pv_done once the product has completed.
+    auto pv = [&](auto& tOrP) {
       Ring::consumer_wait(smem.v_ring, st.v);
       warpgroup_fence_operand(tOrP);
       wgmma<false>(mma_pv, tOrP, tOrV(_, _, _, st.v.stage), acc_o);
-      warpgroup_wait<0>();
+    };
+    auto pv_done = [&](auto& tOrP) {
       warpgroup_fence_operand(tOrP);
       Ring::consumer_release(smem.v_ring, st.v);
       st.v.advance();
+    };
+
+    Ring::Barrier::wait(&smem.q_full, st.q_tiles & 1);
+    // Key blocks run last to first (the masked ones first). Intra-warpgroup pipelining (FA3's
+    // Algorithm 2): while P_{n+1} V_{n+1} runs on the tensor cores, this warpgroup waits only
+    // for S_n = Q K_n^T and computes its softmax; O is rescaled once P V has landed.
+    int n = kr.end - 1;
+    Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
+    turns.wait_turn();
+    scores(acc_s);
+    turns.pass_turn();
+    warpgroup_wait<0>();
+    scores_done(acc_s, n);
+    float alpha[Softmax::kRows];
+    {
+      Tensor s = rowcol_view(acc_s);
+      softmax.update_stats(s, alpha, p.scale, p.scale_log2);  // O is still 0: no rescale
     }
+    Tensor rP = make_tensor<Element>(acc_s.layout());
+    Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_s); ++i) rP(i) = static_cast<Element>(acc_s(i));
+    for (--n; n >= kr.begin; --n) {
+      turns.wait_turn();
+      scores(acc_s);  // S_n, issued first so that it completes first
+      pv(tOrP);       // O += P_{n+1} V_{n+1}
+      turns.pass_turn();
+      warpgroup_wait<1>();
+      scores_done(acc_s, n);
+      Tensor s = rowcol_view(acc_s);
+      softmax.update_stats(s, alpha, p.scale, p.scale_log2);
+      warpgroup_wait<0>();
+      pv_done(tOrP);
+      Softmax::rescale(o, alpha);
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc_s); ++i) rP(i) = static_cast<Element>(acc_s(i));
+    }
+    turns.wait_turn();
+    pv(tOrP);
+    turns.pass_turn();
+    warpgroup_wait<0>();
+    pv_done(tOrP);
     Ring::Barrier::arrive(&smem.q_empty);  // every GEMM reading Q has completed
     ++st.q_tiles;
   }
