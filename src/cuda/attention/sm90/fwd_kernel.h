@@ -1,6 +1,6 @@
 // The Hopper forward kernel: Kernel<Mainloop, Epilogue, TileScheduler> like fwd_kernel.h, but
 // warp-specialised. Warpgroup 0 is the producer (its registers given up with setmaxnreg; one
-// thread issues every TMA load); warpgroups 1 and 2 are the consumers (registers raised), which
+// thread issues every TMA load); the other two or three are the consumers (registers raised), which
 // run the mainloop's GEMMs and softmax and the epilogue. Both roles walk the persistent
 // scheduler's tiles in the same order and meet only at the mbarriers in shared memory.
 #pragma once
@@ -15,8 +15,12 @@ namespace flashkit::cuda::attn::sm90 {
 template <class Mainloop, class Epilogue, class Scheduler>
 struct FwdKernel {
   static constexpr int kThreads = 128 + Mainloop::kConsumerThreads;
-  // 64K registers over 384 threads: the producer keeps 24 each, the consumers take 240.
-  static constexpr uint32_t kProducerRegs = 24, kConsumerRegs = 240;
+  // The 64K registers per SM: with 2 consumer warpgroups the producer keeps 24 per thread and
+  // the consumers take 240 (128*24 + 256*240 = 64512); with 3, 32 and 160 (= 65536).
+  static constexpr bool kThreeConsumers = Mainloop::kConsumerWarpgroups == 3;
+  static constexpr uint32_t kProducerRegs = kThreeConsumers ? 32 : 24;
+  static constexpr uint32_t kConsumerRegs = kThreeConsumers ? 160 : 240;
+  static_assert(Mainloop::kConsumerWarpgroups == 2 || Mainloop::kConsumerWarpgroups == 3);
   struct SharedStorage {
     typename Mainloop::SharedStorage mainloop;
     typename Epilogue::SharedStorage epilogue;

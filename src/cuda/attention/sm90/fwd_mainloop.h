@@ -1,6 +1,6 @@
 // FlashAttention forward mainloop for Hopper (FA3's structure, dense batches): the producer warp
-// brings Q and a ring of K and V tiles into swizzled shared memory with TMA; two consumer
-// warpgroups (64 query rows each) run S = Q K^T on wgmma from shared memory, the online softmax
+// brings Q and a ring of K and V tiles into swizzled shared memory with TMA; two or three
+// consumer warpgroups (64 query rows each) run S = Q K^T on wgmma from shared memory, the online softmax
 // in registers (the scale folded into exp2), and O += P V with P straight from registers, the
 // softmax of one key block overlapping the P V product of the previous one.
 // The score Policy (score_policy.h, PlainScores only here) picks key blocks and masks.
@@ -29,24 +29,26 @@ CUTE_HOST_DEVICE auto gmem_tensor(const Element* p, int seqlen, int hdim, int he
                      GmemStride{s.row, _1{}, s.head, s.batch});
 }
 
-// Ping-pong between the consumer warpgroups (FA3 section 3.1): each issues its GEMMs only in its
-// turn and passes the turn on right after, so one warpgroup's softmax runs while the other's
-// GEMMs occupy the tensor cores. Two named barriers of 256 threads, one per warpgroup: a turn
-// is a bar.sync on one's own, passing it a bar.arrive on the other's.
-template <bool kEnabled>
+// Ping-pong between the consumer warpgroups (FA3 section 3.1), round robin over kWarpgroups:
+// each issues its GEMMs only in its turn and passes the turn on right after, so one
+// warpgroup's softmax runs while another's GEMMs occupy the tensor cores. One named barrier of
+// 256 threads per warpgroup: a turn is a bar.sync on one's own (128 threads) matched by the
+// previous warpgroup's bar.arrive (128 threads) when it passed the turn.
+template <bool kEnabled, int kWarpgroups>
 struct PingPong {
-  static constexpr uint32_t kBarrier = 1;  // named barrier ids 1, 2 (0: the epilogue's)
-  int wg;                                  // this consumer warpgroup: 0 or 1
+  static constexpr uint32_t kBarrier = 1;  // named barrier ids 1.. (0: the epilogue's)
+  int wg;                                  // this consumer warpgroup, 0 .. kWarpgroups-1
   __device__ __forceinline__ void wait_turn() const {
     if constexpr (kEnabled) cutlass::arch::NamedBarrier::sync(256, kBarrier + wg);
   }
   __device__ __forceinline__ void pass_turn() const {
-    if constexpr (kEnabled) cutlass::arch::NamedBarrier::arrive(256, kBarrier + (1 - wg));
+    if constexpr (kEnabled)
+      cutlass::arch::NamedBarrier::arrive(256, kBarrier + (wg + 1) % kWarpgroups);
   }
-  // Warpgroup 0 goes first; at the end it takes the last turn warpgroup 1 passed it, so every
-  // arrival is matched before the CTA exits.
+  // Warpgroup 0 goes first; at the end it takes the last turn passed to it, so every arrival
+  // is matched before the CTA exits.
   __device__ __forceinline__ void start() const {
-    if (wg == 1) pass_turn();
+    if (wg == kWarpgroups - 1) pass_turn();
   }
   __device__ __forceinline__ void finish() const {
     if (wg == 0) wait_turn();
@@ -60,8 +62,8 @@ struct FwdMainloop {
   using Policy = Policy_;
   static constexpr int kHeadDim = kHeadDim_, kBlockM = kBlockM_, kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
-  static constexpr int kConsumerWarpgroups = 2;
-  using Turns = PingPong<kPingPong_>;
+  static constexpr int kConsumerWarpgroups = kBlockM / 64;  // 64 query rows each
+  using Turns = PingPong<kPingPong_, kConsumerWarpgroups>;
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
 
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
@@ -169,7 +171,7 @@ struct FwdMainloop {
     }
   }
 
-  // Consumers (tid in [0, 256)): acc_o un-scaled O of the tile's rows, softmax its stats. A tile
+  // Consumers (tid in [0, kConsumerThreads)): acc_o un-scaled O of the tile's rows, softmax its stats. A tile
   // whose rows see no key leaves acc_o = 0 and the stats empty (the epilogue writes 0, -inf).
   template <class AccO>
   __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w, AccO& acc_o,
@@ -202,6 +204,9 @@ struct FwdMainloop {
     auto scores_done = [&](auto& acc_s, int n) {
       Ring::consumer_release(smem.k_ring, st.k);
       st.k.advance();
+      // After the tile's last S, Q is free: the producer loads the next tile's Q while this
+      // warpgroup finishes the last P V and the epilogue.
+      if (n == kr.begin) Ring::Barrier::arrive(&smem.q_empty);
       Tensor s = rowcol_view(acc_s);
       const bool masked = pol.template fwd_needs_mask<kBlockM, kBlockN>(w.block, n);
       pol.fwd_scores(s, cS, w.block * kBlockM, n * kBlockN, masked, p.scale);
@@ -258,7 +263,6 @@ struct FwdMainloop {
     turns.pass_turn();
     warpgroup_wait<0>();
     pv_done(tOrP);
-    Ring::Barrier::arrive(&smem.q_empty);  // every GEMM reading Q has completed
     ++st.q_tiles;
   }
 };
