@@ -3,9 +3,12 @@
 backward and forward+backward (CUDA events, median after warm-up) of flashkit (through
 flashkit._C on torch tensors) and PyTorch SDPA's flash (FA2), cudnn, efficient and math
 backends, all in this process on the same inputs; then peak memory of forward+backward vs
-seqlen for flashkit and math. Writes <out>/2026-11-21-<gpu>-attention.json (+ PNGs when
+seqlen for flashkit and math. Writes <out>/2026-11-21-<gpu>-<name>.json (+ PNGs when
 matplotlib is there; bench/plot_attention.py draws them from the JSON otherwise).
-usage: PYTHONPATH=python python3 bench/attention.py --out DIR [--quick]  (or FK_BENCH_QUICK=1)"""
+"flashkit" is the library's own choice of forward kernels (the Hopper ones on sm_90 where they
+exist); "flashkit-sm80" forces the sm80-class forward (FLASHKIT_ATTENTION_PATH=sm80).
+usage: PYTHONPATH=python python3 bench/attention.py --out DIR [--quick]  (or FK_BENCH_QUICK=1)
+       [--methods flashkit,flashkit-sm80,flash,cudnn] [--fwd-only] [--name attention-sm90]"""
 import argparse
 import json
 import os
@@ -42,7 +45,8 @@ def flops(b, h, s, d, causal):
 
 
 class Flashkit:
-    def __init__(self, q, k, v, causal):
+    def __init__(self, q, k, v, causal, path="auto"):
+        self.path = path
         self.q, self.k, self.v, self.causal = q, k, v, causal
         b, s, h, d = q.shape
         self.out = torch.empty_like(q)
@@ -54,6 +58,7 @@ class Flashkit:
         self.stream = torch.cuda.current_stream().cuda_stream
 
     def fwd(self):
+        os.environ["FLASHKIT_ATTENTION_PATH"] = self.path  # read by the library on every call
         _C.attention_forward_into(self.q, self.k, self.v, self.out, self.lse, 0.0, self.causal, self.stream)
 
     def bwd(self):
@@ -84,7 +89,7 @@ def sdpa_fns(backend, q, k, v, causal):
     return fwd_nograd, bwd
 
 
-def measure_speed(hdims, seqlens, methods):
+def measure_speed(hdims, seqlens, methods, fwd_only=False):
     rows = []
     for d in hdims:
         h = HIDDEN // d
@@ -98,14 +103,17 @@ def measure_speed(hdims, seqlens, methods):
                     try:
                         if m == "math" and s > 4096:
                             raise RuntimeError("skipped: quadratic memory/time")
-                        if m == "flashkit":
-                            fk = Flashkit(q, k, v, causal)
+                        if m.startswith("flashkit"):
+                            fk = Flashkit(q, k, v, causal, "sm80" if m == "flashkit-sm80" else "auto")
                             fwd, bwd = fk.fwd, fk.bwd
                         else:
                             fwd, bwd = sdpa_fns(BACKENDS[m], q, k, v, causal)
-                        tf, tb = timed(fwd), timed(bwd)
-                        row.update(fwd_ms=tf, bwd_ms=tb, fwd_tflops=f / tf / 1e9,
-                                   bwd_tflops=2.5 * f / tb / 1e9, fwd_bwd_tflops=3.5 * f / (tf + tb) / 1e9)
+                        tf = timed(fwd)
+                        row.update(fwd_ms=tf, fwd_tflops=f / tf / 1e9)
+                        if not fwd_only:
+                            tb = timed(bwd)
+                            row.update(bwd_ms=tb, bwd_tflops=2.5 * f / tb / 1e9,
+                                       fwd_bwd_tflops=3.5 * f / (tf + tb) / 1e9)
                     except Exception as e:  # a backend that cannot run this shape
                         row["error"] = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
                     rows.append(row)
@@ -113,7 +121,7 @@ def measure_speed(hdims, seqlens, methods):
                 line = f"d{d:<3} {'causal' if causal else 'full  '} s{s:<5}"
                 for r in rows[-len(methods):]:
                     if "fwd_tflops" in r:
-                        line += f" | {r['method']} {r['fwd_tflops']:.0f}/{r['bwd_tflops']:.0f}"
+                        line += f" | {r['method']} {r['fwd_tflops']:.0f}/{r.get('bwd_tflops', 0):.0f}"
                 print(line, flush=True)
     return rows
 
@@ -159,6 +167,9 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default="bench/results")
     p.add_argument("--quick", action="store_true", help="flashkit and flash only, seqlen 2k and 8k")
+    p.add_argument("--methods", default="flashkit,flash,cudnn,efficient,math")
+    p.add_argument("--fwd-only", action="store_true", help="time the forward only, no memory sweep")
+    p.add_argument("--name", default="attention", help="file name after 2026-11-21-<gpu>-")
     args = p.parse_args()
     args.quick = args.quick or bool(os.environ.get("FK_BENCH_QUICK"))  # tests/gpu/run passes no args
     gpu = torch.cuda.get_device_name()
@@ -168,28 +179,29 @@ def main():
         speed = measure_speed([64, 128, 256], [2048, 8192], ["flashkit", "flash"])
         memory = []
     else:
-        speed = measure_speed([64, 128, 256], SEQLENS, ["flashkit", "flash", "cudnn", "efficient", "math"])
-        memory = measure_memory(SEQLENS)
+        speed = measure_speed([64, 128, 256], SEQLENS, args.methods.split(","), args.fwd_only)
+        memory = [] if args.fwd_only else measure_memory(SEQLENS)
     res = {"gpu": gpu, "torch": torch.__version__, "dtype": "bf16", "tokens": TOKENS, "hidden": HIDDEN,
            "flops": "4*b*h*s*s*d (/2 causal); bwd x2.5; fwd+bwd x3.5", "speed": speed, "memory": memory,
            "seconds": round(time.time() - t0, 1)}
     os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, f"2026-11-21-{tag}-attention{'-quick' if args.quick else ''}.json")
+    path = os.path.join(args.out, f"2026-11-21-{tag}-{args.name}{'-quick' if args.quick else ''}.json")
     with open(path, "w") as f:
         json.dump(res, f, indent=1)
     print("wrote", path)
-    # The bar: flashkit >= flash at seqlen >= 2k for every (hdim, causal), fwd and bwd.
-    worst = {}
-    for r in speed:
-        if r["method"] != "flashkit" or r["seqlen"] < 2048 or "fwd_tflops" not in r:
-            continue
-        ref = next((x for x in speed if x["method"] == "flash" and x["hdim"] == r["hdim"]
-                    and x["causal"] == r["causal"] and x["seqlen"] == r["seqlen"] and "fwd_tflops" in x), None)
-        if ref:
+    # The bars: flashkit >= flash (issue 7) and >= cudnn (issue 8) at seqlen >= 2k for every
+    # (hdim, causal), per pass.
+    for peer in ("flash", "cudnn"):
+        worst = {}
+        for r in speed:
+            if r["method"] != "flashkit" or r["seqlen"] < 2048 or "fwd_tflops" not in r:
+                continue
+            ref = next((x for x in speed if x["method"] == peer and x["hdim"] == r["hdim"]
+                        and x["causal"] == r["causal"] and x["seqlen"] == r["seqlen"] and "fwd_tflops" in x), None)
             for pas in ("fwd", "bwd"):
-                ratio = r[f"{pas}_tflops"] / ref[f"{pas}_tflops"]
-                worst[pas] = min(worst.get(pas, 9), ratio)
-    print("flashkit / torch flash, worst over seqlen >= 2k:", {k: round(v, 3) for k, v in worst.items()})
+                if ref and f"{pas}_tflops" in r and f"{pas}_tflops" in ref:
+                    worst[pas] = min(worst.get(pas, 9), r[f"{pas}_tflops"] / ref[f"{pas}_tflops"])
+        print(f"flashkit / {peer}, worst over seqlen >= 2k:", {k: round(v, 3) for k, v in worst.items()})
     try:
         import plot_attention
         plot_attention.plot(path, args.out)

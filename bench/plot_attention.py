@@ -11,10 +11,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-METHODS = ["math", "efficient", "flash", "cudnn", "flashkit"]
-COLORS = {"math": "#999999", "efficient": "#6baed6", "flash": "#fd8d3c", "cudnn": "#74c476", "flashkit": "#d62728"}
+METHODS = ["math", "efficient", "flash", "cudnn", "flashkit-sm80", "flashkit"]
+COLORS = {"math": "#999999", "efficient": "#6baed6", "flash": "#fd8d3c", "cudnn": "#74c476",
+          "flashkit-sm80": "#fc9272", "flashkit": "#d62728"}
 LABELS = {"math": "PyTorch math", "efficient": "SDPA efficient", "flash": "SDPA flash (FA2)",
-          "cudnn": "SDPA cuDNN", "flashkit": "flashkit"}
+          "cudnn": "SDPA cuDNN", "flashkit-sm80": "flashkit (sm80 forward)", "flashkit": "flashkit"}
 
 
 def plot(path, out_dir):
@@ -25,6 +26,8 @@ def plot(path, out_dir):
     seqlens = sorted({r["seqlen"] for r in speed})
     methods = [m for m in METHODS if any(r["method"] == m for r in speed)]
     for pas, title in (("fwd", "forward"), ("bwd", "backward"), ("fwd_bwd", "forward + backward")):
+        if not any(f"{pas}_tflops" in r for r in speed):
+            continue  # a --fwd-only run
         fig, axes = plt.subplots(2, len(hdims), figsize=(5 * len(hdims), 7), squeeze=False)
         for ci, causal in enumerate((False, True)):
             for hi, d in enumerate(hdims):
@@ -35,7 +38,7 @@ def plot(path, out_dir):
                     for s in seqlens:
                         r = next((r for r in speed if r["method"] == m and r["hdim"] == d
                                   and r["causal"] == causal and r["seqlen"] == s), None)
-                        ys.append(r[f"{pas}_tflops"] if r else 0)
+                        ys.append(r.get(f"{pas}_tflops", 0) if r else 0)
                     xs = [i + (mi - (len(methods) - 1) / 2) * w for i in range(len(seqlens))]
                     bars = ax.bar(xs, ys, w, color=COLORS[m], label=LABELS[m])
                     if m == "flashkit":

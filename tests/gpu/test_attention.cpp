@@ -2,12 +2,14 @@
 // random inputs with DESIGN.md's tolerance rule; outputs poisoned first. Covers dtypes, head-dim
 // buckets and in-between dims, causal alignment, odd lengths, GQA/MQA, varlen, strided views,
 // deterministic bitwise reproducibility, the score variants (sliding window, softcap, ALiBi: alone,
-// in pairs, with causal / GQA / varlen) and bad input. Tests named *Small* run under
-// compute-sanitizer (tests/gpu/run).
+// in pairs, with causal / GQA / varlen), bad input, and on Hopper both forward kernel families
+// (FLASHKIT_ATTENTION_PATH). Tests named *Small* run under compute-sanitizer (tests/gpu/run).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string>
 
 #include "attention_case.h"
 #include "device_tensor.h"
@@ -154,6 +156,40 @@ AttentionSpec spec(DType dt, int b, int sq, int sk, int h, int hk, int d, bool c
   s.dtype = dt, s.batch = b, s.seqlen_q = sq, s.seqlen_k = sk;
   s.heads = h, s.kv_heads = hk, s.hdim = d, s.causal = causal;
   return s;
+}
+
+// Sets FLASHKIT_ATTENTION_PATH (which forward kernels run: auto, sm80 or sm90) for a scope.
+class ScopedPath {
+ public:
+  explicit ScopedPath(const char* path) {
+    if (const char* old = getenv(kVar)) old_ = old, had_ = true;
+    setenv(kVar, path, 1);
+  }
+  ~ScopedPath() { had_ ? setenv(kVar, old_.c_str(), 1) : unsetenv(kVar); }
+
+ private:
+  static constexpr const char* kVar = "FLASHKIT_ATTENTION_PATH";
+  std::string old_;
+  bool had_ = false;
+};
+
+bool hopper_device() {
+  int major = 0, minor = 0;
+  FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  FK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
+  return major == 9 && minor == 0;
+}
+
+// Runs each case with the Hopper forward demanded (an Error if it did not run) and with the
+// sm80-class forward forced; both must match the reference. The backward runs on the forward's
+// LSE and O, so it checks them too.
+void check_both_paths(const std::vector<std::pair<AttentionSpec, bool>>& cases, uint64_t seed) {
+  if (!hopper_device()) GTEST_SKIP() << "no sm_90 device: the Hopper forward cannot run";
+  for (const char* path : {"sm90", "sm80"}) {
+    SCOPED_TRACE(path);
+    ScopedPath scoped(path);
+    for (const auto& [s, backward] : cases) check_case(s, ++seed, false, backward);
+  }
 }
 
 }  // namespace
@@ -316,11 +352,60 @@ TEST(AttentionGpuVariantsShapes, WindowDeterministicBitwiseEqual) {
   expect_close("dv", first.dv, lv, rv);
 }
 
+// Hopper forward (sm90/) against the reference, and the sm80 forward on the same cases: head dims
+// filling and not filling their bucket (TMA zero-fills the tail), odd lengths in both directions
+// with causal alignment, GQA/MQA, and more query tiles than SMs so every persistent CTA runs
+// several tiles through the same mbarrier rings.
+TEST(AttentionGpuSm90, BothPathsMatchReference) {
+  std::vector<std::pair<AttentionSpec, bool>> cases;
+  for (bool causal : {false, true}) {
+    for (int d : {40, 64, 104, 128}) cases.push_back({spec(DType::bf16, 2, 300, 257, 4, 2, d, causal), true});
+    cases.push_back({spec(DType::bf16, 1, 1000, 130, 2, 1, 128, causal), false});
+    cases.push_back({spec(DType::bf16, 1, 1, 1000, 3, 3, 64, causal), false});
+    cases.push_back({spec(DType::bf16, 3, 1100, 1100, 8, 2, 64, causal), false});
+    cases.push_back({spec(DType::bf16, 2, 777, 2050, 6, 1, 128, causal), false});
+  }
+  check_both_paths(cases, 4000);
+}
+
+TEST(AttentionGpuSm90, Fp16BothPaths) {
+  if (!compiled(DType::f16, 64)) GTEST_SKIP() << "f16 kernels not in this build (minimal)";
+  check_both_paths({{spec(DType::f16, 2, 200, 333, 4, 2, 64, true), true},
+                    {spec(DType::f16, 2, 333, 200, 4, 4, 128, false), true}}, 4100);
+}
+
+// Asking for the Hopper forward where it has no kernel is an Error naming the variable, not a
+// silent fall-back; a bad value is one too.
+TEST(AttentionGpuSm90, ForcedPathErrors) {
+  if (!hopper_device()) GTEST_SKIP() << "no sm_90 device";
+  AttentionCase c(spec(DType::bf16, 1, 16, 16, 2, 2, 64), 4200);
+  DeviceTensor q(c.q), k(c.k), v(c.v), out(c.q), lse(HostTensor(DType::f32, c.lse_shape()));
+  AttentionOptions general;
+  general.softcap = 2.f;  // the general score policy: sm80 only
+  for (auto [path, opts] : {std::pair{"sm90", general}, std::pair{"fastest", AttentionOptions{}}}) {
+    ScopedPath scoped(path);
+    try {
+      attention_forward(q, k, v, out, lse, opts);
+      ADD_FAILURE() << "no error for FLASHKIT_ATTENTION_PATH=" << path;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("FLASHKIT_ATTENTION_PATH", 0), 0u) << e.what();
+    }
+  }
+}
+
 // Small shapes for compute-sanitizer (memcheck, racecheck): partial tiles, causal, GQA, varlen,
 // both dQ modes.
 TEST(AttentionGpuSmall, DenseCausalGqa) {
   check_case(spec(DType::bf16, 2, 17, 33, 4, 2, 64, true), 61);
   check_case(spec(DType::bf16, 1, 70, 9, 2, 1, 128, false), 62);
+}
+
+// Both forward paths under the sanitizer: partial tiles, causal with sq > sk (query blocks that
+// see no key), GQA, and 140 tiles on a 132-SM grid (CTAs that run a second tile).
+TEST(AttentionGpuSmall, Sm90AndSm80Paths) {
+  check_both_paths({{spec(DType::bf16, 2, 17, 33, 4, 2, 64, true), true},
+                    {spec(DType::bf16, 1, 200, 70, 2, 1, 128, true), true},
+                    {spec(DType::bf16, 1, 16, 40, 140, 70, 64, false), false}}, 4300);
 }
 
 TEST(AttentionGpuSmall, VarlenDeterministic) {

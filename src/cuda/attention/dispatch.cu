@@ -1,8 +1,12 @@
 // flashkit::cuda::attention_forward/backward (declared in launch.h): CUDA-specific checks
 // (dtype, 16-byte access, options this backend lacks), AttentionShape -> AttnArguments, and the
 // switch to the kernel compiled for (dtype, hdim bucket, score policy: plain, plain causal, or
-// general when a window, softcap or ALiBi is set).
+// general when a window, softcap or ALiBi is set), and for the forward the choice between the
+// Hopper kernels (sm90/) and the sm80-class ones.
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
+#include <type_traits>
 
 #include "api/validate.h"
 #include "cuda/attention/kernels.h"
@@ -127,6 +131,37 @@ void dispatch(const AttentionShape& s, const AttentionOptions& o, F&& f) {
 #endif
 }
 
+// Why the Hopper forward cannot run this problem, or null when it can: it needs sm_90a code in
+// the build, an sm_90 device, dense batches, the plain (masking-only) scores and hdim bucket 64
+// or 128. Everything else stays on the sm80-class kernels.
+const char* sm90_forward_unsupported(const AttentionShape& s, const AttentionOptions& o) {
+  constexpr std::string_view archs = FLASHKIT_CUDA_ARCHS;
+  if (archs.find("90a") == std::string_view::npos) return "this build has no sm_90a code";
+  int major = 0, minor = 0;
+  FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, s.device_id));
+  FK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, s.device_id));
+  if (major != 9 || minor != 0) return "the device is not sm_90";
+  if (s.varlen) return "varlen batches run on the sm80 kernels";
+  if (needs_general(o)) return "window, softcap and ALiBi run on the sm80 kernels";
+  const int b = attn::hdim_bucket(s.hdim);
+  if (b != 64 && b != 128) return "only head dims 33..64 and 97..128 have sm90 kernels";
+  return nullptr;
+}
+
+// The forward's kernel family. FLASHKIT_ATTENTION_PATH=sm80 forces the sm80-class kernels (so
+// tests cover both on Hopper); =sm90 demands the Hopper ones and fails where they cannot run;
+// unset or auto takes sm90 wherever it can.
+bool use_sm90_forward(const AttentionShape& s, const AttentionOptions& o) {
+  const char* env = std::getenv("FLASHKIT_ATTENTION_PATH");
+  const std::string_view want = env && *env ? env : "auto";
+  if (want == "sm80") return false;
+  if (want != "auto" && want != "sm90")
+    fail("FLASHKIT_ATTENTION_PATH: expected auto, sm80 or sm90, got '", want, "'");
+  const char* why = sm90_forward_unsupported(s, o);
+  if (why && want == "sm90") fail("FLASHKIT_ATTENTION_PATH: sm90 was asked for, but ", why);
+  return why == nullptr;
+}
+
 // Nothing to compute: no query rows or no heads (outputs are empty).
 bool empty(const AttentionShape& s) { return s.batch == 0 || s.heads == 0 || s.total_q == 0 || s.seqlen_q == 0; }
 
@@ -144,7 +179,12 @@ void attention_forward(const AttentionShape& s, const TensorView& q, const Tenso
   DeviceGuard guard(s.device_id);
   AttnArguments a = arguments(s, q, k, v, out, lse, opts);
   auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
-  dispatch(s, opts, [&]<class E, int D, class P>() { attn::run_fwd_sm80<E, D, P>(a, stream); });
+  const bool sm90 = use_sm90_forward(s, opts);
+  dispatch(s, opts, [&]<class E, int D, class P>() {
+    if constexpr ((D == 64 || D == 128) && !std::is_same_v<P, attn::GeneralScores>)
+      if (sm90) return attn::run_fwd_sm90<E, D, P>(a, stream);
+    attn::run_fwd_sm80<E, D, P>(a, stream);
+  });
 }
 
 size_t attention_backward_workspace_bytes(const AttentionShape& s, const AttentionOptions&) {

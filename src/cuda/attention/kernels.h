@@ -20,6 +20,10 @@ struct GeneralScores;
 template <class Element, int kHeadDim, class Policy>
 void run_fwd_sm80(const AttnArguments& a, cudaStream_t stream);
 
+// Hopper forward (sm90/): hdim 64 and 128, PlainScores only, dense batches.
+template <class Element, int kHeadDim, class Policy>
+void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream);
+
 template <class Element, int kHeadDim, class Policy>
 void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream);
 

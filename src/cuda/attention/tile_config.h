@@ -1,5 +1,5 @@
 // Tile sizes of the attention kernels: one constexpr function of (pass, hdim bucket, dtype,
-// causal), read by the sm80 launchers (sm80/*_launch.h) and, later, the Hopper path. The numbers
+// causal), read by the sm80 launchers (sm80/*_launch.h), and the Hopper forward's (sm90/). The numbers
 // are chosen for H100/H200 (228 KB smem, 64K registers per SM); see bench/NOTES-attention.md.
 #pragma once
 #include "flashkit/tensor.h"
@@ -35,6 +35,20 @@ constexpr TileConfig tile_config(Pass pass, int hdim, DType dtype, bool causal) 
   if (hdim <= 64) return {128, 128, 8};
   if (hdim <= 128) return {64, 128, 8};
   return {64, 64, 8};
+}
+
+// The Hopper forward (sm90/): block_m / 64 consumer warpgroups of 64 query rows each, key tiles
+// of block_n rows in a TMA ring `stages` deep (smem: Q, O and 2 * stages K/V tiles; at hdim 128
+// and 2 stages 192 KB of the 227 KB), GEMMs issued in turns between the warpgroups (`pingpong`).
+// hdim 64 dense takes 3 warpgroups (192 rows, 160 registers a thread): its softmax weighs more
+// per FLOP; causal keeps 128 rows until the two shapes are compared (bench/NOTES-attention.md).
+struct Sm90FwdTiles {
+  int block_m, block_n, stages;
+  bool pingpong;
+};
+constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool causal) {
+  if (hdim <= 64) return causal ? Sm90FwdTiles{128, 128, 3, true} : Sm90FwdTiles{192, 128, 3, true};
+  return {128, 128, 2, true};
 }
 
 }  // namespace flashkit::cuda::attn

@@ -1,0 +1,87 @@
+// The Hopper forward kernel: Kernel<Mainloop, Epilogue, TileScheduler> like fwd_kernel.h, but
+// warp-specialised. Warpgroup 0 is the producer (its registers given up with setmaxnreg; one
+// thread issues every TMA load); the other two or three are the consumers (registers raised), which
+// run the mainloop's GEMMs and softmax and the epilogue. Both roles walk the persistent
+// scheduler's tiles in the same order and meet only at the mbarriers in shared memory.
+#pragma once
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "cuda/attention/params.h"
+#include "cuda/attention/tile_scheduler.h"
+
+namespace flashkit::cuda::attn::sm90 {
+
+template <class Mainloop, class Epilogue, class Scheduler>
+struct FwdKernel {
+  static constexpr int kThreads = 128 + Mainloop::kConsumerThreads;
+  // The 64K registers per SM: with 2 consumer warpgroups the producer keeps 24 per thread and
+  // the consumers take 240 (128*24 + 256*240 = 64512); with 3, 32 and 160 (= 65536).
+  static constexpr bool kThreeConsumers = Mainloop::kConsumerWarpgroups == 3;
+  static constexpr uint32_t kProducerRegs = kThreeConsumers ? 32 : 24;
+  static constexpr uint32_t kConsumerRegs = kThreeConsumers ? 160 : 240;
+  static_assert(Mainloop::kConsumerWarpgroups == 2 || Mainloop::kConsumerWarpgroups == 3);
+  struct SharedStorage {
+    typename Mainloop::SharedStorage mainloop;
+    typename Epilogue::SharedStorage epilogue;
+  };
+  static constexpr int kSmemBytes = int(sizeof(SharedStorage));
+
+  struct Params {
+    typename Mainloop::Params mainloop;
+    typename Epilogue::Params epilogue;
+    typename Scheduler::Params scheduler;
+  };
+  static Params to_params(const AttnArguments& a, const typename Scheduler::Arguments& s) {
+    return {Mainloop::to_params(a), Epilogue::to_params(a), Scheduler::to_params(s)};
+  }
+
+  __device__ void operator()(const Params& p, char* smem_raw) const {
+    auto& smem = *reinterpret_cast<SharedStorage*>(smem_raw);
+    const int warpgroup = cutlass::canonical_warp_group_idx();
+    if (threadIdx.x == 0) {
+      Mainloop::init(smem.mainloop);
+      cutlass::arch::fence_barrier_init();
+    }
+    __syncthreads();
+    typename Mainloop::PipelineState pipe;
+
+    if (warpgroup == 0) {
+      cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
+      if (cutlass::canonical_warp_idx_sync() == 0 && cute::elect_one_sync()) {
+        Mainloop::prefetch_descriptors(p.mainloop);
+        for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
+             w = Scheduler::next_work(p.scheduler, w))
+          Mainloop::load(p.mainloop, smem.mainloop, w, pipe);
+      }
+    } else {
+      cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
+      const int tid = int(threadIdx.x) - 128;
+      if (tid == 0) Epilogue::prefetch_descriptors(p.epilogue);
+      const typename Mainloop::Turns turns{tid / 128};
+      turns.start();
+      for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
+           w = Scheduler::next_work(p.scheduler, w)) {
+        auto acc_o = partition_fragment_C(
+            typename Mainloop::TiledMmaPV{},
+            Shape<Int<Mainloop::kBlockM>, Int<Mainloop::kHeadDim>>{});
+        typename Mainloop::Softmax softmax;
+        Mainloop::mma(p.mainloop, smem.mainloop, w, acc_o, softmax, pipe, turns, tid);
+        Epilogue::store(p.epilogue, smem.epilogue, w, acc_o, softmax, tid);
+      }
+      turns.finish();
+      Epilogue::finish(tid);
+    }
+  }
+};
+
+template <class Kernel>
+__global__ void __launch_bounds__(Kernel::kThreads, 1)
+    run_kernel_sm90(const __grid_constant__ typename Kernel::Params p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) char smem[];
+  Kernel{}(p, smem);
+#endif
+}
+
+}  // namespace flashkit::cuda::attn::sm90

@@ -1,0 +1,33 @@
+// Host side of the Hopper forward: tiles for (hdim bucket, causal) from tile_config.h, the TMA
+// descriptors built once into the kernel's Params, a persistent grid of one CTA per SM.
+// Explicitly instantiated per (dtype, hdim, plain/causal) in src/cuda/instantiations/.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "cuda/attention/sm90/fwd_epilogue.h"
+#include "cuda/attention/sm90/fwd_kernel.h"
+#include "cuda/attention/sm90/fwd_mainloop.h"
+#include "cuda/attention/tile_config.h"
+#include "cuda/common/check.h"
+
+namespace flashkit::cuda::attn {
+
+template <class Element, int kHeadDim, class Policy>
+void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
+  constexpr Sm90FwdTiles t = sm90_fwd_tiles(kHeadDim, Policy::kCausal);
+  using Mainloop = sm90::FwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.stages, t.pingpong, Policy>;
+  using Kernel = sm90::FwdKernel<Mainloop, sm90::FwdEpilogue<Mainloop>, StaticPersistentScheduler>;
+  int device = 0, sms = 0;
+  FK_CUDA_CHECK(cudaGetDevice(&device));
+  FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int num_blocks = ceil_div(a.seqlen_q, t.block_m);
+  auto params = Kernel::to_params(a, {num_blocks, a.heads, a.batch, Policy::kCausal, sms});
+  auto kernel = sm90::run_kernel_sm90<Kernel>;
+  FK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     Kernel::kSmemBytes));
+  kernel<<<StaticPersistentScheduler::grid_shape(params.scheduler), Kernel::kThreads,
+           Kernel::kSmemBytes, stream>>>(params);
+  FK_CHECK_LAUNCH("attention forward (sm90)");
+}
+
+}  // namespace flashkit::cuda::attn

@@ -1,0 +1,270 @@
+// FlashAttention forward mainloop for Hopper (FA3's structure, dense batches): the producer warp
+// brings Q and a ring of K and V tiles into swizzled shared memory with TMA; two or three
+// consumer warpgroups (64 query rows each) run S = Q K^T on wgmma from shared memory, the online softmax
+// in registers (the scale folded into exp2), and O += P V with P straight from registers, the
+// softmax of one key block overlapping the P V product of the previous one.
+// The score Policy (score_policy.h, PlainScores only here) picks key blocks and masks.
+#pragma once
+#include <cmath>
+
+#include "cuda/attention/params.h"
+#include "cuda/attention/score_policy.h"
+#include "cuda/attention/seqlen.h"
+#include "cuda/attention/sm80/online_softmax.h"
+#include "cuda/attention/sm90/pipeline.h"
+#include "cuda/attention/sm90/traits.h"
+#include "cuda/attention/tile_scheduler.h"
+
+namespace flashkit::cuda::attn::sm90 {
+
+// Global tensors as TMA sees them: (seqlen, hdim, heads, batch), hdim contiguous. The extent in
+// hdim is the real head dim, so TMA zero-fills a bucket's tail columns and rows past the end.
+using GmemShape = Shape<int, int, int, int>;
+using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
+
+template <class Element>
+CUTE_HOST_DEVICE auto gmem_tensor(const Element* p, int seqlen, int hdim, int heads, int batch,
+                                  const Strides& s) {
+  return make_tensor(make_gmem_ptr(p), GmemShape{seqlen, hdim, heads, batch},
+                     GmemStride{s.row, _1{}, s.head, s.batch});
+}
+
+// Ping-pong between the consumer warpgroups (FA3 section 3.1), round robin over kWarpgroups:
+// each issues its GEMMs only in its turn and passes the turn on right after, so one
+// warpgroup's softmax runs while another's GEMMs occupy the tensor cores. One named barrier of
+// 256 threads per warpgroup: a turn is a bar.sync on one's own (128 threads) matched by the
+// previous warpgroup's bar.arrive (128 threads) when it passed the turn.
+template <bool kEnabled, int kWarpgroups>
+struct PingPong {
+  static constexpr uint32_t kBarrier = 1;  // named barrier ids 1.. (0: the epilogue's)
+  int wg;                                  // this consumer warpgroup, 0 .. kWarpgroups-1
+  __device__ __forceinline__ void wait_turn() const {
+    if constexpr (kEnabled) cutlass::arch::NamedBarrier::sync(256, kBarrier + wg);
+  }
+  __device__ __forceinline__ void pass_turn() const {
+    if constexpr (kEnabled)
+      cutlass::arch::NamedBarrier::arrive(256, kBarrier + (wg + 1) % kWarpgroups);
+  }
+  // Warpgroup 0 goes first; at the end it takes the last turn passed to it, so every arrival
+  // is matched before the CTA exits.
+  __device__ __forceinline__ void start() const {
+    if (wg == kWarpgroups - 1) pass_turn();
+  }
+  __device__ __forceinline__ void finish() const {
+    if (wg == 0) wait_turn();
+  }
+};
+
+template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kPingPong_,
+          class Policy_>
+struct FwdMainloop {
+  using Element = Element_;
+  using Policy = Policy_;
+  static constexpr int kHeadDim = kHeadDim_, kBlockM = kBlockM_, kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kConsumerWarpgroups = kBlockM / 64;  // 64 query rows each
+  using Turns = PingPong<kPingPong_, kConsumerWarpgroups>;
+  static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
+
+  using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
+  using TileKV = Shape<Int<kBlockN>, Int<kHeadDim>>;
+  using TiledMmaQK = TiledMmaSS<Element, kConsumerWarpgroups, kBlockM, kBlockN, kHeadDim>;
+  using TiledMmaPV = TiledMmaRS<Element, kConsumerWarpgroups, kBlockM, kHeadDim, kBlockN>;
+  using LayoutQ = SmemTile<Element, kBlockM, kHeadDim>;
+  using LayoutKV = SmemTiles<Element, kBlockN, kHeadDim, kStages>;
+  using LayoutVt = decltype(transposed_staged<LayoutKV, kBlockN, kHeadDim, kStages>(LayoutKV{}));
+  using Softmax = sm80::OnlineSoftmax<2>;  // a thread holds 2 rows of its warpgroup's 64
+  using Ring = TmaRing<kStages>;
+  static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
+
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}),
+                                      LayoutQ{}, TileQ{}, _1{}));
+  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}),
+                                       SmemTile<Element, kBlockN, kHeadDim>{}, TileKV{}, _1{}));
+
+  struct SharedStorage {
+    alignas(1024) Element q[cosize_v<LayoutQ>];
+    alignas(1024) Element k[cosize_v<LayoutKV>];
+    alignas(1024) Element v[cosize_v<LayoutKV>];
+    typename Ring::Storage k_ring, v_ring;
+    alignas(8) uint64_t q_full, q_empty;
+  };
+
+  struct Params {
+    TmaQ tma_q;
+    TmaKV tma_k, tma_v;
+    int seqlen_q, seqlen_k, head_dim, heads, kv_heads, batch;
+    float scale, scale_log2;
+    typename Policy::Params score;
+  };
+  static Params to_params(const AttnArguments& a) {
+    auto q = gmem_tensor(static_cast<const Element*>(a.q), a.seqlen_q, a.head_dim, a.heads, a.batch, a.q_stride);
+    auto k = gmem_tensor(static_cast<const Element*>(a.k), a.seqlen_k, a.head_dim, a.kv_heads, a.batch, a.k_stride);
+    auto v = gmem_tensor(static_cast<const Element*>(a.v), a.seqlen_k, a.head_dim, a.kv_heads, a.batch, a.v_stride);
+    return {make_tma_copy(SM90_TMA_LOAD{}, q, LayoutQ{}, TileQ{}, _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, k, SmemTile<Element, kBlockN, kHeadDim>{}, TileKV{}, _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, v, SmemTile<Element, kBlockN, kHeadDim>{}, TileKV{}, _1{}),
+            a.seqlen_q, a.seqlen_k, a.head_dim, a.heads, a.kv_heads, a.batch,
+            a.softmax_scale, a.softmax_scale * float(M_LOG2E), Policy::to_params(a)};
+  }
+
+  // One thread, before the block-wide barrier that publishes it.
+  __device__ static void init(SharedStorage& smem) {
+    Ring::init(smem.k_ring, kConsumerThreads);
+    Ring::init(smem.v_ring, kConsumerThreads);
+    Ring::Barrier::init(&smem.q_full, 1);
+    Ring::Barrier::init(&smem.q_empty, kConsumerThreads);
+  }
+  __device__ static void prefetch_descriptors(const Params& p) {
+    prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+  }
+
+  // Where the two sides are in the rings, and how many Q tiles have gone through (Q's phase).
+  struct PipelineState {
+    typename Ring::State k, v;
+    int q_tiles = 0;
+  };
+
+  __device__ static BlockRange key_blocks(const Params& p, const WorkTile& w) {
+    const SeqBounds sb(nullptr, nullptr, w.batch, p.seqlen_q, p.seqlen_k);
+    return Policy(p.score, sb, w.batch, w.head).template key_blocks<kBlockM, kBlockN>(w.block);
+  }
+
+  // Producer (one thread): Q once the consumers are done with the last one, then K and V of
+  // every key block, last to first, each as soon as its stage is free.
+  __device__ static void load(const Params& p, SharedStorage& smem, const WorkTile& w,
+                              PipelineState& st) {
+    const BlockRange kr = key_blocks(p, w);
+    if (kr.end <= kr.begin) return;
+    const int kv_head = w.head / (p.heads / p.kv_heads);
+    Tensor mQ = p.tma_q.get_tma_tensor(GmemShape{p.seqlen_q, p.head_dim, p.heads, p.batch});
+    Tensor mK = p.tma_k.get_tma_tensor(GmemShape{p.seqlen_k, p.head_dim, p.kv_heads, p.batch});
+    Tensor mV = p.tma_v.get_tma_tensor(GmemShape{p.seqlen_k, p.head_dim, p.kv_heads, p.batch});
+    Tensor gQ = local_tile(mQ(_, _, w.head, w.batch), TileQ{}, make_coord(w.block, _0{}));
+    Tensor gK = local_tile(mK(_, _, kv_head, w.batch), TileKV{}, make_coord(_, _0{}));  // (BN, D, n)
+    Tensor gV = local_tile(mV(_, _, kv_head, w.batch), TileKV{}, make_coord(_, _0{}));
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q), LayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});  // (BN, D, stage)
+    Tensor sV = make_tensor(make_smem_ptr(smem.v), LayoutKV{});
+    auto cq = p.tma_q.get_slice(_0{});
+    auto ck = p.tma_k.get_slice(_0{});
+    auto cv = p.tma_v.get_slice(_0{});
+    Tensor tKg = ck.partition_S(gK);  // (TMA, .., n)
+    Tensor tKs = ck.partition_D(sK);  // (TMA, .., stage)
+    Tensor tVg = cv.partition_S(gV);
+    Tensor tVs = cv.partition_D(sV);
+
+    Ring::Barrier::wait(&smem.q_empty, (st.q_tiles & 1) ^ 1);
+    Ring::Barrier::arrive_and_expect_tx(&smem.q_full, kBytesQ);
+    copy(p.tma_q.with(smem.q_full), cq.partition_S(gQ), cq.partition_D(sQ));
+    ++st.q_tiles;
+    for (int n = kr.end - 1; n >= kr.begin; --n) {
+      uint64_t& kb = Ring::producer_acquire(smem.k_ring, st.k, kBytesKV);
+      copy(p.tma_k.with(kb), tKg(_, _, _, n), tKs(_, _, _, st.k.stage));
+      st.k.advance();
+      uint64_t& vb = Ring::producer_acquire(smem.v_ring, st.v, kBytesKV);
+      copy(p.tma_v.with(vb), tVg(_, _, _, n), tVs(_, _, _, st.v.stage));
+      st.v.advance();
+    }
+  }
+
+  // Consumers (tid in [0, kConsumerThreads)): acc_o un-scaled O of the tile's rows, softmax its stats. A tile
+  // whose rows see no key leaves acc_o = 0 and the stats empty (the epilogue writes 0, -inf).
+  template <class AccO>
+  __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w, AccO& acc_o,
+                             Softmax& softmax, PipelineState& st, const Turns& turns, int tid) {
+    clear(acc_o);
+    const BlockRange kr = key_blocks(p, w);
+    if (kr.end <= kr.begin) return;
+    const SeqBounds sb(nullptr, nullptr, w.batch, p.seqlen_q, p.seqlen_k);
+    const Policy pol(p.score, sb, w.batch, w.head);
+
+    TiledMmaQK mma_qk;
+    TiledMmaPV mma_pv;
+    auto thr_qk = mma_qk.get_thread_slice(tid);
+    auto thr_pv = mma_pv.get_thread_slice(tid);
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q), LayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});
+    Tensor sVt = make_tensor(make_smem_ptr(smem.v), LayoutVt{});  // (D, BN, stage)
+    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);
+    Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, N, K, stage) descriptors
+    Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, D, K, stage)
+    // (row, col) of each score within the tile, for the masks.
+    Tensor cS = rowcol_view(thr_qk.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{})));
+    Tensor o = rowcol_view(acc_o);
+
+    // S = Q K_n^T on the tensor cores, then the masks; K_n's stage is free once S is in registers.
+    auto scores = [&](auto& acc_s) {
+      Ring::consumer_wait(smem.k_ring, st.k);
+      wgmma<true>(mma_qk, tSrQ, tSrK(_, _, _, st.k.stage), acc_s);
+    };
+    auto scores_done = [&](auto& acc_s, int n) {
+      Ring::consumer_release(smem.k_ring, st.k);
+      st.k.advance();
+      // After the tile's last S, Q is free: the producer loads the next tile's Q while this
+      // warpgroup finishes the last P V and the epilogue.
+      if (n == kr.begin) Ring::Barrier::arrive(&smem.q_empty);
+      Tensor s = rowcol_view(acc_s);
+      const bool masked = pol.template fwd_needs_mask<kBlockM, kBlockN>(w.block, n);
+      pol.fwd_scores(s, cS, w.block * kBlockM, n * kBlockN, masked, p.scale);
+    };
+    // O += P V_n; V_n's stage is freed by pv_done once the product has completed.
+    auto pv = [&](auto& tOrP) {
+      Ring::consumer_wait(smem.v_ring, st.v);
+      warpgroup_fence_operand(tOrP);
+      wgmma<false>(mma_pv, tOrP, tOrV(_, _, _, st.v.stage), acc_o);
+    };
+    auto pv_done = [&](auto& tOrP) {
+      warpgroup_fence_operand(tOrP);
+      Ring::consumer_release(smem.v_ring, st.v);
+      st.v.advance();
+    };
+
+    Ring::Barrier::wait(&smem.q_full, st.q_tiles & 1);
+    // Key blocks run last to first (the masked ones first). Intra-warpgroup pipelining (FA3's
+    // Algorithm 2): while P_{n+1} V_{n+1} runs on the tensor cores, this warpgroup waits only
+    // for S_n = Q K_n^T and computes its softmax; O is rescaled once P V has landed.
+    int n = kr.end - 1;
+    Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
+    turns.wait_turn();
+    scores(acc_s);
+    turns.pass_turn();
+    warpgroup_wait<0>();
+    scores_done(acc_s, n);
+    float alpha[Softmax::kRows];
+    {
+      Tensor s = rowcol_view(acc_s);
+      softmax.update_stats(s, alpha, p.scale, p.scale_log2);  // O is still 0: no rescale
+    }
+    Tensor rP = make_tensor<Element>(acc_s.layout());
+    Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_s); ++i) rP(i) = static_cast<Element>(acc_s(i));
+    for (--n; n >= kr.begin; --n) {
+      turns.wait_turn();
+      scores(acc_s);  // S_n, issued first so that it completes first
+      pv(tOrP);       // O += P_{n+1} V_{n+1}
+      turns.pass_turn();
+      warpgroup_wait<1>();
+      scores_done(acc_s, n);
+      Tensor s = rowcol_view(acc_s);
+      softmax.update_stats(s, alpha, p.scale, p.scale_log2);
+      warpgroup_wait<0>();
+      pv_done(tOrP);
+      Softmax::rescale(o, alpha);
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc_s); ++i) rP(i) = static_cast<Element>(acc_s(i));
+    }
+    turns.wait_turn();
+    pv(tOrP);
+    turns.pass_turn();
+    warpgroup_wait<0>();
+    pv_done(tOrP);
+    ++st.q_tiles;
+  }
+};
+
+}  // namespace flashkit::cuda::attn::sm90
