@@ -136,15 +136,17 @@ struct GeneralScores {
             a.alibi_head_stride};
   }
 
-  static constexpr int64_t kUnbounded = INT32_MAX;
+  // 32-bit fields (widened where summed): this object stays live through the key loop, next to
+  // the O accumulator at the register limit.
+  static constexpr int kUnbounded = INT32_MAX;
   int seqlen_q, seqlen_k;
-  int64_t diag, left, right;
+  int diag, left, right;
   float softcap, inv_softcap, slope;
 
   __device__ __forceinline__ GeneralScores(const Params& p, const SeqBounds& sb, int b, int h)
       : seqlen_q(sb.seqlen_q),
         seqlen_k(sb.seqlen_k),
-        diag(int64_t(sb.seqlen_k) - sb.seqlen_q),
+        diag(sb.seqlen_k - sb.seqlen_q),
         left(p.window_left < 0 ? kUnbounded : p.window_left),
         right(p.window_right < 0 ? kUnbounded : p.window_right),
         softcap(p.softcap),
@@ -219,23 +221,37 @@ struct GeneralScores {
     return x - slope * fabsf(float(dist));
   }
 
-  // s: raw scores q.k -> final scores (scale, softcap, ALiBi, then -inf where masked).
+  // s: raw scores q.k -> final scores (scale, softcap, ALiBi, then -inf where masked). One pass
+  // per modifier behind a uniform branch: short live ranges next to the O accumulator.
   template <class S, class Coord>
   __device__ __forceinline__ void fwd_scores(S& s, const Coord& coord, int row0, int col0,
                                              bool mask, float scale) const {
+    if (softcap > 0.f) {
+      const float in_scale = scale * inv_softcap;
+      CUTE_UNROLL
+      for (int i = 0; i < cute::size(s); ++i) s(i) = softcap * tanh_abs_accurate(s(i) * in_scale);
+    } else {
+      CUTE_UNROLL
+      for (int i = 0; i < cute::size(s); ++i) s(i) *= scale;
+    }
+    if (slope != 0.f) {
+      CUTE_UNROLL
+      for (int r = 0; r < cute::size<0>(s); ++r) {
+        const int dist0 = int(int64_t(row0 + cute::get<0>(coord(r, 0))) + diag - col0);
+        CUTE_UNROLL
+        for (int c = 0; c < cute::size<1>(s); ++c)
+          s(r, c) -= slope * fabsf(float(dist0 - cute::get<1>(coord(r, c))));
+      }
+    }
+    if (!mask) return;
     CUTE_UNROLL
     for (int r = 0; r < cute::size<0>(s); ++r) {
-      const int row = row0 + cute::get<0>(coord(r, 0));
-      const int dist0 = int(int64_t(row) + diag - col0);  // distance to the tile's first key
-      int lo = 0, hi = 0;
-      if (mask) visible_cols(row, col0, lo, hi);
+      int lo, hi;
+      visible_cols(row0 + cute::get<0>(coord(r, 0)), col0, lo, hi);
       CUTE_UNROLL
       for (int c = 0; c < cute::size<1>(s); ++c) {
         const int col = cute::get<1>(coord(r, c));
-        float t;
-        float x = modify(s(r, c), scale, dist0 - col, t);
-        if (mask && (col < lo || col > hi)) x = -INFINITY;
-        s(r, c) = x;
+        if (col < lo || col > hi) s(r, c) = -INFINITY;
       }
     }
   }
