@@ -2,14 +2,19 @@
 """Writes src/cuda/instantiations/: one small .cu per (pass, dtype, hdim bucket, score policy)
 holding the explicit instantiation of run_fwd_sm80 / run_bwd_sm80, so kernels compile in parallel
 and a build can leave some out. Policies (src/cuda/attention/score_policy.h): plain, plain causal,
-and one general (window + softcap + ALiBi, causal folded in at run time). Files outside the minimal set (bf16, hdim 64 and 128) end in _full.cu,
-which FLASHKIT_KERNELS=minimal drops (CMakeLists.txt). Run after changing the sets below."""
+window only (GeneralScores<0>), each modifier alone (softcap, ALiBi, dropout, block mask; window
+and causal at run time) and all modifiers together (any combination of several): 8 per (pass,
+dtype, hdim). Files outside the minimal set (bf16, hdim 64 and 128) end in _full.cu, which
+FLASHKIT_KERNELS=minimal drops (CMakeLists.txt). Run after changing the sets below."""
 import pathlib
 
 HDIMS = [32, 64, 96, 128, 192, 256]
 DTYPES = {"bf16": "cutlass::bfloat16_t", "fp16": "cutlass::half_t"}
 MINIMAL = {("bf16", 64), ("bf16", 128)}
-POLICIES = {"": "PlainScores<false>", "_causal": "PlainScores<true>", "_general": "GeneralScores"}
+POLICIES = {"": "PlainScores<false>", "_causal": "PlainScores<true>",
+            "_window": "GeneralScores<0>", "_softcap": "GeneralScores<mods::kSoftcap>",
+            "_alibi": "GeneralScores<mods::kAlibi>", "_dropout": "GeneralScores<mods::kDropout>",
+            "_blocksparse": "GeneralScores<mods::kBlockSparse>", "_allmods": "GeneralScores<mods::kAll>"}
 PASSES = {"fwd": "cuda/attention/sm80/fwd_launch.h", "bwd": "cuda/attention/sm80/bwd_launch.h"}
 
 out = pathlib.Path(__file__).resolve().parent.parent / "src" / "cuda" / "instantiations"
