@@ -50,6 +50,10 @@ struct PlainScores {
   __device__ __forceinline__ int prev_live(int, int n, int) const {
     return n;
   }
+  template <int kBlockM, int kBlockN, class MAt>
+  __device__ __forceinline__ int next_live_query(int i, int, const MAt&, int) const {
+    return i;
+  }
   template <int kBlockM, int kBlockN>
   __device__ __forceinline__ bool live(int, int) const {
     return true;
@@ -244,15 +248,41 @@ struct GeneralScores {
     return !bmask || bmask[(m_block * kBlockM / p->bm_block_q) * p->bm_row_stride +
                            (n_block * kBlockN / p->bm_block_k) * p->bm_col_stride];
   }
-  // The last live key block <= n (>= begin), or begin - 1 when none is.
+  // The last live key block <= n (>= begin), or begin - 1 when none is. Each warp tests 32
+  // candidates at once (one mask byte per lane, then a ballot), so a sparse row costs one load
+  // latency per 32 dropped tiles instead of one per tile. (Not unrolled: a 255-register kernel.)
   template <int kBlockM, int kBlockN>
   __device__ __forceinline__ int prev_live(int m_block, int n, int begin) const {
     if constexpr (kHasBlockMask) {
+      if (!bmask) return n;
+      const int lane = int(threadIdx.x % 32);
 #pragma unroll 1
-      for (; n >= begin && !live<kBlockM, kBlockN>(m_block, n); --n) {
+      for (; n >= begin; n -= 32) {
+        const int j = n - lane;
+        const unsigned hits = __ballot_sync(~0u, j >= begin && live<kBlockM, kBlockN>(m_block, j));
+        if (hits) return n - (__ffs(hits) - 1);
       }
+      return begin - 1;
     }
     return n;
+  }
+  // Backward: the first step >= i (of count) whose query block m_at(step) is live for key block n.
+  template <int kBlockM, int kBlockN, class MAt>
+  __device__ __forceinline__ int next_live_query(int i, int count, const MAt& m_at,
+                                                 int n_block) const {
+    if constexpr (kHasBlockMask) {
+      if (!bmask) return i;
+      const int lane = int(threadIdx.x % 32);
+#pragma unroll 1
+      for (; i < count; i += 32) {
+        const int j = i + lane;
+        const unsigned hits =
+            __ballot_sync(~0u, j < count && live<kBlockM, kBlockN>(m_at(j), n_block));
+        if (hits) return i + __ffs(hits) - 1;
+      }
+      return count;
+    }
+    return i;
   }
   // Deterministic dQ: key block n is the turn-th to add into dQ block m (live blocks of m's
   // contiguous key range, in order).
@@ -318,12 +348,15 @@ struct GeneralScores {
       for (int i = 0; i < cute::size(s); ++i) s(i) = cap_out * tanh_abs_accurate(s(i) * cap_in);
     }
     if (kHasAlibi && slope != 0.f) {
+      // Distances as this thread's first column's plus a compile-time column offset: an FADD
+      // per score, not an I2F (which issues at the MUFU rate, like the softmax's exp).
+      const int col_base = cute::get<1>(coord(0, 0));
       CUTE_UNROLL
       for (int r = 0; r < cute::size<0>(s); ++r) {
-        const float dist0 = float(row0 + cute::get<0>(coord(r, 0)) + diag - col0);
+        const float dist0 = float(row0 + cute::get<0>(coord(r, 0)) + diag - col0 - col_base);
         CUTE_UNROLL
         for (int c = 0; c < cute::size<1>(s); ++c)
-          s(r, c) -= slope * fabsf(dist0 - float(cute::get<1>(coord(r, c))));
+          s(r, c) -= slope * fabsf(dist0 - float(cute::get<1>(coord(r, c)) - col_base));
       }
     }
     if (mask) apply_masks(s, coord, row0, col0);
@@ -386,10 +419,11 @@ struct GeneralScores {
     const float z = kHasDropout ? p->keep_scale : 1.f;
     decltype(keep_bits(s, coord, row0, col0)) keep = 0;
     if (drop) keep = keep_bits(s, coord, row0, col0);
+    const int col_base = cute::get<1>(coord(0, 0));  // see fwd_scores' ALiBi
     CUTE_UNROLL
     for (int r = 0; r < cute::size<0>(s); ++r) {
       const int row = row0 + cute::get<0>(coord(r, 0));
-      const float dist0 = float(row + diag - col0);
+      const float dist0 = float(row + diag - col0 - col_base);
       int lo = 0, hi = 0;
       if (mask) visible_cols(row, col0, lo, hi);
       CUTE_UNROLL
@@ -401,7 +435,7 @@ struct GeneralScores {
           t = tanh_abs_accurate(x * cap_in);
           x = cap_out * t;
         }
-        if constexpr (kHasAlibi) x -= slope * fabsf(dist0 - float(col));
+        if constexpr (kHasAlibi) x -= slope * fabsf(dist0 - float(col - col_base));
         x = x * scale_log2 - lse_log2[r];
         if (mask && (col < lo || col > hi)) x = -INFINITY;
         const float pr = exp2f(x);

@@ -193,10 +193,7 @@ struct BwdMainloop {
       auto m_at = [&](int i) { return m_begin + (i + rot < count ? i + rot : i + rot - count); };
       // The next query block at or after step i that the block mask keeps (count: none).
       auto next_live = [&](int i) {
-#pragma unroll 1
-        for (; i < count && !pol.template live<kBlockM, kBlockN>(m_at(i), n_block); ++i) {
-        }
-        return i;
+        return pol.template next_live_query<kBlockM, kBlockN>(i, count, m_at, n_block);
       };
       int i = next_live(0);
       if (i < count) load_q(m_at(i), 0);
