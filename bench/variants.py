@@ -1,29 +1,70 @@
 """Attention variants' cost over the plain kernel on one GPU (issue 6's bar: each variant <= 10%
-over plain at hdim 128, seqlen 8k): forward and forward+backward time of flashkit.attention with
-softcap, ALiBi and a sliding window, next to the plain kernel, causal off and on. The window skips
-tiles, so its cost is judged per visible (query, key) pair. Writes <out>/variants.json."""
+over plain at hdim 128, seqlen 8k; block-sparse runtime within 1.3x of density x dense): forward
+and backward TFLOP/s of flashkit.attention with softcap, ALiBi, a sliding window, dropout and
+block masks, next to the plain kernel and to PyTorch SDPA where it has the variant (flash backend
+for plain and dropout, the efficient backend with attn_mask for ALiBi, window and block masks;
+SDPA has no softcap). TFLOP/s count visible (query, key) pairs only, for every peer alike, so a
+masked SDPA run that computes every pair shows as slower. Writes <out>/variants.json."""
 import argparse
 import json
 import os
 
 import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import flashkit
 
 from timing import median_ms
 
 
-def visible_pairs(s, causal, window):
-    """(query, key) pairs a square s x s problem computes under causal and window=(left, right)."""
+def visible(s, causal, window):
+    """[s, s] bool: the (query, key) pairs a square problem computes under causal and window."""
     left, right = window
-    total = 0
-    for i in range(s):
-        lo = max(0, i - left) if left >= 0 else 0
-        hi = s - 1 if right < 0 else min(s - 1, i + right)
-        if causal:
-            hi = min(hi, i)
-        total += max(0, hi - lo + 1)
-    return total
+    i = torch.arange(s, device="cuda")[:, None]
+    j = torch.arange(s, device="cuda")[None, :]
+    keep = torch.ones(s, s, dtype=torch.bool, device="cuda")
+    if left >= 0:
+        keep &= j >= i - left
+    if right >= 0:
+        keep &= j <= i + right
+    if causal:
+        keep &= j <= i
+    return keep
+
+
+def random_block_mask(s, density, block, causal, gen):
+    """Each query block keeps round(density * visible blocks) random key blocks of its row (at
+    least one, its diagonal when causal): equal work per row, so time should scale with density."""
+    n = s // block
+    mask = torch.zeros(n, n, dtype=torch.uint8)
+    for i in range(n):
+        cols = i + 1 if causal else n
+        keep = max(1, round(density * cols))
+        chosen = torch.randperm(cols, generator=gen)[:keep]
+        if causal and i not in chosen:
+            chosen[0] = i
+        mask[i, chosen] = 1
+    return mask.cuda()
+
+
+def alibi_bias(slopes, s, causal):
+    i = torch.arange(s, device="cuda")[:, None]
+    j = torch.arange(s, device="cuda")[None, :]
+    bias = -slopes[:, None, None] * (i - j).abs()[None].float()
+    if causal:
+        bias = bias.masked_fill(j > i, float("-inf"))
+    return bias[None].to(torch.bfloat16)
+
+
+def time_pair(run, q, k, v, do):
+    """(forward ms, backward ms) of run(q, k, v) -> out; backward = (fwd + bwd) - fwd."""
+    fwd = median_ms(lambda: run(q, k, v))
+
+    def both():
+        q.grad = k.grad = v.grad = None
+        run(q, k, v).backward(do)
+    return fwd, median_ms(both) - fwd
 
 
 def main():
@@ -36,52 +77,96 @@ def main():
     args = p.parse_args()
     b, s, h, d = args.batch, args.seqlen, args.heads, args.hdim
     torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
                for _ in range(3))
     do = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
+    qt, kt, vt, dot = (t.detach().transpose(1, 2).contiguous() for t in (q, k, v, do))
+    qt.requires_grad_(), kt.requires_grad_(), vt.requires_grad_()
     slopes = torch.rand(h, device="cuda", dtype=torch.float32) * 0.1
-    variants = {"plain": {}, "softcap": {"softcap": 30.0}, "alibi": {"alibi_slopes": slopes},
-                "window": {"window": (1024, 0)}}
+    block = 128
+
+    def sdpa(backend, **kw):
+        def run(q_, k_, v_):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q_, k_, v_, **kw)
+        return run
+
     rows = []
     for causal in (False, True):
-        for name, kw in variants.items():
-            if name == "window" and not causal:
-                kw = {"window": (1024, 1024)}
+        win = (1024, 0) if causal else (1024, 1024)
+        # (name, flashkit options, SDPA peer or None, the visible (query, key) pairs as [s, s])
+        cases = [("plain", {}, sdpa(SDPBackend.FLASH_ATTENTION, is_causal=causal),
+                  visible(s, causal, (-1, -1))),
+                 ("softcap", {"softcap": 30.0}, None, visible(s, causal, (-1, -1))),
+                 ("alibi", {"alibi_slopes": slopes},
+                  sdpa(SDPBackend.EFFICIENT_ATTENTION, attn_mask=alibi_bias(slopes, s, causal)),
+                  visible(s, causal, (-1, -1))),
+                 ("window", {"window": win},
+                  sdpa(SDPBackend.EFFICIENT_ATTENTION, attn_mask=visible(s, causal, win)),
+                  visible(s, causal, win)),
+                 ("dropout", {"dropout_p": 0.1},
+                  sdpa(SDPBackend.FLASH_ATTENTION, is_causal=causal, dropout_p=0.1),
+                  visible(s, causal, (-1, -1)))]
+        for density in (0.5, 0.25, 0.1):
+            bm = random_block_mask(s, density, block, causal, gen)
+            dense = bm.repeat_interleave(block, 0).repeat_interleave(block, 1).bool()
+            dense &= visible(s, causal, (-1, -1))
+            cases.append((f"blocksparse_{density}", {"block_mask": bm[None, None]},
+                          sdpa(SDPBackend.EFFICIENT_ATTENTION, attn_mask=dense), dense))
+        for name, kw, peer, keep in cases:
+            pairs = int(keep.sum())
+            row = {"variant": name, "causal": causal, "pairs": pairs}
+            tf = lambda ms, mult: mult * 4 * b * h * pairs * d / ms / 1e9  # noqa: E731
             try:
-                fwd = median_ms(lambda: flashkit.attention(q, k, v, causal=causal, **kw))
-
-                def fwd_bwd():
-                    q.grad = k.grad = v.grad = None
-                    flashkit.attention(q, k, v, causal=causal, **kw).backward(do)
-                both = median_ms(fwd_bwd)
-            except Exception as e:  # a variant the build does not support yet
-                rows.append({"variant": name, "causal": causal, "error": str(e)[:200]})
-                continue
-            pairs = visible_pairs(s, causal, kw.get("window", (-1, -1)))
-            rows.append({"variant": name, "causal": causal, "fwd_ms": fwd, "fwd_bwd_ms": both,
-                         "pairs": pairs,
-                         "fwd_tflops": 4 * b * h * pairs * d / fwd / 1e9,
-                         "fwd_bwd_tflops": 3.5 * 4 * b * h * pairs * d / both / 1e9})
+                fwd, bwd = time_pair(lambda q_, k_, v_: flashkit.attention(
+                    q_, k_, v_, causal=causal, **kw), q, k, v, do)
+                row.update(fwd_ms=fwd, bwd_ms=bwd, fwd_tflops=tf(fwd, 1), bwd_tflops=tf(bwd, 2.5))
+            except Exception as e:  # a variant the build does not support
+                row["error"] = str(e)[:200]
+            if peer is not None:
+                try:
+                    fwd, bwd = time_pair(peer, qt, kt, vt, dot)
+                    row.update(sdpa_fwd_ms=fwd, sdpa_bwd_ms=bwd, sdpa_fwd_tflops=tf(fwd, 1),
+                               sdpa_bwd_tflops=tf(bwd, 2.5))
+                except Exception as e:
+                    row["sdpa_error"] = str(e)[:200]
+            rows.append(row)
+            torch.cuda.empty_cache()
     for causal in (False, True):
         base = next(r for r in rows if r["variant"] == "plain" and r["causal"] == causal)
         for r in rows:
-            if r["causal"] == causal and "fwd_tflops" in r and "fwd_tflops" in base:
+            if r["causal"] != causal or "fwd_ms" not in r or "fwd_ms" not in base:
+                continue
+            if r["variant"].startswith("blocksparse"):  # time vs density x dense time
+                dens = r["pairs"] / base["pairs"]
+                r["fwd_time_over_density_x_dense"] = r["fwd_ms"] / (dens * base["fwd_ms"])
+                r["bwd_time_over_density_x_dense"] = r["bwd_ms"] / (dens * base["bwd_ms"])
+            else:  # cost per visible pair over plain
                 r["fwd_cost_over_plain"] = base["fwd_tflops"] / r["fwd_tflops"] - 1
-                r["fwd_bwd_cost_over_plain"] = base["fwd_bwd_tflops"] / r["fwd_bwd_tflops"] - 1
+                r["bwd_cost_over_plain"] = base["bwd_tflops"] / r["bwd_tflops"] - 1
     res = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "batch": b,
-           "seqlen": s, "heads": h, "hdim": d, "dtype": "bfloat16", "rows": rows}
+           "seqlen": s, "heads": h, "hdim": d, "dtype": "bfloat16", "block_mask_block": block,
+           "rows": rows}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "variants.json"), "w") as f:
         json.dump(res, f, indent=1)
-    print(f"{'variant':9} {'causal':6} {'fwd ms':>8} {'fwd TF/s':>9} {'cost':>7} "
-          f"{'f+b ms':>8} {'f+b TF/s':>9} {'cost':>7}")
+    print(f"{'variant':17} {'causal':6} {'fwd TF/s':>8} {'bwd TF/s':>8} {'cost f/b':>14} "
+          f"{'sdpa fwd':>8} {'sdpa bwd':>8}")
     for r in rows:
         if "error" in r:
-            print(f"{r['variant']:9} {str(r['causal']):6} error: {r['error']}")
+            print(f"{r['variant']:17} {str(r['causal']):6} error: {r['error']}")
             continue
-        print(f"{r['variant']:9} {str(r['causal']):6} {r['fwd_ms']:8.3f} {r['fwd_tflops']:9.1f} "
-              f"{100 * r.get('fwd_cost_over_plain', 0):6.1f}% {r['fwd_bwd_ms']:8.3f} "
-              f"{r['fwd_bwd_tflops']:9.1f} {100 * r.get('fwd_bwd_cost_over_plain', 0):6.1f}%")
+        if "fwd_time_over_density_x_dense" in r:
+            cost = (f"{r['fwd_time_over_density_x_dense']:5.2f}x/"
+                    f"{r['bwd_time_over_density_x_dense']:5.2f}x")
+        else:
+            cost = (f"{100 * r.get('fwd_cost_over_plain', 0):+5.1f}%/"
+                    f"{100 * r.get('bwd_cost_over_plain', 0):+5.1f}%")
+        peer = (f"{r['sdpa_fwd_tflops']:8.1f} {r['sdpa_bwd_tflops']:8.1f}"
+                if "sdpa_fwd_tflops" in r else f"{'-':>8} {'-':>8}")
+        print(f"{r['variant']:17} {str(r['causal']):6} {r['fwd_tflops']:8.1f} "
+              f"{r['bwd_tflops']:8.1f} {cost:>14} {peer}")
 
 
 if __name__ == "__main__":

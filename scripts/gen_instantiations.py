@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
 """Writes src/cuda/instantiations/: one small .cu per (pass, dtype, hdim bucket, score policy)
 holding the explicit instantiation of run_fwd_sm80 / run_bwd_sm80 / run_fwd_sm90, so kernels
-compile in parallel and a build can leave some out. The Hopper forward (sm90) exists for hdim 64 and
-128 with the plain policies; everything else runs on the sm80 kernels. Policies (src/cuda/attention/score_policy.h): plain, plain causal,
-and one general (window + softcap + ALiBi, causal folded in at run time). Files outside the minimal set (bf16, hdim 64 and 128) end in _full.cu,
-which FLASHKIT_KERNELS=minimal drops (CMakeLists.txt). Run after changing the sets below."""
+compile in parallel and a build can leave some out. Policies (src/cuda/attention/score_policy.h):
+plain, plain causal, window only (GeneralScores<0>), each modifier alone (softcap, ALiBi,
+dropout, block mask; window and causal at run time) and all modifiers together (any combination
+of several): 8 per (pass, dtype, hdim) on sm80. The Hopper forward (sm90) exists for hdim 64 and
+128 with the plain policies; everything else runs on the sm80 kernels. Files outside the minimal
+set (bf16, hdim 64 and 128) end in _full.cu, which FLASHKIT_KERNELS=minimal drops
+(CMakeLists.txt). Run after changing the sets below."""
 import pathlib
 
 HDIMS = [32, 64, 96, 128, 192, 256]
 DTYPES = {"bf16": "cutlass::bfloat16_t", "fp16": "cutlass::half_t"}
 MINIMAL = {("bf16", 64), ("bf16", 128)}
-POLICIES = {"": "PlainScores<false>", "_causal": "PlainScores<true>", "_general": "GeneralScores"}
+POLICIES = {"": "PlainScores<false>", "_causal": "PlainScores<true>",
+            "_window": "GeneralScores<0>", "_softcap": "GeneralScores<mods::kSoftcap>",
+            "_alibi": "GeneralScores<mods::kAlibi>", "_dropout": "GeneralScores<mods::kDropout>",
+            "_blocksparse": "GeneralScores<mods::kBlockSparse>", "_allmods": "GeneralScores<mods::kAll>"}
 PASSES = {"fwd": "cuda/attention/sm80/fwd_launch.h", "bwd": "cuda/attention/sm80/bwd_launch.h",
           "fwd_sm90": "cuda/attention/sm90/fwd_launch.h"}
 SM90_HDIMS = [64, 128]

@@ -35,7 +35,8 @@ struct AttentionOptions {
   // layout only; every element, masked or not). Ignored by attention_backward.
   TensorView dropout_mask_out;
   // Block-sparse: u8 [batch or 1, heads or 1, ceil(sq/block_q), ceil(sk/block_k)]; 0 skips a block.
-  // Varlen: sq/sk are max_seqlen_q/k and blocks index positions within each sequence.
+  // Varlen: sq/sk are max_seqlen_q/k and blocks index positions within each sequence. CUDA takes
+  // blocks of multiples of 128 (whole kernel tiles, skipped without element masks); the CPU any.
   TensorView block_mask;
   int block_mask_block_q = 128;
   int block_mask_block_k = 128;

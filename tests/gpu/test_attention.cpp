@@ -1,11 +1,13 @@
 // GPU attention forward and backward (src/cuda/attention/) against the fp64 CPU reference on fresh
 // random inputs with DESIGN.md's tolerance rule; outputs poisoned first. Covers dtypes, head-dim
 // buckets and in-between dims, causal alignment, odd lengths, GQA/MQA, varlen, strided views,
-// deterministic bitwise reproducibility, the score variants (sliding window, softcap, ALiBi: alone,
-// in pairs, with causal / GQA / varlen), bad input, and on Hopper both forward kernel families
+// deterministic bitwise reproducibility, the score variants (sliding window, softcap, ALiBi,
+// dropout, block mask: alone, in pairs, with causal / GQA / varlen), dropout's mask against the
+// CPU's bit for bit, bad input, and on Hopper both forward kernel families
 // (FLASHKIT_ATTENTION_PATH). Tests named *Small* run under compute-sanitizer (tests/gpu/run).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -83,10 +85,14 @@ GpuRun run_gpu(const AttentionCase& c, bool strided, bool deterministic, bool ba
     o.max_seqlen_q = s.seqlen_q;
     o.max_seqlen_k = s.seqlen_k;
   }
-  DeviceTensor alibi;
+  DeviceTensor alibi, block_mask;
   if (c.opts.alibi_slopes.defined()) {
     alibi.upload(c.alibi);
     o.alibi_slopes = alibi.view();
+  }
+  if (c.opts.block_mask.defined()) {
+    block_mask.upload(c.block_mask);
+    o.block_mask = block_mask.view();
   }
   GpuRun r;
   r.out.reset(s.dtype, c.q_shape());
@@ -262,19 +268,23 @@ TEST(AttentionGpu, DeterministicBitwiseEqual) {
 
 // Score variants (GeneralScores): one spec per variant alone and in pairs, run for each dtype and
 // the two common head dims. Odd lengths with sq != sk, so the window and ALiBi distance are
-// bottom-right aligned and partial tiles sit at both window edges.
+// bottom-right aligned and partial tiles sit at both window edges; block masks (blocks of 128 on
+// cuda) get a 3 x 5 grid with about 1/3 of the blocks dropped.
 struct VariantCase {
   const char* name;
   bool causal;
   int window_left, window_right;
   float softcap;
   int alibi_dims;
+  float dropout_p = 0.f;
+  int block_q = 0, block_k = 0;  // block mask (random, ~1/3 zeros) with these blocks when > 0
 };
 
-AttentionSpec variant_spec(DType dt, int d, const VariantCase& v, int sq = 131, int sk = 217) {
+AttentionSpec variant_spec(DType dt, int d, const VariantCase& v, int sq = 331, int sk = 517) {
   AttentionSpec s = spec(dt, 2, sq, sk, 4, 2, d, v.causal);
   s.window_left = v.window_left, s.window_right = v.window_right;
   s.softcap = v.softcap, s.alibi_dims = v.alibi_dims;
+  s.dropout_p = v.dropout_p, s.block_q = v.block_q, s.block_k = v.block_k;
   return s;
 }
 
@@ -293,6 +303,14 @@ const VariantCase kVariants[] = {
     {"window_softcap", false, 45, 45, 3.f, 0},
     {"window_alibi", false, 60, 2, 0.f, 2},
     {"all_causal", true, 64, -1, 2.5f, 1},
+    {"dropout", false, -1, -1, 0.f, 0, 0.17f},
+    {"dropout_causal", true, -1, -1, 0.f, 0, 0.3f},
+    {"blocksparse", false, -1, -1, 0.f, 0, 0.f, 128, 128},
+    {"blocksparse_causal", true, -1, -1, 0.f, 0, 0.f, 128, 128},
+    {"blocksparse_256x128", false, -1, -1, 0.f, 0, 0.f, 256, 128},
+    {"dropout_softcap", false, -1, -1, 2.f, 0, 0.2f},
+    {"blocksparse_window", false, 90, 10, 0.f, 0, 0.f, 128, 128},
+    {"blocksparse_dropout_alibi_causal", true, -1, -1, 0.f, 1, 0.1f, 128, 128},
 };
 
 class AttentionGpuVariants : public ::testing::TestWithParam<std::tuple<DType, int>> {};
@@ -393,6 +411,95 @@ TEST(AttentionGpuSm90, ForcedPathErrors) {
   }
 }
 
+// Dropout: the GPU's returned mask equals the CPU backend's bit for bit (same Philox key: seed,
+// offset, batch, head, row, column), over masked and unmasked elements alike, and keeps a fraction
+// within 4 sigma of 1 - p. The outputs and gradients against the fp64 reference (which draws the
+// same bits) are checked by AttentionGpuVariants and the tests below.
+TEST(AttentionGpuDropout, MaskBitsEqualCpuAndKeptFraction) {
+  for (float p : {0.1f, 0.5f}) {
+    AttentionSpec s = spec(DType::bf16, 2, 300, 517, 3, 3, 64, true);
+    s.dropout_p = p;
+    AttentionCase c(s, 4000 + int(p * 10));
+    HostTensor mask_gpu(DType::u8, {2, 3, 300, 517}), mask_cpu(DType::u8, {2, 3, 300, 517});
+    {  // CPU backend
+      HostTensor out(s.dtype, c.q_shape()), lse(DType::f32, c.lse_shape());
+      AttentionOptions o = c.opts;
+      o.dropout_mask_out = mask_cpu.view();
+      attention_forward(c.q, c.k, c.v, out, lse, o);
+    }
+    {
+      DeviceTensor q(c.q), k(c.k), v(c.v), out(HostTensor(s.dtype, c.q_shape()));
+      DeviceTensor lse(HostTensor(DType::f32, c.lse_shape())), mask(mask_gpu);
+      mask.poison();
+      AttentionOptions o = c.opts;
+      o.dropout_mask_out = mask.view();
+      attention_forward(q, k, v, out, lse, o);
+      FK_CUDA_CHECK(cudaDeviceSynchronize());
+      mask.download(mask_gpu);
+    }
+    EXPECT_TRUE(mask_gpu.same_bytes(mask_cpu)) << "p " << p;
+    int64_t kept = 0;
+    for (int64_t i = 0; i < mask_gpu.numel(); ++i) kept += mask_gpu.ptr<uint8_t>()[i];
+    const double n = double(mask_gpu.numel()), sigma = std::sqrt(p * (1 - p) / n);
+    EXPECT_NEAR(kept / n, 1 - p, 4 * sigma) << "p " << p;
+  }
+}
+
+// Dropout with GQA, varlen, strided views and hdim 128; a second offset changes the outputs.
+TEST(AttentionGpuDropout, ForwardBackwardShapes) {
+  AttentionSpec s = spec(DType::bf16, 2, 200, 300, 6, 2, 128, false);
+  s.dropout_p = 0.25f;
+  check_case(s, 4100);
+  check_case(s, 4101, /*strided=*/true);
+  AttentionSpec vl = spec(DType::bf16, 0, 0, 0, 4, 2, 64, true);
+  vl.lens_q = {1, 130, 257, 64};
+  vl.lens_k = {65, 17, 300, 64};
+  vl.dropout_p = 0.4f;
+  check_case(vl, 4102);
+}
+
+// Block mask broadcast over batch and heads ([1, 1, nq, nk]), a row of query blocks that keeps no
+// key block (out 0, lse -inf, dQ 0) and a key block no query keeps (dK = dV = 0), both passes.
+TEST(AttentionGpuBlockSparse, BroadcastAndEmptyRowsAndColumns) {
+  for (int d : {64, 128}) {
+    AttentionCase c(spec(DType::bf16, 2, 300, 400, 4, 2, d, false), 4200 + d);
+    c.block_mask.reset(DType::u8, {1, 1, 3, 4});  // 128 x 128 blocks
+    const uint8_t grid[12] = {1, 0, 1, 0,  0, 0, 0, 0,  1, 1, 0, 0};
+    std::memcpy(c.block_mask.data(), grid, 12);
+    c.opts.block_mask = c.block_mask.view();
+    c.opts.block_mask_block_q = c.opts.block_mask_block_k = 128;
+    GpuRun g = run_gpu(c, false, false);
+    HostTensor ref_out, ref_lse, lp_out, lp_lse, rq, rk, rv, lq, lk, lv;
+    c.reference_forward(ref_out, ref_lse, DType::f64);
+    c.reference_forward(lp_out, lp_lse, DType::bf16);
+    expect_close("out", g.out, lp_out, ref_out);
+    expect_close("lse", g.lse, lp_lse, ref_lse, 1e-4);
+    c.reference_backward(rq, rk, rv, DType::f64);
+    c.reference_backward(lq, lk, lv, DType::bf16);
+    expect_close("dq", g.dq, lq, rq);
+    expect_close("dk", g.dk, lk, rk);
+    expect_close("dv", g.dv, lv, rv);
+  }
+}
+
+// Deterministic dQ with a block mask: a key block's turn counts only the kept blocks before it.
+TEST(AttentionGpuBlockSparse, DeterministicBitwiseEqual) {
+  VariantCase v{"blocksparse", true, -1, -1, 0.f, 0, 0.f, 128, 128};
+  AttentionSpec s = variant_spec(DType::bf16, 128, v, 700, 900);
+  AttentionCase c(s, 4300);
+  GpuRun first = run_gpu(c, false, true);
+  GpuRun again = run_gpu(c, false, true);
+  EXPECT_TRUE(again.dq.same_bytes(first.dq));
+  EXPECT_TRUE(again.dk.same_bytes(first.dk));
+  EXPECT_TRUE(again.dv.same_bytes(first.dv));
+  HostTensor rq, rk, rv, lq, lk, lv;
+  c.reference_backward(rq, rk, rv, DType::f64);
+  c.reference_backward(lq, lk, lv, s.dtype);
+  expect_close("dq", first.dq, lq, rq);
+  expect_close("dk", first.dk, lk, rk);
+  expect_close("dv", first.dv, lv, rv);
+}
+
 // Small shapes for compute-sanitizer (memcheck, racecheck): partial tiles, causal, GQA, varlen,
 // both dQ modes.
 TEST(AttentionGpuSmall, DenseCausalGqa) {
@@ -422,13 +529,18 @@ TEST(AttentionGpuSmall, VarlenDeterministic) {
   expect_close("dv", g.dv, lv, rv);
 }
 
-// Every variant at once on small varlen GQA shapes, and a window in deterministic mode.
+// Every variant at once on small varlen GQA shapes, dropout and a block mask alone, and a window
+// in deterministic mode.
 TEST(AttentionGpuSmall, VariantsVarlenDeterministic) {
   AttentionSpec s = spec(DType::bf16, 0, 0, 0, 4, 2, 64, true);
   s.lens_q = {3, 70, 33};
   s.lens_k = {90, 5, 140};
   s.window_left = 20, s.softcap = 2.f, s.alibi_dims = 2;
   check_case(s, 91);
+  s.dropout_p = 0.2f, s.block_q = 128, s.block_k = 128;
+  check_case(s, 93);
+  check_case(variant_spec(DType::bf16, 128, {"dropout", false, -1, -1, 0.f, 0, 0.3f}, 40, 75), 94);
+  check_case(variant_spec(DType::bf16, 64, {"blocksparse", false, -1, -1, 0.f, 0, 0.f, 128, 128}, 150, 300), 95);
   AttentionSpec w = variant_spec(DType::bf16, 128, {"window", false, 30, 4, 1.5f, 1}, 75, 140);
   AttentionCase c(w, 92);
   GpuRun g = run_gpu(c, false, true);
@@ -480,10 +592,24 @@ TEST(AttentionGpuSmall, BadInputThrowsAndWritesNothing) {
   expect_error("q", [&] { attention_forward(qv, kv, vv, ov, lv, {}); });
   // k on the CPU while q is on the GPU.
   expect_error("k", [&] { attention_forward(q, c.k, v, out, lse, {}); });
-  // Options this backend does not implement.
+  // dropout_p out of [0, 1), and a block mask left on the host.
   AttentionOptions o;
-  o.dropout_p = 0.1f;
+  o.dropout_p = 1.f;
   expect_error("dropout_p", [&] { attention_forward(q, k, v, out, lse, o); });
+  {
+    HostTensor bm(DType::u8, {1, 1, 1, 1});
+    bm.fill(1.f);
+    AttentionOptions bo;
+    bo.block_mask = bm.view();
+    expect_error("block_mask", [&] { attention_forward(q, k, v, out, lse, bo); });
+    // On the device, but with blocks that are no multiple of 128 (the CPU takes any).
+    HostTensor bm16(DType::u8, {1, 1, 1, 1});
+    bm16.fill(1.f);
+    DeviceTensor dbm(bm16);
+    bo.block_mask = dbm.view();
+    bo.block_mask_block_q = 16;
+    expect_error("block_mask_block_q", [&] { attention_forward(q, k, v, out, lse, bo); });
+  }
   // ALiBi slopes left on the host while q is on the GPU.
   {
     HostTensor slopes(DType::f32, {2});

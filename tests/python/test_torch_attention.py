@@ -165,3 +165,25 @@ def test_errors_name_the_argument(device):
     if device == "cuda":
         with pytest.raises(ValueError, match="^q: expected f16 or bf16 on cuda"):
             flashkit.attention(q.float(), k.float(), v.float())
+
+
+@cuda_only
+@pytest.mark.parametrize("causal", [False, True])
+def test_cuda_dropout_and_block_mask_match_cpu(causal):
+    """Dropout and a block mask through the custom op on the GPU: the same torch seed gives the
+    same Philox key, and the CUDA kernels draw the CPU backend's mask bit for bit, so GPU (bf16)
+    and CPU (fp32 on the same values) outputs and gradients agree to bf16 rounding; a mismatched
+    mask would differ by O(1)."""
+    q, k, v, dout = inputs("cuda", 2, 300, 520, 4, 2, 64, seed=11)
+    gen = torch.Generator().manual_seed(3)
+    mask = (torch.rand(2, 4, 3, 5, generator=gen) > 0.3).to(torch.uint8)  # 128 x 128 blocks
+    results = {}
+    for device, dtype in (("cpu", torch.float32), ("cuda", torch.bfloat16)):
+        leaves = [t.detach().to(device=device, dtype=dtype).requires_grad_() for t in (q, k, v)]
+        torch.manual_seed(5)
+        out = flashkit.attention(*leaves, causal=causal, dropout_p=0.2, block_mask=mask.to(device))
+        out.backward(dout.to(device=device, dtype=dtype))
+        results[device] = [t.detach().float().cpu() for t in [out] + [x.grad for x in leaves]]
+    for what, got, ref in zip(("out", "dq", "dk", "dv"), results["cuda"], results["cpu"]):
+        assert torch.isfinite(got).all(), what
+        torch.testing.assert_close(got, ref, atol=4e-2, rtol=4e-2, msg=what)

@@ -1,14 +1,15 @@
 // flashkit::cuda::attention_forward/backward (declared in launch.h): CUDA-specific checks
 // (dtype, 16-byte access, options this backend lacks), AttentionShape -> AttnArguments, and the
 // switch to the kernel compiled for (dtype, hdim bucket, score policy: plain, plain causal, or
-// general when a window, softcap or ALiBi is set), and for the forward the choice between the
-// Hopper kernels (sm90/) and the sm80-class ones.
+// GeneralScores with the modifiers asked for: one alone, or the all-in-one policy for several),
+// and for the forward the choice between the Hopper kernels (sm90/) and the sm80-class ones.
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 #include <type_traits>
 
 #include "api/validate.h"
+#include "common/philox.h"
 #include "cuda/attention/kernels.h"
 #include "cuda/attention/launch.h"
 #include "cuda/attention/tile_config.h"
@@ -48,9 +49,11 @@ void check_vector_access(const TensorView& t, const char* name) {
 void check_supported(const AttentionShape& s, const AttentionOptions& o) {
   if (s.dtype != DType::f16 && s.dtype != DType::bf16)
     fail("q: expected f16 or bf16 on cuda, got ", dtype_name(s.dtype));
-  if (o.dropout_p != 0.f || o.dropout_mask_out.defined())
-    fail("dropout_p: dropout is not implemented on cuda yet");
-  if (o.block_mask.defined()) fail("block_mask: not implemented on cuda yet");
+  // Whole kernel tiles (at most 128 x 128, powers of two) then lie inside one mask block.
+  if (o.block_mask.defined() && o.block_mask_block_q % 128 != 0)
+    fail("block_mask_block_q: expected a multiple of 128 on cuda, got ", o.block_mask_block_q);
+  if (o.block_mask.defined() && o.block_mask_block_k % 128 != 0)
+    fail("block_mask_block_k: expected a multiple of 128 on cuda, got ", o.block_mask_block_k);
   if (!(s.softmax_scale > 0.f))
     fail("softmax_scale: expected > 0 on cuda (the max is taken on unscaled scores), got ",
          s.softmax_scale);
@@ -91,22 +94,49 @@ AttnArguments arguments(const AttentionShape& s, const TensorView& q, const Tens
     a.alibi_batch_stride = al.ndim == 2 ? al.stride[0] : 0;
     a.alibi_head_stride = al.stride[al.ndim - 1];
   }
+  if (o.block_mask.defined()) {  // [b|1, h|1, nq, nk] u8 (validated)
+    const TensorView& m = o.block_mask;
+    a.block_mask = m.ptr<const uint8_t>();
+    a.bm_batch_stride = m.shape[0] == 1 ? 0 : m.stride[0];
+    a.bm_head_stride = m.shape[1] == 1 ? 0 : m.stride[1];
+    a.bm_row_stride = m.stride[2], a.bm_col_stride = m.stride[3];
+    a.bm_block_q = o.block_mask_block_q, a.bm_block_k = o.block_mask_block_k;
+  }
+  if (o.dropout_p > 0.f) {
+    a.dropout_seed = o.dropout_seed, a.dropout_offset = o.dropout_offset;
+    a.dropout_threshold = dropout_threshold(o.dropout_p);
+    a.dropout_keep_scale = 1.f / (1.f - o.dropout_p);
+  }
   a.deterministic = o.deterministic;
   return a;
 }
 
-// A window, softcap or ALiBi needs the general score policy; else the plain (masking-only) one.
-bool needs_general(const AttentionOptions& o) {
-  return o.window_left >= 0 || o.window_right >= 0 || o.softcap > 0.f || o.alibi_slopes.defined();
+// The modifiers (kernels.h's mods:: bits) the options ask for.
+unsigned score_mods(const AttentionOptions& o) {
+  namespace m = attn::mods;
+  return (o.softcap > 0.f ? m::kSoftcap : 0u) | (o.alibi_slopes.defined() ? m::kAlibi : 0u) |
+         (o.dropout_p > 0.f ? m::kDropout : 0u) | (o.block_mask.defined() ? m::kBlockSparse : 0u);
 }
 
-// Calls f.operator()<Element, kHeadDim, Policy>() for the compiled kernel matching the problem.
+// Calls f.operator()<Element, kHeadDim, Policy>() for the compiled kernel matching the problem:
+// plain (causal or not) without modifiers or window, a window-only or one-modifier policy, or
+// the all-in-one policy when several modifiers are on.
 template <class F>
 void dispatch(const AttentionShape& s, const AttentionOptions& o, F&& f) {
   auto by_policy = [&]<class E, int D>() {
-    if (needs_general(o)) f.template operator()<E, D, attn::GeneralScores>();
-    else if (o.causal) f.template operator()<E, D, attn::PlainScores<true>>();
-    else f.template operator()<E, D, attn::PlainScores<false>>();
+    namespace m = attn::mods;
+    using attn::GeneralScores;
+    switch (score_mods(o)) {
+      case 0:
+        if (o.window_left >= 0 || o.window_right >= 0) return f.template operator()<E, D, GeneralScores<0>>();
+        if (o.causal) return f.template operator()<E, D, attn::PlainScores<true>>();
+        return f.template operator()<E, D, attn::PlainScores<false>>();
+      case m::kSoftcap: return f.template operator()<E, D, GeneralScores<m::kSoftcap>>();
+      case m::kAlibi: return f.template operator()<E, D, GeneralScores<m::kAlibi>>();
+      case m::kDropout: return f.template operator()<E, D, GeneralScores<m::kDropout>>();
+      case m::kBlockSparse: return f.template operator()<E, D, GeneralScores<m::kBlockSparse>>();
+      default: return f.template operator()<E, D, GeneralScores<m::kAll>>();
+    }
   };
   auto by_hdim = [&]<class E>() {
     switch (attn::hdim_bucket(s.hdim)) {
@@ -131,6 +161,12 @@ void dispatch(const AttentionShape& s, const AttentionOptions& o, F&& f) {
 #endif
 }
 
+// The policies the Hopper forward is compiled for: plain scores, causal or not.
+template <class P>
+constexpr bool kPlainScores = false;
+template <bool kCausal>
+constexpr bool kPlainScores<attn::PlainScores<kCausal>> = true;
+
 // Why the Hopper forward cannot run this problem, or null when it can: it needs sm_90a code in
 // the build, an sm_90 device, dense batches, the plain (masking-only) scores and hdim bucket 64
 // or 128. Everything else stays on the sm80-class kernels.
@@ -142,7 +178,8 @@ const char* sm90_forward_unsupported(const AttentionShape& s, const AttentionOpt
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, s.device_id));
   if (major != 9 || minor != 0) return "the device is not sm_90";
   if (s.varlen) return "varlen batches run on the sm80 kernels";
-  if (needs_general(o)) return "window, softcap and ALiBi run on the sm80 kernels";
+  if (score_mods(o) != 0 || o.window_left >= 0 || o.window_right >= 0)
+    return "window, softcap, ALiBi, dropout and block masks run on the sm80 kernels";
   const int b = attn::hdim_bucket(s.hdim);
   if (b != 64 && b != 128) return "only head dims 33..64 and 97..128 have sm90 kernels";
   return nullptr;
@@ -181,10 +218,15 @@ void attention_forward(const AttentionShape& s, const TensorView& q, const Tenso
   auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
   const bool sm90 = use_sm90_forward(s, opts);
   dispatch(s, opts, [&]<class E, int D, class P>() {
-    if constexpr ((D == 64 || D == 128) && !std::is_same_v<P, attn::GeneralScores>)
+    if constexpr ((D == 64 || D == 128) && kPlainScores<P>)
       if (sm90) return attn::run_fwd_sm90<E, D, P>(a, stream);
     attn::run_fwd_sm80<E, D, P>(a, stream);
   });
+  if (opts.dropout_mask_out.defined()) {
+    const TensorView& m = opts.dropout_mask_out;  // dense [b, h, sq, sk] (validated)
+    attn::write_dropout_mask(a, m.ptr<uint8_t>(), {m.stride[0], m.stride[1], m.stride[2], m.stride[3]},
+                             stream);
+  }
 }
 
 size_t attention_backward_workspace_bytes(const AttentionShape& s, const AttentionOptions&) {

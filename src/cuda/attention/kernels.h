@@ -11,11 +11,16 @@
 
 namespace flashkit::cuda::attn {
 
-// Score policies (score_policy.h): PlainScores<causal> masks only; GeneralScores adds sliding
-// window, softcap and ALiBi with runtime parameters (causal folded into the window).
+// Score policies (score_policy.h): PlainScores<causal> masks only; GeneralScores<kMods> adds the
+// sliding window (run time, causal folded in) and the modifiers in kMods (ScoreMod bits).
 template <bool kCausal>
 struct PlainScores;
+template <unsigned kMods>
 struct GeneralScores;
+// ScoreMod bits (score_policy.h), and the sets compiled: each modifier alone, or all together.
+namespace mods {
+constexpr unsigned kSoftcap = 1, kAlibi = 2, kDropout = 4, kBlockSparse = 8, kAll = 15;
+}
 
 template <class Element, int kHeadDim, class Policy>
 void run_fwd_sm80(const AttnArguments& a, cudaStream_t stream);
@@ -26,6 +31,10 @@ void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream);
 
 template <class Element, int kHeadDim, class Policy>
 void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream);
+
+// The dropout keep bits of every (batch, head, row, col), masked or not: dropout_mask_out.
+void write_dropout_mask(const AttnArguments& a, uint8_t* mask, const int64_t (&stride)[4],
+                        cudaStream_t stream);
 
 // Backward scratch, carved from one buffer: dq_accum fp32 (dQ summed over key blocks, in chunks
 // of block_m rows: sm80/bwd_pre_post.h's dq_chunk), dsum fp32 [total_q, heads] (D = rowsum(dO * O)), and for deterministic runs

@@ -36,6 +36,14 @@ struct AttnArguments {
   float softcap = 0.f;
   const float* alibi_slopes = nullptr;
   int64_t alibi_batch_stride = 0, alibi_head_stride = 0;
+  // Block mask u8 [b|1, h|1, nq, nk] (null = off); a size-1 dim has stride 0 here.
+  const uint8_t* block_mask = nullptr;
+  int64_t bm_batch_stride = 0, bm_head_stride = 0, bm_row_stride = 0, bm_col_stride = 0;
+  int bm_block_q = 128, bm_block_k = 128;
+  // Dropout (common/philox.h): threshold 0 = off; kept P scaled by keep_scale = 1 / (1 - p).
+  uint64_t dropout_seed = 0, dropout_offset = 0;
+  uint32_t dropout_threshold = 0;
+  float dropout_keep_scale = 1.f;
 
   // Backward only.
   const void* dout = nullptr;

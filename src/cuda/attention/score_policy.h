@@ -1,14 +1,18 @@
 // Score policies of the attention mainloops (sm80/fwd_mainloop.h, sm80/bwd_mainloop.h): which
 // (query block, key block) tiles can be skipped, which need element masks, and what happens to a
-// score tile between S = Q K^T and the softmax (forward) or P / dS (backward). PlainScores<causal>
-// is the fast path (mask only); GeneralScores handles sliding window + softcap + ALiBi with
-// runtime parameters (causal folds into the window), in the order include/flashkit/attention.h
-// defines: softcap, then ALiBi, then masks. Mirrors src/cpu/attention_policy.h.
+// score tile between S = Q K^T and the softmax (forward) or P / dS (backward), dropout included.
+// PlainScores<causal> is the fast path (mask only); GeneralScores<kMods> adds the sliding window
+// (run time, causal folded in) and the compile-time modifiers softcap, ALiBi, dropout and block
+// mask, in the order include/flashkit/attention.h defines: softcap, ALiBi, masks, then dropout on
+// P. Mirrors src/cpu/attention_policy.h.
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <cute/tensor.hpp>
+#include <type_traits>
 
+#include "common/philox.h"
+#include "cuda/attention/kernels.h"
 #include "cuda/attention/params.h"
 #include "cuda/attention/seqlen.h"
 
@@ -33,13 +37,30 @@ __device__ __forceinline__ int64_t max64(int64_t a, int64_t b) { return a > b ? 
 template <bool kCausal_>
 struct PlainScores {
   static constexpr bool kCausal = kCausal_;
-  static constexpr bool kFoldsScale = false;  // the softmax applies the scale
+  static constexpr bool kNarrowKeys = false;  // forward key steps: the tile config's full width
   struct Params {};
   static Params to_params(const AttnArguments&) { return {}; }
 
   int seqlen_q, seqlen_k, diag;  // diag = sk - sq: row i's diagonal key is i + diag
-  __device__ __forceinline__ PlainScores(const Params&, const SeqBounds& sb, int, int)
+  __device__ __forceinline__ PlainScores(const Params&, const SeqBounds& sb, int, int, float)
       : seqlen_q(sb.seqlen_q), seqlen_k(sb.seqlen_k), diag(sb.seqlen_k - sb.seqlen_q) {}
+
+  // Every tile in the ranges below is computed; no dropout.
+  template <int kBlockM, int kBlockN>
+  __device__ __forceinline__ int prev_live(int, int n, int) const {
+    return n;
+  }
+  template <int kBlockM, int kBlockN, class MAt>
+  __device__ __forceinline__ int next_live_query(int i, int, const MAt&, int) const {
+    return i;
+  }
+  template <int kBlockM, int kBlockN>
+  __device__ __forceinline__ bool live(int, int) const {
+    return true;
+  }
+  template <class S, class Coord>
+  __device__ __forceinline__ void fwd_dropout(S&, const Coord&, int, int) const {}
+  __device__ __forceinline__ float fwd_out_scale() const { return 1.f; }
 
   // Forward: key blocks of query block m, and the first one that needs an element mask (the
   // causal diagonal or the partial last block); blocks run last to first so masked ones come first.
@@ -77,7 +98,7 @@ struct PlainScores {
 
   // Backward: query blocks touching key block n (bottom-right causal: row i sees keys
   // j <= i + diag). Their start is non-decreasing in n and they always end at the last block, so
-  // the key blocks adding into any dQ block are a prefix 0..J (first_key_block = 0).
+  // the key blocks adding into any dQ block are a prefix 0..J: key block n is the n-th to add.
   template <int kBlockM, int kBlockN>
   __device__ __forceinline__ BlockRange query_blocks(int n_block) const {
     int m_end = ceil_div(seqlen_q, kBlockM);
@@ -86,8 +107,8 @@ struct PlainScores {
     return {first_row <= 0 ? 0 : first_row / kBlockM, m_end};
   }
   template <int kBlockM, int kBlockN>
-  __device__ __forceinline__ int first_key_block(int) const {
-    return 0;
+  __device__ __forceinline__ int dq_turn(int, int n_block) const {
+    return n_block;
   }
   template <int kBlockM, int kBlockN>
   __device__ __forceinline__ bool bwd_needs_mask(int m_block, int n_block) const {
@@ -119,42 +140,86 @@ struct PlainScores {
   }
 };
 
-// Sliding window + softcap + ALiBi, each possibly off, with runtime parameters. Query i sees keys
-// [i + diag - left, i + diag + right] (bottom-right aligned; causal caps right at 0).
+
+// Sliding window (+ causal folded in) and the modifiers in kMods (kernels.h's mods:: bits; each
+// one alone or all together are compiled, the all-in-one policy tests each at run time). The
+// window is always a run-time option: it costs nothing past the edge tiles. Query i sees keys
+// [i + diag - left, i + diag + right] (bottom-right aligned; causal caps right at 0). Scores stay
+// in the plain path's units (the softmax multiplies by scale): softcap returns
+// (softcap / scale) tanh(scale s / softcap), ALiBi subtracts (slope / scale) |i + diag - j|.
+template <unsigned kMods>
 struct GeneralScores {
-  static constexpr bool kCausal = false;     // causal is window_right = 0 here
-  static constexpr bool kFoldsScale = true;  // fwd_scores returns final scores; softmax scale 1
+  static constexpr bool kCausal = false;  // causal is window_right = 0 here
+  static constexpr bool kHasSoftcap = kMods & mods::kSoftcap, kHasAlibi = kMods & mods::kAlibi;
+  static constexpr bool kHasDropout = kMods & mods::kDropout;
+  static constexpr bool kHasBlockMask = kMods & mods::kBlockSparse;
+  // Forward key steps of half the plain width where the modifiers' registers would spill
+  // (sm80/fwd_launch.h; ptxas numbers in bench/NOTES-attention.md).
+  static constexpr bool kNarrowKeys =
+      kMods == mods::kSoftcap || kMods == mods::kDropout || kMods == mods::kAll;
   struct Params {
     int window_left, window_right;  // -1: unbounded (causal already folded into right)
     float softcap;                  // 0: off
     const float* alibi;             // null: off
     int64_t alibi_batch_stride, alibi_head_stride;
+    const uint8_t* block_mask;  // null: off; u8 [b|1, h|1, nq, nk] with these element strides
+    int64_t bm_batch_stride, bm_head_stride;
+    int bm_row_stride, bm_col_stride, bm_block_q, bm_block_k;
+    uint64_t seed, offset;  // dropout (common/philox.h); threshold 0: off
+    uint32_t drop_threshold;
+    float keep_scale;  // 1 / (1 - p)
+    int heads;
   };
   static Params to_params(const AttnArguments& a) {
     const int right = a.causal ? 0 : a.window_right;  // causal caps the window at the diagonal
-    return {a.window_left, right, a.softcap, a.alibi_slopes, a.alibi_batch_stride,
-            a.alibi_head_stride};
+    return {a.window_left,      right,
+            a.softcap,          a.alibi_slopes,
+            a.alibi_batch_stride, a.alibi_head_stride,
+            a.block_mask,       a.bm_batch_stride,
+            a.bm_head_stride,   int(a.bm_row_stride),
+            int(a.bm_col_stride), a.bm_block_q,
+            a.bm_block_k,       a.dropout_seed,
+            a.dropout_offset,   a.dropout_threshold,
+            a.dropout_keep_scale, a.heads};
   }
 
-  static constexpr int64_t kUnbounded = INT32_MAX;
+  // 32-bit fields (widened where summed): this object stays live through the key loop, next to
+  // the O accumulator at the register limit. Fields of modifiers not in kMods are never read.
+  static constexpr int kUnbounded = INT32_MAX;
   int seqlen_q, seqlen_k;
-  int64_t diag, left, right;
-  float softcap, inv_softcap, slope;
+  int diag, left, right;
+  float cap_in, cap_out;  // scale / softcap and softcap / scale (cap_in 0: off)
+  float slope;            // ALiBi slope / scale (0: off)
+  const uint8_t* bmask;   // this (batch, head)'s block grid (null: off)
+  const Params* p;
+  int bh;  // batch * heads + head: the dropout counter's third word
 
-  __device__ __forceinline__ GeneralScores(const Params& p, const SeqBounds& sb, int b, int h)
+  __device__ __forceinline__ GeneralScores(const Params& pr, const SeqBounds& sb, int b, int h,
+                                           float scale)
       : seqlen_q(sb.seqlen_q),
         seqlen_k(sb.seqlen_k),
-        diag(int64_t(sb.seqlen_k) - sb.seqlen_q),
-        left(p.window_left < 0 ? kUnbounded : p.window_left),
-        right(p.window_right < 0 ? kUnbounded : p.window_right),
-        softcap(p.softcap),
-        inv_softcap(p.softcap > 0.f ? 1.f / p.softcap : 0.f),
-        slope(p.alibi ? p.alibi[b * p.alibi_batch_stride + h * p.alibi_head_stride] : 0.f) {}
+        diag(sb.seqlen_k - sb.seqlen_q),
+        left(pr.window_left < 0 ? kUnbounded : pr.window_left),
+        right(pr.window_right < 0 ? kUnbounded : pr.window_right),
+        cap_in(kHasSoftcap && pr.softcap > 0.f ? scale / pr.softcap : 0.f),
+        cap_out(kHasSoftcap ? pr.softcap / scale : 0.f),
+        slope(kHasAlibi && pr.alibi
+                  ? pr.alibi[b * pr.alibi_batch_stride + h * pr.alibi_head_stride] / scale
+                  : 0.f),
+        bmask(kHasBlockMask && pr.block_mask
+                  ? pr.block_mask + b * pr.bm_batch_stride + h * pr.bm_head_stride
+                  : nullptr),
+        p(&pr),
+        bh(b * pr.heads + h) {}
+
+  __device__ __forceinline__ bool dropout_on() const {
+    return kHasDropout && p->drop_threshold != 0u;
+  }
 
   // Visible (row, key) pairs with row in [r0, r1] and key in [c0, c1] exist iff the key span
   // [r0 + diag - left, r1 + diag + right] (contiguous: every row's window holds >= 1 key) meets
   // [c0, c1]; rows and keys clamped to the sequence. The forward and backward ranges below both
-  // use this one predicate, so the deterministic dQ order (first_key_block) matches the loops.
+  // use this one predicate, so the deterministic dQ order (dq_turn) matches the loops.
   template <int kBlockM, int kBlockN>
   __device__ __forceinline__ BlockRange key_blocks(int m_block) const {
     const int64_t r0 = int64_t(m_block) * kBlockM;
@@ -173,14 +238,65 @@ struct GeneralScores {
     if (first > last) return {0, 0};
     return {int(first / kBlockM), int(last / kBlockM) + 1};
   }
-  // The first key block adding into dQ block m: the key blocks of m are contiguous, so key block
-  // n is the (n - first)-th to add in deterministic mode.
+
+  // False when the block mask drops tile (m, n): both passes then skip it entirely. On CUDA the
+  // mask's blocks are multiples of 128 rows and columns (dispatch.cu checks), so every kernel tile
+  // lies inside one mask block: one byte decides it, and a kept tile needs no element mask.
   template <int kBlockM, int kBlockN>
-  __device__ __forceinline__ int first_key_block(int m_block) const {
-    return key_blocks<kBlockM, kBlockN>(m_block).begin;
+  __device__ __forceinline__ bool live(int m_block, int n_block) const {
+    if constexpr (!kHasBlockMask) return true;
+    return !bmask || bmask[(m_block * kBlockM / p->bm_block_q) * p->bm_row_stride +
+                           (n_block * kBlockN / p->bm_block_k) * p->bm_col_stride];
+  }
+  // The last live key block <= n (>= begin), or begin - 1 when none is. Each warp tests 32
+  // candidates at once (one mask byte per lane, then a ballot), so a sparse row costs one load
+  // latency per 32 dropped tiles instead of one per tile. (Not unrolled: a 255-register kernel.)
+  template <int kBlockM, int kBlockN>
+  __device__ __forceinline__ int prev_live(int m_block, int n, int begin) const {
+    if constexpr (kHasBlockMask) {
+      if (!bmask) return n;
+      const int lane = int(threadIdx.x % 32);
+#pragma unroll 1
+      for (; n >= begin; n -= 32) {
+        const int j = n - lane;
+        const unsigned hits = __ballot_sync(~0u, j >= begin && live<kBlockM, kBlockN>(m_block, j));
+        if (hits) return n - (__ffs(hits) - 1);
+      }
+      return begin - 1;
+    }
+    return n;
+  }
+  // Backward: the first step >= i (of count) whose query block m_at(step) is live for key block n.
+  template <int kBlockM, int kBlockN, class MAt>
+  __device__ __forceinline__ int next_live_query(int i, int count, const MAt& m_at,
+                                                 int n_block) const {
+    if constexpr (kHasBlockMask) {
+      if (!bmask) return i;
+      const int lane = int(threadIdx.x % 32);
+#pragma unroll 1
+      for (; i < count; i += 32) {
+        const int j = i + lane;
+        const unsigned hits =
+            __ballot_sync(~0u, j < count && live<kBlockM, kBlockN>(m_at(j), n_block));
+        if (hits) return i + __ffs(hits) - 1;
+      }
+      return count;
+    }
+    return i;
+  }
+  // Deterministic dQ: key block n is the turn-th to add into dQ block m (live blocks of m's
+  // contiguous key range, in order).
+  template <int kBlockM, int kBlockN>
+  __device__ __forceinline__ int dq_turn(int m_block, int n_block) const {
+    const int first = key_blocks<kBlockM, kBlockN>(m_block).begin;
+    if constexpr (!kHasBlockMask) return n_block - first;
+    int turn = 0;
+#pragma unroll 1
+    for (int n = first; n < n_block; ++n) turn += live<kBlockM, kBlockN>(m_block, n);
+    return turn;
   }
 
-  // A tile needs no mask when every valid row sees every key of it and no key is past the end.
+  // A tile needs element masks when a valid row misses a key of it (window edge, key past the end).
   template <int kBlockM, int kBlockN>
   __device__ __forceinline__ bool needs_mask(int m_block, int n_block) const {
     const int64_t r0 = int64_t(m_block) * kBlockM;
@@ -207,61 +323,131 @@ struct GeneralScores {
     hi = int(h < -1 ? -1 : (h > kClamp ? kClamp : h));
   }
 
-  // scale * q.k -> softcap -> ALiBi (-slope |i + diag - j|). Returns tanh of the capped argument
-  // in `t` (the backward's chain factor 1 - t^2), 0 without softcap.
-  __device__ __forceinline__ float modify(float qk, float scale, int dist, float& t) const {
-    float x = qk * scale;
-    t = 0.f;
-    if (softcap > 0.f) {
-      t = tanh_abs_accurate(x * inv_softcap);
-      x = softcap * t;
-    }
-    return x - slope * fabsf(float(dist));
-  }
-
-  // s: raw scores q.k -> final scores (scale, softcap, ALiBi, then -inf where masked).
+  // -inf where the window hides (row, col).
   template <class S, class Coord>
-  __device__ __forceinline__ void fwd_scores(S& s, const Coord& coord, int row0, int col0,
-                                             bool mask, float scale) const {
+  __device__ __forceinline__ void apply_masks(S& s, const Coord& coord, int row0, int col0) const {
     CUTE_UNROLL
     for (int r = 0; r < cute::size<0>(s); ++r) {
-      const int row = row0 + cute::get<0>(coord(r, 0));
-      const int dist0 = int(int64_t(row) + diag - col0);  // distance to the tile's first key
-      int lo = 0, hi = 0;
-      if (mask) visible_cols(row, col0, lo, hi);
+      int lo, hi;
+      visible_cols(row0 + cute::get<0>(coord(r, 0)), col0, lo, hi);
       CUTE_UNROLL
       for (int c = 0; c < cute::size<1>(s); ++c) {
         const int col = cute::get<1>(coord(r, c));
-        float t;
-        float x = modify(s(r, c), scale, dist0 - col, t);
-        if (mask && (col < lo || col > hi)) x = -INFINITY;
-        s(r, c) = x;
+        if (col < lo || col > hi) s(r, c) = -INFINITY;
       }
     }
   }
 
-  // Backward: s: raw scores -> P = exp(final score - lse); dp: dP -> dS = P (dP - D) (1 - t^2),
-  // the gradient w.r.t. scale * q.k (ALiBi is a constant shift; softcap's derivative is 1 - t^2).
+  // s: raw scores q.k -> softcap -> ALiBi -> masks, in the softmax's unscaled units. One pass per
+  // modifier: short live ranges next to the O accumulator.
+  template <class S, class Coord>
+  __device__ __forceinline__ void fwd_scores(S& s, const Coord& coord, int row0, int col0,
+                                             bool mask, float) const {
+    if (kHasSoftcap && cap_in != 0.f) {
+      CUTE_UNROLL
+      for (int i = 0; i < cute::size(s); ++i) s(i) = cap_out * tanh_abs_accurate(s(i) * cap_in);
+    }
+    if (kHasAlibi && slope != 0.f) {
+      // Distances as this thread's first column's plus a compile-time column offset: an FADD
+      // per score, not an I2F (which issues at the MUFU rate, like the softmax's exp).
+      const int col_base = cute::get<1>(coord(0, 0));
+      CUTE_UNROLL
+      for (int r = 0; r < cute::size<0>(s); ++r) {
+        const float dist0 = float(row0 + cute::get<0>(coord(r, 0)) + diag - col0 - col_base);
+        CUTE_UNROLL
+        for (int c = 0; c < cute::size<1>(s); ++c)
+          s(r, c) -= slope * fabsf(dist0 - float(cute::get<1>(coord(r, c)) - col_base));
+      }
+    }
+    if (mask) apply_masks(s, coord, row0, col0);
+  }
+
+  // Keep bits of the thread's tile elements, bit r * cols + c for element (r, c). The m16n8
+  // accumulator gives lanes q and q^1 of a quad the same 4 columns (2 each) on rows g and g+8:
+  // the even lane draws row g's four bits, the odd lane row g+8's, and one shuffle swaps the
+  // halves the other needs, so each Philox call (common/philox.h: the CPU's draws bit for bit)
+  // serves four elements.
+  template <class S, class Coord>
+  __device__ __forceinline__ auto keep_bits(const S& s, const Coord& coord, int row0,
+                                            int col0) const {
+    constexpr int kCols = decltype(cute::size<1>(s))::value;
+    using Bits = std::conditional_t<(decltype(cute::size(s))::value <= 32), uint32_t, uint64_t>;
+    Bits keep = 0;
+    const int odd = (cute::get<1>(coord(0, 0)) >> 1) & 1;
+    CUTE_UNROLL
+    for (int r = 0; r < cute::size<0>(s); r += 2) {
+      const int row = row0 + cute::get<0>(coord(r + odd, 0));
+      CUTE_UNROLL
+      for (int c = 0; c < kCols; c += 2) {
+        const int col = col0 + cute::get<1>(coord(r, c));
+        const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, col >> 2);
+        uint32_t bits = 0;
+        CUTE_UNROLL
+        for (int e = 0; e < 4; ++e) bits |= uint32_t(d.x[e] >= p->drop_threshold) << e;
+        const uint32_t mine = odd ? bits >> 2 : bits & 3u;
+        const uint32_t theirs = __shfl_xor_sync(0xffffffffu, odd ? bits & 3u : bits >> 2, 1);
+        keep |= Bits(odd ? theirs : mine) << (r * kCols + c);
+        keep |= Bits(odd ? mine : theirs) << ((r + 1) * kCols + c);
+      }
+    }
+    return keep;
+  }
+
+  // Forward dropout on P (after the softmax summed it into l): dropped entries become 0; the
+  // 1 / (1 - p) of the kept ones is applied once to O (fwd_out_scale).
+  template <class S, class Coord>
+  __device__ __forceinline__ void fwd_dropout(S& s, const Coord& coord, int row0, int col0) const {
+    if (!dropout_on()) return;
+    const auto keep = keep_bits(s, coord, row0, col0);
+    CUTE_UNROLL
+    for (int i = 0; i < cute::size<0>(s) * cute::size<1>(s); ++i)
+      if (!((keep >> i) & 1)) s(i / cute::size<1>(s), i % cute::size<1>(s)) = 0.f;
+  }
+  __device__ __forceinline__ float fwd_out_scale() const {
+    return dropout_on() ? p->keep_scale : 1.f;
+  }
+
+  // Backward: s: raw scores -> P with dropout, Pd = P z (z = keep / (1 - p)); dp: dO V^T ->
+  // dS = P (dP z - D) (1 - t^2), the gradient w.r.t. scale * q.k (ALiBi is a constant shift;
+  // softcap's derivative is 1 - t^2 with t = tanh of the capped argument).
   template <class S, class Coord, class Rows>
   __device__ __forceinline__ void bwd_probs(S& s, S& dp, const Coord& coord, int row0, int col0,
-                                            bool mask, float scale, float,
+                                            bool mask, float, float scale_log2,
                                             const Rows& lse_log2, const Rows& d_row) const {
+    constexpr int kCols = decltype(cute::size<1>(s))::value;
+    const bool drop = dropout_on();
+    const float z = kHasDropout ? p->keep_scale : 1.f;
+    decltype(keep_bits(s, coord, row0, col0)) keep = 0;
+    if (drop) keep = keep_bits(s, coord, row0, col0);
+    const int col_base = cute::get<1>(coord(0, 0));  // see fwd_scores' ALiBi
     CUTE_UNROLL
     for (int r = 0; r < cute::size<0>(s); ++r) {
       const int row = row0 + cute::get<0>(coord(r, 0));
-      const int dist0 = int(int64_t(row) + diag - col0);
+      const float dist0 = float(row + diag - col0 - col_base);
       int lo = 0, hi = 0;
       if (mask) visible_cols(row, col0, lo, hi);
       CUTE_UNROLL
       for (int c = 0; c < cute::size<1>(s); ++c) {
         const int col = cute::get<1>(coord(r, c));
-        float t;
-        float x = modify(s(r, c), scale, dist0 - col, t) * float(M_LOG2E) - lse_log2[r];
+        if (drop) dp(r, c) = (keep >> (r * kCols + c)) & 1 ? dp(r, c) * z : 0.f;
+        float x = s(r, c), t = 0.f;
+        if (kHasSoftcap && cap_in != 0.f) {
+          t = tanh_abs_accurate(x * cap_in);
+          x = cap_out * t;
+        }
+        if constexpr (kHasAlibi) x -= slope * fabsf(dist0 - float(col - col_base));
+        x = x * scale_log2 - lse_log2[r];
         if (mask && (col < lo || col > hi)) x = -INFINITY;
         const float pr = exp2f(x);
         s(r, c) = pr;
         dp(r, c) = pr * (dp(r, c) - d_row[r]) * (1.f - t * t);
       }
+    }
+    if (drop) {  // P -> Pd for dV (dS above used the undropped P)
+      CUTE_UNROLL
+      for (int r = 0; r < cute::size<0>(s); ++r)
+        CUTE_UNROLL
+        for (int c = 0; c < kCols; ++c) s(r, c) = (keep >> (r * kCols + c)) & 1 ? s(r, c) * z : 0.f;
     }
   }
 };

@@ -82,7 +82,7 @@ struct BwdMainloop {
     clear(acc_dv);
     const int n_block = w.block, kv_head = w.head, b = w.batch;
     // The query-block range does not depend on the head (only ALiBi's slope does).
-    const BlockRange mr = Policy(p.score, sb, b, kv_head * p.h_ratio)
+    const BlockRange mr = Policy(p.score, sb, b, kv_head * p.h_ratio, p.scale)
                               .template query_blocks<kBlockM, kBlockN>(n_block);
     const int m_begin = mr.begin, m_end = mr.end;
     if (m_begin >= m_end) return;
@@ -168,7 +168,7 @@ struct BwdMainloop {
 
     for (int g = 0; g < p.h_ratio; ++g) {
       const int h = kv_head * p.h_ratio + g;
-      const Policy pol(p.score, sb, b, h);
+      const Policy pol(p.score, sb, b, h, p.scale);
       Tensor mQ = make_tensor(make_gmem_ptr(p.q + sb.q_offset(p.q_stride, b, h)),
                               make_shape(sb.seqlen_q, Int<kHeadDim>{}), make_stride(p.q_stride.row, _1{}));
       Tensor mdO = make_tensor(make_gmem_ptr(p.d_o + sb.q_offset(p.do_stride, b, h)),
@@ -191,11 +191,17 @@ struct BwdMainloop {
       const int count = m_end - m_begin;
       const int rot = p.deterministic ? 0 : n_block % count;
       auto m_at = [&](int i) { return m_begin + (i + rot < count ? i + rot : i + rot - count); };
-      load_q(m_at(0), 0);
+      // The next query block at or after step i that the block mask keeps (count: none).
+      auto next_live = [&](int i) {
+        return pol.template next_live_query<kBlockM, kBlockN>(i, count, m_at, n_block);
+      };
+      int i = next_live(0);
+      if (i < count) load_q(m_at(i), 0);
       cp_async_fence();
-      for (int i = 0, stage = 0; i < count; ++i, stage ^= 1) {
+      for (int stage = 0; i < count; stage ^= 1) {
         const int m = m_at(i);
-        if (i + 1 < count) load_q(m_at(i + 1), stage ^ 1);
+        const int i_next = next_live(i + 1);
+        if (i_next < count) load_q(m_at(i_next), stage ^ 1);
         cp_async_fence();
 
         // Per-row LSE (log2 units; rows past the end or without keys get +inf so P = 0) and D.
@@ -233,11 +239,13 @@ struct BwdMainloop {
           clear(acc_dq);
           gemm_ss(mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, ldsm_a_dq, ldsm_b_dq);
           add_dq(p, acc_dq, dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads),
-                 semaphore + m, n_block - pol.template first_key_block<kBlockM, kBlockN>(m), tid);
+                 semaphore + m, p.deterministic ? pol.template dq_turn<kBlockM, kBlockN>(m, n_block) : 0,
+                 tid);
         }
         gemm_ss(mma_kv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
         gemm_ss(mma_kv, acc_dk, tdKrdSt, tdKrQt, tdKsdSt, tdKsQt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
         __syncthreads();  // P, dS and this Q/dO stage are rewritten next iteration
+        i = i_next;
       }
     }
   }

@@ -60,9 +60,11 @@ struct FwdMainloop {
                              const SeqBounds& sb, AccO& acc_o, Softmax& softmax, int tid) {
     clear(acc_o);
     const int m_block = w.block;
-    const Policy pol(p.score, sb, w.batch, w.head);
+    const Policy pol(p.score, sb, w.batch, w.head, p.scale);
     const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(m_block);
-    if (kr.end <= kr.begin) return;
+    // The first key block to compute (blocks run last to first); block-sparse masks skip some.
+    int n = pol.template prev_live<kBlockM, kBlockN>(m_block, kr.end - 1, kr.begin);
+    if (n < kr.begin) return;
     const int kv_head = w.head / p.h_ratio;
 
     Tensor mQ = make_tensor(make_gmem_ptr(p.q + sb.q_offset(p.q_stride, w.batch, w.head)),
@@ -112,12 +114,13 @@ struct FwdMainloop {
       load_tile(load, tVgV(_, _, _, n), tVsV(_, _, _, stage), tKVc, sb.seqlen_k - n * kBlockN, p.head_dim);
     };
     load_tile(load, tQgQ, tQsQ, tQc, rows_q, p.head_dim);
-    load_kv(kr.end - 1, 0);
+    load_kv(n, 0);
     cp_async_fence();
 
     // Key blocks run from the last to the first, so the masked ones come first.
-    for (int n = kr.end - 1, stage = 0; n >= kr.begin; --n, stage ^= 1) {
-      if (n > kr.begin) load_kv(n - 1, stage ^ 1);  // prefetch a whole iteration ahead
+    for (int stage = 0; n >= kr.begin; stage ^= 1) {
+      const int n_next = pol.template prev_live<kBlockM, kBlockN>(m_block, n - 1, kr.begin);
+      if (n_next >= kr.begin) load_kv(n_next, stage ^ 1);  // prefetch a whole iteration ahead
       cp_async_fence();
       cp_async_wait<1>();
       __syncthreads();
@@ -130,15 +133,19 @@ struct FwdMainloop {
       const bool mask = pol.template fwd_needs_mask<kBlockM, kBlockN>(m_block, n);
       pol.fwd_scores(s, tScS, m_block * kBlockM, n * kBlockN, mask, p.scale);
       Tensor o = rowcol_view(acc_o);
-      if constexpr (Policy::kFoldsScale)
-        softmax.update(s, o, 1.f, float(M_LOG2E));  // s holds the final (scaled) scores
-      else
-        softmax.update(s, o, p.scale, p.scale_log2);
+      softmax.update(s, o, p.scale, p.scale_log2);
+      pol.fwd_dropout(s, tScS, m_block * kBlockM, n * kBlockN);  // l above counts dropped P too
 
       Tensor rP = convert<Element>(acc_s);
       Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
       gemm_rs(mma, acc_o, tOrP, tOrVt, tOsVt(_, _, _, stage), copy_v);
       __syncthreads();  // every warp is done with `stage` before the next prefetch refills it
+      n = n_next;
+    }
+    const float out_scale = pol.fwd_out_scale();  // dropout's 1 / (1 - p), once per row block
+    if (out_scale != 1.f) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= out_scale;
     }
   }
 };
