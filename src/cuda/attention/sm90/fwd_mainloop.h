@@ -130,7 +130,7 @@ struct FwdMainloop {
 
   __device__ static BlockRange key_blocks(const Params& p, const WorkTile& w) {
     const SeqBounds sb(nullptr, nullptr, w.batch, p.seqlen_q, p.seqlen_k);
-    return Policy(p.score, sb, w.batch, w.head).template key_blocks<kBlockM, kBlockN>(w.block);
+    return Policy(p.score, sb, w.batch, w.head, p.scale).template key_blocks<kBlockM, kBlockN>(w.block);
   }
 
   // Producer (one thread): Q once the consumers are done with the last one, then K and V of
@@ -180,7 +180,7 @@ struct FwdMainloop {
     const BlockRange kr = key_blocks(p, w);
     if (kr.end <= kr.begin) return;
     const SeqBounds sb(nullptr, nullptr, w.batch, p.seqlen_q, p.seqlen_k);
-    const Policy pol(p.score, sb, w.batch, w.head);
+    const Policy pol(p.score, sb, w.batch, w.head, p.scale);
 
     TiledMmaQK mma_qk;
     TiledMmaPV mma_pv;
