@@ -13,6 +13,7 @@
 #include "cuda/attention/sm80/bwd_pre_post.h"
 #include "cuda/attention/tile_config.h"
 #include "cuda/common/check.h"
+#include "cuda/common/smem_limit.h"
 
 namespace flashkit::cuda::attn {
 
@@ -35,13 +36,18 @@ void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream) {
   sm80::bwd_preprocess<Element, kHeadDim><<<rows_grid, 256, 0, stream>>>(a, ws.dsum);
   FK_CHECK_LAUNCH("attention backward preprocess");
 
+  // Under a causal-like mask the first key blocks see the most query blocks: they start first
+  // over groups of heads whose Q, dO and dQ accumulator share L2 (natural order otherwise). Key
+  // blocks of one head still launch in order, which deterministic runs' semaphores rely on.
+  const bool lpt = Policy::kCausal || a.causal || a.window_right >= 0;
+  const size_t q_bytes = size_t(a.seqlen_q) * (a.heads / a.kv_heads) * kHeadDim * (2 * sizeof(Element) + 4);
   typename Kernel::Params params{
       Mainloop::to_params(a, ws), sm80::BwdEpilogue<Mainloop>::to_params(a),
-      SingleTileScheduler::to_params({ceil_div(a.seqlen_k, t.block_n), a.kv_heads, a.batch, false}),
+      SingleTileScheduler::to_params(
+          {ceil_div(a.seqlen_k, t.block_n), a.kv_heads, a.batch, false, lpt ? l2_pair_group(q_bytes) : 1}),
       a.seqlen_q, a.seqlen_k, a.cu_seqlens_q, a.cu_seqlens_k};
-  auto kernel = run_kernel<Kernel>;
-  FK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     Kernel::kSmemBytes));
+  constexpr auto kernel = run_kernel<Kernel>;
+  ensure_smem_limit<kernel>(Kernel::kSmemBytes);
   kernel<<<SingleTileScheduler::grid_shape(params.scheduler), Kernel::kThreads, Kernel::kSmemBytes,
            stream>>>(params);
   FK_CHECK_LAUNCH("attention backward (sm80)");
