@@ -27,13 +27,16 @@ void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream) {
   BwdWorkspace wl = bwd_workspace_layout(a.batch, a.heads, a.total_q, a.seqlen_q, kHeadDim);
   char* base = static_cast<char*>(a.workspace);
   sm80::BwdScratch ws{reinterpret_cast<float*>(base + wl.dq_accum), reinterpret_cast<float*>(base + wl.dsum),
+                      reinterpret_cast<float*>(base + wl.lse_log2),
                       a.deterministic ? reinterpret_cast<int*>(base + wl.semaphore) : nullptr};
 
   // Zero the dQ accumulator (and the deterministic semaphores) with memsets on the stream.
   FK_CUDA_CHECK(cudaMemsetAsync(ws.dq_accum, 0, wl.dsum - wl.dq_accum, stream));
   if (a.deterministic) FK_CUDA_CHECK(cudaMemsetAsync(ws.semaphore, 0, wl.bytes - wl.semaphore, stream));
-  dim3 rows_grid(unsigned(ceil_div(a.seqlen_q, 32)), unsigned(a.heads), unsigned(a.batch));
-  sm80::bwd_preprocess<Element, kHeadDim><<<rows_grid, 256, 0, stream>>>(a, ws.dsum);
+  // Rows up to the end of each sequence's last query block: the padding gets LSE +inf and D 0.
+  dim3 rows_grid(unsigned(ceil_div(ceil_div(a.seqlen_q, t.block_m) * t.block_m, 32)), unsigned(a.heads),
+                 unsigned(a.batch));
+  sm80::bwd_preprocess<Element, kHeadDim, t.block_m><<<rows_grid, 256, 0, stream>>>(a, ws);
   FK_CHECK_LAUNCH("attention backward preprocess");
 
   // Under a causal-like mask the first key blocks see the most query blocks: they start first

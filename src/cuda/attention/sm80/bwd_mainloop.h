@@ -83,8 +83,6 @@ struct BwdMainloop {
   struct Params {
     const Element *q, *k, *v, *d_o;
     Strides q_stride, k_stride, v_stride, do_stride;
-    const float* lse;
-    int64_t lse_batch_stride, lse_head_stride, lse_row_stride;
     BwdScratch ws;
     int heads, h_ratio, head_dim, num_m_blocks;
     float scale, scale_log2;
@@ -96,7 +94,7 @@ struct BwdMainloop {
     return {static_cast<const Element*>(a.q), static_cast<const Element*>(a.k),
             static_cast<const Element*>(a.v), static_cast<const Element*>(a.dout),
             a.q_stride, a.k_stride, a.v_stride, a.do_stride,
-            a.lse, a.lse_batch_stride, a.lse_head_stride, a.lse_row_stride, ws,
+            ws,
             a.heads, a.heads / a.kv_heads, a.head_dim, ceil_div(a.seqlen_q, kBlockM),
             a.softmax_scale, a.softmax_scale * float(M_LOG2E), a.deterministic,
             kStageDq && !a.deterministic, Policy::to_params(a)};
@@ -213,10 +211,7 @@ struct BwdMainloop {
         load_tile(load, tQgQ(_, _, _, m), tQsQ(_, _, _, stage), tQc, sb.seqlen_q - m * kBlockM, p.head_dim);
         load_tile(load, tQgdO(_, _, _, m), tQsdO(_, _, _, stage), tQc, sb.seqlen_q - m * kBlockM, p.head_dim);
       };
-      const float* lse = p.lse + int64_t(b) * p.lse_batch_stride + int64_t(h) * p.lse_head_stride +
-                         int64_t(sb.q_start) * p.lse_row_stride;
       const int64_t token0 = sb.q_token(b);
-      const float* dsum = p.ws.dsum + token0 * p.heads + h;
       int* semaphore = p.ws.semaphore + (int64_t(b) * p.heads + h) * p.num_m_blocks;
 
       // The K/V blocks of one head all add into the same dQ rows; starting each at a different
@@ -232,15 +227,18 @@ struct BwdMainloop {
         if (i + 1 < count) load_q(m_at(i + 1), stage ^ 1);
         cp_async_fence();
 
-        // Per-row LSE (log2 units; rows past the end or without keys get +inf so P = 0) and D.
+        // Per-row LSE (log2 units; +inf on padding rows and rows without keys, so P = 0) and D,
+        // laid out by the preprocess kernel for whole blocks: no bounds checks here.
         constexpr int kRows = decltype(size<0>(tScS))::value;
         float lse_log2[kRows], d_row[kRows];
-        CUTE_UNROLL
-        for (int r = 0; r < kRows; ++r) {
-          int row = m * kBlockM + get<0>(tScS(r, 0));
-          float l = row < sb.seqlen_q ? lse[int64_t(row) * p.lse_row_stride] : INFINITY;
-          lse_log2[r] = l == -INFINITY ? INFINITY : l * float(M_LOG2E);
-          d_row[r] = row < sb.seqlen_q ? dsum[int64_t(row) * p.heads] : 0.f;
+        {
+          const int64_t at = row_chunk<kBlockM>(token0, b, m, h, p.heads);
+          CUTE_UNROLL
+          for (int r = 0; r < kRows; ++r) {
+            const int row = get<0>(tScS(r, 0));
+            lse_log2[r] = p.ws.lse_log2[at + row];
+            d_row[r] = p.ws.dsum[at + row];
+          }
         }
         cp_async_wait<1>();
         __syncthreads();
