@@ -208,7 +208,8 @@ TEST_P(AttentionGpuHdim, ForwardBackwardMatchReference) {
   check_case(spec(dt, 2, 127, 200, 4, 2, d, causal), 1000 + d * 2 + causal);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, AttentionGpuHdim,
+// Prefixed like the suites so a runner filter 'AttentionGpu*' selects them too.
+INSTANTIATE_TEST_SUITE_P(AttentionGpu, AttentionGpuHdim,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(32, 40, 64, 72, 96, 128, 160, 192, 256),
                                             ::testing::Bool()));
@@ -324,7 +325,7 @@ TEST_P(AttentionGpuVariants, ForwardBackwardMatchReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, AttentionGpuVariants,
+INSTANTIATE_TEST_SUITE_P(AttentionGpu, AttentionGpuVariants,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(64, 128)));
 

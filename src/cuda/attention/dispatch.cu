@@ -59,6 +59,11 @@ void check_supported(const AttentionShape& s, const AttentionOptions& o) {
          s.softmax_scale);
   if (s.heads > 65535 || s.batch > 65535)
     fail("q: expected at most 65535 heads and batch on cuda, got ", s.heads, " and ", s.batch);
+  // The main kernels' 1-D grids hold one CTA per (tile of >= 64 rows, head, batch).
+  const int64_t tiles = (int64_t(s.seqlen_q > s.seqlen_k ? s.seqlen_q : s.seqlen_k) + 63) / 64;
+  if (tiles * s.heads * s.batch > INT32_MAX)
+    fail("q: expected at most 2^31 tiles of 64 rows x heads x batch on cuda, got ", tiles, " x ",
+         s.heads, " x ", s.batch);
 }
 
 attn::Strides strides_of(const TensorView& t, bool varlen) {

@@ -37,10 +37,11 @@ void write_dropout_mask(const AttnArguments& a, uint8_t* mask, const int64_t (&s
                         cudaStream_t stream);
 
 // Backward scratch, carved from one buffer: dq_accum fp32 (dQ summed over key blocks, in chunks
-// of block_m rows: sm80/bwd_pre_post.h's dq_chunk), dsum fp32 [total_q, heads] (D = rowsum(dO * O)), and for deterministic runs
-// one int per (batch, head, query block): how many key blocks have added into that dQ block.
+// of block_m rows: sm80/bwd_pre_post.h's dq_chunk), per-row D = rowsum(dO * O) and LSE in log2
+// units, fp32 in the same chunks of block_m rows (row_chunk), and for deterministic runs one int
+// per (batch, head, query block): how many key blocks have added into that dQ block.
 struct BwdWorkspace {
-  size_t dq_accum, dsum, semaphore, bytes;  // byte offsets and the total
+  size_t dq_accum, dsum, lse_log2, semaphore, bytes;  // byte offsets and the total
 };
 BwdWorkspace bwd_workspace_layout(int batch, int heads, int64_t total_q, int seqlen_q,
                                   int hdim_bucket);

@@ -4,6 +4,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 namespace flashkit::cuda::attn {
 
 struct WorkTile {
@@ -12,25 +14,34 @@ struct WorkTile {
   int index = 0;  // position in a persistent scheduler's tile order
 };
 
-// One CTA per (block, head, batch). With `reverse`, block indices run from the last one down:
-// under a causal mask the last query blocks carry the most key tiles, so they start first and
-// the short ones fill the tail of the wave.
+// One CTA per (block, head, batch) on a 1-D grid. (head, batch) pairs come in groups of `group`;
+// within a group the block rank varies slowest, so with group > 1 every pair's rank-0 block starts
+// before any pair's rank-1 block: with masks whose work falls with the rank (longest first, LPT),
+// the short tiles fill the tail of the last wave. `reverse` makes rank 0 the last block (the
+// forward's causal query blocks). group = 1 is the plain order, blocks fastest; the launchers size
+// groups so the tiles in flight share their K/V (forward) or Q/dO/dQ (backward) through L2.
 struct SingleTileScheduler {
   struct Arguments {
     int num_blocks, heads, batch;
     bool reverse;
+    int group;
   };
   struct Params {
     int num_blocks, heads, batch;
     bool reverse;
+    int group;
   };
-  static Params to_params(const Arguments& a) { return {a.num_blocks, a.heads, a.batch, a.reverse}; }
-  static dim3 grid_shape(const Params& p) {
-    return dim3(unsigned(p.num_blocks), unsigned(p.heads), unsigned(p.batch));
+  static Params to_params(const Arguments& a) {
+    return {a.num_blocks, a.heads, a.batch, a.reverse, a.group < 1 ? 1 : a.group};
   }
+  static dim3 grid_shape(const Params& p) { return dim3(unsigned(p.num_blocks * p.heads * p.batch)); }
   __device__ static WorkTile initial_work(const Params& p) {
-    int blk = p.reverse ? p.num_blocks - 1 - int(blockIdx.x) : int(blockIdx.x);
-    return {blk, int(blockIdx.y), int(blockIdx.z), true};
+    const int pairs = p.heads * p.batch, idx = int(blockIdx.x);
+    const int per_group = p.group * p.num_blocks;
+    const int first = idx / per_group * p.group, in = idx % per_group;
+    const int size = min(p.group, pairs - first);
+    const int rank = in / size, pair = first + in % size;
+    return {p.reverse ? p.num_blocks - 1 - rank : rank, pair % p.heads, pair / p.heads, true};
   }
   __device__ static WorkTile next_work(const Params&, const WorkTile&) { return {0, 0, 0, false}; }
 };
@@ -70,5 +81,12 @@ struct StaticPersistentScheduler {
     return tile(p, w.index + int(gridDim.x));
   }
 };
+
+// (head, batch) pairs per group whose working set of `bytes_per_pair` fits 32 MB of L2 (FA3's
+// budget on the H100's 50 MB), at least 1.
+inline int l2_pair_group(size_t bytes_per_pair) {
+  constexpr size_t kBudget = size_t(32) << 20;
+  return bytes_per_pair >= kBudget ? 1 : int(kBudget / (bytes_per_pair ? bytes_per_pair : 1));
+}
 
 }  // namespace flashkit::cuda::attn

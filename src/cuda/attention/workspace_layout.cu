@@ -12,7 +12,9 @@ BwdWorkspace bwd_workspace_layout(int batch, int heads, int64_t total_q, int seq
   w.dq_accum = 0;
   const size_t chunks = size_t((total_q + block_m - 1) / block_m) + size_t(batch);  // dq_chunk()
   w.dsum = align(chunks * heads * block_m * hdim_bucket_ * sizeof(float));
-  w.semaphore = w.dsum + align(size_t(total_q) * heads * sizeof(float));
+  const size_t row_stats = align(chunks * heads * block_m * sizeof(float));  // row_chunk()
+  w.lse_log2 = w.dsum + row_stats;
+  w.semaphore = w.lse_log2 + row_stats;
   w.bytes = w.semaphore + align(size_t(batch) * heads * ((seqlen_q + block_m - 1) / block_m) * sizeof(int));
   return w;
 }

@@ -13,6 +13,7 @@
 #include "cuda/attention/sm80/bwd_pre_post.h"
 #include "cuda/attention/tile_config.h"
 #include "cuda/common/check.h"
+#include "cuda/common/smem_limit.h"
 
 namespace flashkit::cuda::attn {
 
@@ -26,22 +27,30 @@ void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream) {
   BwdWorkspace wl = bwd_workspace_layout(a.batch, a.heads, a.total_q, a.seqlen_q, kHeadDim);
   char* base = static_cast<char*>(a.workspace);
   sm80::BwdScratch ws{reinterpret_cast<float*>(base + wl.dq_accum), reinterpret_cast<float*>(base + wl.dsum),
+                      reinterpret_cast<float*>(base + wl.lse_log2),
                       a.deterministic ? reinterpret_cast<int*>(base + wl.semaphore) : nullptr};
 
   // Zero the dQ accumulator (and the deterministic semaphores) with memsets on the stream.
   FK_CUDA_CHECK(cudaMemsetAsync(ws.dq_accum, 0, wl.dsum - wl.dq_accum, stream));
   if (a.deterministic) FK_CUDA_CHECK(cudaMemsetAsync(ws.semaphore, 0, wl.bytes - wl.semaphore, stream));
-  dim3 rows_grid(unsigned(ceil_div(a.seqlen_q, 32)), unsigned(a.heads), unsigned(a.batch));
-  sm80::bwd_preprocess<Element, kHeadDim><<<rows_grid, 256, 0, stream>>>(a, ws.dsum);
+  // Rows up to the end of each sequence's last query block: the padding gets LSE +inf and D 0.
+  dim3 rows_grid(unsigned(ceil_div(ceil_div(a.seqlen_q, t.block_m) * t.block_m, 32)), unsigned(a.heads),
+                 unsigned(a.batch));
+  sm80::bwd_preprocess<Element, kHeadDim, t.block_m><<<rows_grid, 256, 0, stream>>>(a, ws);
   FK_CHECK_LAUNCH("attention backward preprocess");
 
+  // Under a causal-like mask the first key blocks see the most query blocks: they start first
+  // over groups of heads whose Q, dO and dQ accumulator share L2 (natural order otherwise). Key
+  // blocks of one head still launch in order, which deterministic runs' semaphores rely on.
+  const bool lpt = Policy::kCausal || a.causal || a.window_right >= 0;
+  const size_t q_bytes = size_t(a.seqlen_q) * (a.heads / a.kv_heads) * kHeadDim * (2 * sizeof(Element) + 4);
   typename Kernel::Params params{
       Mainloop::to_params(a, ws), sm80::BwdEpilogue<Mainloop>::to_params(a),
-      SingleTileScheduler::to_params({ceil_div(a.seqlen_k, t.block_n), a.kv_heads, a.batch, false}),
+      SingleTileScheduler::to_params(
+          {ceil_div(a.seqlen_k, t.block_n), a.kv_heads, a.batch, false, lpt ? l2_pair_group(q_bytes) : 1}),
       a.seqlen_q, a.seqlen_k, a.cu_seqlens_q, a.cu_seqlens_k};
-  auto kernel = run_kernel<Kernel>;
-  FK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     Kernel::kSmemBytes));
+  constexpr auto kernel = run_kernel<Kernel>;
+  ensure_smem_limit<kernel>(Kernel::kSmemBytes);
   kernel<<<SingleTileScheduler::grid_shape(params.scheduler), Kernel::kThreads, Kernel::kSmemBytes,
            stream>>>(params);
   FK_CHECK_LAUNCH("attention backward (sm80)");

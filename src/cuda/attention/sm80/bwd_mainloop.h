@@ -2,7 +2,9 @@
 // and the dK, dV accumulators on chip and walks the query blocks (of every query head sharing
 // this KV head, so GQA/MQA sums happen in registers). Per query block: P recomputed from LSE,
 // dV += P^T dO, dS = P * (dP - D), dK += dS^T Q, and dQ += dS K added in fp32 to the scratch
-// accumulator (atomics; in deterministic mode in key-block order behind a per-block semaphore).
+// accumulator: on sm_90, where shared memory allows, staged in shared memory and added by bulk
+// reduces (cp.reduce.async.bulk); else by 16-byte atomics; deterministic runs add with atomics in
+// key-block order behind a per-block semaphore.
 // The score Policy (score_policy.h) picks the query blocks, the masks and the score modifiers.
 #pragma once
 #include <cmath>
@@ -13,6 +15,7 @@
 #include "cuda/attention/sm80/bwd_pre_post.h"
 #include "cuda/attention/sm80/tensor_ops.h"
 #include "cuda/attention/tile_scheduler.h"
+#include "cuda/common/bulk_reduce.h"
 
 namespace flashkit::cuda::attn::sm80 {
 
@@ -34,16 +37,38 @@ struct BwdMainloop {
   static constexpr int kStages = 2;
   static_assert(kWarps == 8, "the warp grids below are laid out for 8 warps");
 
-  // Warp grids: 2 x 4 over S/dP (each warp reads a 32-row A and a 32-row B slab: less smem
-  // traffic than 4 x 2), 4 x 2 over dK/dV, and 2 x 4 over dQ where hdim allows 64-wide steps.
-  static constexpr int kDqWarpsN = kHeadDim % 64 == 0 ? 4 : 2;
-  using MmaSdP = TiledMmaOf<Element, 2, 4>;                    // S, dP: (block_m x block_n)
-  using MmaKV = TiledMmaOf<Element, 4, 2>;                     // dK, dV: (block_n x hdim)
-  using MmaDQ = TiledMmaOf<Element, 8 / kDqWarpsN, kDqWarpsN>;  // dQ: (block_m x hdim)
+  // Warps along M of an (M x N) product over 8 warps: the grid whose warp tile reads the fewest
+  // operand rows from shared memory per k step (M/wm + N/wn; ldmatrix traffic bounds these
+  // MMAs), ties to more warps along M; each warp tile is whole 16 x 16 steps.
+  static constexpr int warps_m(int M, int N) {
+    int best = 0;
+    for (int wm = 1; wm <= 8; wm *= 2) {
+      const int wn = 8 / wm;
+      if (M % (16 * wm) != 0 || N % (16 * wn) != 0) continue;
+      if (best == 0 || M / wm + N / wn <= M / best + N * best / 8) best = wm;
+    }
+    return best;
+  }
+  static constexpr int kSdPWarpsM = warps_m(kBlockM, kBlockN);
+  static constexpr int kKVWarpsM = warps_m(kBlockN, kHeadDim);
+  static constexpr int kDqWarpsM = warps_m(kBlockM, kHeadDim);
+  using MmaSdP = TiledMmaOf<Element, kSdPWarpsM, 8 / kSdPWarpsM>;  // S, dP: (block_m x block_n)
+  using MmaKV = TiledMmaOf<Element, kKVWarpsM, 8 / kKVWarpsM>;     // dK, dV: (block_n x hdim)
+  using MmaDQ = TiledMmaOf<Element, kDqWarpsM, 8 / kDqWarpsM>;     // dQ: (block_m x hdim)
+  static_assert(kSdPWarpsM > 0 && kKVWarpsM > 0 && kDqWarpsM > 0, "no 8-warp grid fits the tiles");
   using LayoutQ = SmemTiles<kBlockM, kHeadDim, kStages>;  // Q and dO
   using LayoutKV = SmemTile<kBlockN, kHeadDim>;
   using LayoutP = SmemTile<kBlockM, kBlockN>;             // P and dS
   using Load = GmemLoad<Element, kThreads, kHeadDim>;
+
+  // dQ of one query block in dq_chunk order ([slab j][thread][4 floats]): staged in shared memory
+  // when it fits beside the operands (227 KB on H100/H200: every bucket but hdim 256).
+  static constexpr int kDqFloats = kBlockM * kHeadDim;
+  static constexpr int kDqSlabs = kDqFloats / (4 * kThreads);
+  static constexpr size_t kOperandBytes =
+      sizeof(Element) * (2 * cosize_v<LayoutQ> + 2 * cosize_v<LayoutKV> + 2 * cosize_v<LayoutP>);
+  static constexpr bool kStageDq = kOperandBytes + kDqFloats * sizeof(float) <= 227 * 1024;
+  static_assert(kDqFloats % (4 * kThreads) == 0, "each thread adds whole float4 groups");
 
   struct SharedStorage {
     alignas(128) Element q[cosize_v<LayoutQ>];
@@ -52,27 +77,27 @@ struct BwdMainloop {
     alignas(128) Element v[cosize_v<LayoutKV>];
     alignas(128) Element p[cosize_v<LayoutP>];
     alignas(128) Element ds[cosize_v<LayoutP>];
+    alignas(128) float dq[kStageDq ? kDqFloats : 4];
   };
 
   struct Params {
     const Element *q, *k, *v, *d_o;
     Strides q_stride, k_stride, v_stride, do_stride;
-    const float* lse;
-    int64_t lse_batch_stride, lse_head_stride, lse_row_stride;
     BwdScratch ws;
     int heads, h_ratio, head_dim, num_m_blocks;
     float scale, scale_log2;
     bool deterministic;
+    bool bulk_dq;  // stage dQ for bulk reduces (sm_90 code only; never in deterministic runs)
     typename Policy::Params score;
   };
   static Params to_params(const AttnArguments& a, BwdScratch ws) {
     return {static_cast<const Element*>(a.q), static_cast<const Element*>(a.k),
             static_cast<const Element*>(a.v), static_cast<const Element*>(a.dout),
             a.q_stride, a.k_stride, a.v_stride, a.do_stride,
-            a.lse, a.lse_batch_stride, a.lse_head_stride, a.lse_row_stride, ws,
+            ws,
             a.heads, a.heads / a.kv_heads, a.head_dim, ceil_div(a.seqlen_q, kBlockM),
             a.softmax_scale, a.softmax_scale * float(M_LOG2E), a.deterministic,
-            Policy::to_params(a)};
+            kStageDq && !a.deterministic, Policy::to_params(a)};
   }
 
   template <class AccKV>
@@ -166,6 +191,13 @@ struct BwdMainloop {
     Tensor tdQsdS = ldsm_a_dq.get_thread_slice(tid).partition_S(sdS);
     Tensor tdQsKt = ldsm_b_dq.get_thread_slice(tid).partition_S(sKt);
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const bool bulk_dq = kStageDq && p.bulk_dq;
+    const int warp = tid / 32, lane = tid % 32;
+#else
+    constexpr bool bulk_dq = false;  // bulk reduces are sm_90+
+#endif
+
     for (int g = 0; g < p.h_ratio; ++g) {
       const int h = kv_head * p.h_ratio + g;
       const Policy pol(p.score, sb, b, h, p.scale);
@@ -179,10 +211,7 @@ struct BwdMainloop {
         load_tile(load, tQgQ(_, _, _, m), tQsQ(_, _, _, stage), tQc, sb.seqlen_q - m * kBlockM, p.head_dim);
         load_tile(load, tQgdO(_, _, _, m), tQsdO(_, _, _, stage), tQc, sb.seqlen_q - m * kBlockM, p.head_dim);
       };
-      const float* lse = p.lse + int64_t(b) * p.lse_batch_stride + int64_t(h) * p.lse_head_stride +
-                         int64_t(sb.q_start) * p.lse_row_stride;
       const int64_t token0 = sb.q_token(b);
-      const float* dsum = p.ws.dsum + token0 * p.heads + h;
       int* semaphore = p.ws.semaphore + (int64_t(b) * p.heads + h) * p.num_m_blocks;
 
       // The K/V blocks of one head all add into the same dQ rows; starting each at a different
@@ -204,15 +233,18 @@ struct BwdMainloop {
         if (i_next < count) load_q(m_at(i_next), stage ^ 1);
         cp_async_fence();
 
-        // Per-row LSE (log2 units; rows past the end or without keys get +inf so P = 0) and D.
+        // Per-row LSE (log2 units; +inf on padding rows and rows without keys, so P = 0) and D,
+        // laid out by the preprocess kernel for whole blocks: no bounds checks here.
         constexpr int kRows = decltype(size<0>(tScS))::value;
         float lse_log2[kRows], d_row[kRows];
-        CUTE_UNROLL
-        for (int r = 0; r < kRows; ++r) {
-          int row = m * kBlockM + get<0>(tScS(r, 0));
-          float l = row < sb.seqlen_q ? lse[int64_t(row) * p.lse_row_stride] : INFINITY;
-          lse_log2[r] = l == -INFINITY ? INFINITY : l * float(M_LOG2E);
-          d_row[r] = row < sb.seqlen_q ? dsum[int64_t(row) * p.heads] : 0.f;
+        {
+          const int64_t at = row_chunk<kBlockM>(token0, b, m, h, p.heads);
+          CUTE_UNROLL
+          for (int r = 0; r < kRows; ++r) {
+            const int row = get<0>(tScS(r, 0));
+            lse_log2[r] = p.ws.lse_log2[at + row];
+            d_row[r] = p.ws.dsum[at + row];
+          }
         }
         cp_async_wait<1>();
         __syncthreads();
@@ -229,25 +261,54 @@ struct BwdMainloop {
         const bool mask = pol.template bwd_needs_mask<kBlockM, kBlockN>(m, n_block);
         pol.bwd_probs(s, dp, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale, p.scale_log2,
                       lse_log2, d_row);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        if (bulk_dq && lane == 0) bulk_wait_read();  // the last block's staged dQ has been read
+#endif
         copy(sts_p, sts_p_thr.retile_S(convert<Element>(acc_s)), tPsP);
         copy(sts_p, sts_p_thr.retile_S(convert<Element>(acc_dp)), tPsdS);
         __syncthreads();
 
-        // dQ first: its atomics drain through L2 while the dV and dK MMAs run behind them.
+        // dQ first: its atomics (or staging stores) drain while the dV and dK MMAs run.
+        float* dq_dst = dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);
         {
           Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
           clear(acc_dq);
           gemm_ss(mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, ldsm_a_dq, ldsm_b_dq);
-          add_dq(p, acc_dq, dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads),
-                 semaphore + m, p.deterministic ? pol.template dq_turn<kBlockM, kBlockN>(m, n_block) : 0,
-                 tid);
+          if (bulk_dq)
+            stage_dq(smem, acc_dq, tid);
+          else
+            add_dq(p, acc_dq, dq_dst, semaphore + m,
+                   p.deterministic ? pol.template dq_turn<kBlockM, kBlockN>(m, n_block) : 0, tid);
         }
         gemm_ss(mma_kv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
         gemm_ss(mma_kv, acc_dk, tdKrdSt, tdKrQt, tdKsdSt, tdKsQt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
         __syncthreads();  // P, dS and this Q/dO stage are rewritten next iteration
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        // Every warp's staged dQ is written: lane 0 of each warp adds its share of the slabs.
+        if (bulk_dq && lane == 0) {
+          for (int j = warp; j < kDqSlabs; j += kWarps)
+            bulk_reduce_add_f32(dq_dst + j * 4 * kThreads, smem.dq + j * 4 * kThreads, 16 * kThreads);
+        }
+#endif
         i = i_next;
       }
     }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (bulk_dq && lane == 0) bulk_wait_read();  // the CTA's shared memory outlives the reads
+#endif
+  }
+
+  // Writes acc (this thread's dQ fragment) to the staging buffer in dq_chunk order and fences it
+  // for the bulk reduces issued after the iteration's last barrier.
+  template <class Acc>
+  __device__ static void stage_dq(SharedStorage& smem, const Acc& acc, int tid) {
+    float4* dst = reinterpret_cast<float4*>(smem.dq);
+    CUTE_UNROLL
+    for (int j = 0; j < size(acc) / 4; ++j)
+      dst[j * kThreads + tid] = make_float4(acc(4 * j), acc(4 * j + 1), acc(4 * j + 2), acc(4 * j + 3));
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    fence_shared_to_async();
+#endif
   }
 
   // The dQ chunk of block m += acc_dq, as 16-byte fp32 atomics in fragment order (dq_chunk):

@@ -1,9 +1,12 @@
 // The backward's two small memory-bound kernels around the main one (FA2 Algorithm 2):
-// preprocess computes D = rowsum(dO * O) per (token, head) in fp32; convert_dq writes
+// preprocess computes D = rowsum(dO * O) per (token, head) in fp32 and copies LSE in log2 units
+// beside it, in blocks of block_m rows padded past the sequence's end; convert_dq writes
 // dQ = scale * dq_accum in q's dtype, reading the accumulator in the fragment order the main
 // kernel added it in (see dq_chunk below).
 #pragma once
 #include <cuda_runtime.h>
+
+#include <cmath>
 
 #include "cuda/attention/params.h"
 #include "cuda/attention/seqlen.h"
@@ -22,7 +25,8 @@ __device__ __forceinline__ void load8(const Element* p, float (&f)[8]) {
 
 struct BwdScratch {
   float* dq_accum;  // [chunk, heads, block_m * hdim] in MMA-fragment order (dq_chunk)
-  float* dsum;      // [total_q, heads]
+  float* dsum;      // [chunk, heads, block_m]: D, 0 on padding rows (row_chunk)
+  float* lse_log2;  // [chunk, heads, block_m]: LSE * log2(e), +inf on padding / keyless rows
   int* semaphore;   // [batch, heads, q blocks] or null
 };
 
@@ -31,36 +35,49 @@ struct BwdScratch {
 // 16-byte atomics then cover 512 contiguous bytes instead of 16 scattered rows. Chunks are
 // numbered floor(first token / block_m) + b + m, which never overlap between varlen sequences
 // (workspace_layout.cu sizes ceil(total_q / block_m) + batch of them).
+template <int kBlockM>
+__device__ __forceinline__ int64_t row_chunk(int64_t first_token, int b, int m, int h, int heads) {
+  return ((first_token / kBlockM + b + m) * heads + h) * kBlockM;
+}
 template <int kBlockM, int kHeadDim>
 __device__ __forceinline__ float* dq_chunk(float* dq_accum, int64_t first_token, int b, int m, int h,
                                            int heads) {
-  int64_t chunk = first_token / kBlockM + b + m;
-  return dq_accum + (chunk * heads + h) * (kBlockM * kHeadDim);
+  return dq_accum + row_chunk<kBlockM>(first_token, b, m, h, heads) * kHeadDim;
 }
 
-// One warp per 4 rows: 8 lanes per (token, head) row, 8 elements each per step.
-template <class Element, int kHeadDim>
-__global__ void __launch_bounds__(256) bwd_preprocess(const AttnArguments a, float* dsum) {
+// One warp per 4 rows: 8 lanes per (token, head) row, 8 elements each per step. Rows from the
+// sequence's end to its last query block's end are padding (LSE +inf makes P = 0, D = 0), so the
+// main kernel reads whole blocks without bounds checks.
+template <class Element, int kHeadDim, int kBlockM>
+__global__ void __launch_bounds__(256) bwd_preprocess(const AttnArguments a, BwdScratch ws) {
   const int lane8 = threadIdx.x % 8;
   const int row = blockIdx.x * 32 + threadIdx.x / 8;  // over seqlen_q (the grid covers the longest)
   const int h = blockIdx.y, b = blockIdx.z;
   SeqBounds sb(a.cu_seqlens_q, a.cu_seqlens_k, b, a.seqlen_q, a.seqlen_k);
-  if (row >= sb.seqlen_q) return;
-  const auto* o = static_cast<const Element*>(a.o) + sb.q_offset(a.o_stride, b, h) + int64_t(row) * a.o_stride.row;
-  const auto* d_o = static_cast<const Element*>(a.dout) + sb.q_offset(a.do_stride, b, h) + int64_t(row) * a.do_stride.row;
-  const int64_t token = sb.q_token(b) + row;
-  float sum = 0.f;
-  for (int c = lane8 * 8; c < a.head_dim; c += 64) {
-    float x[8], y[8];
-    load8(o + c, x);
-    load8(d_o + c, y);
-    CUTE_UNROLL
-    for (int i = 0; i < 8; ++i) sum += x[i] * y[i];
+  const bool valid = row < sb.seqlen_q;
+  float sum = 0.f, lse_log2 = INFINITY;
+  if (valid) {
+    const auto* o = static_cast<const Element*>(a.o) + sb.q_offset(a.o_stride, b, h) + int64_t(row) * a.o_stride.row;
+    const auto* d_o = static_cast<const Element*>(a.dout) + sb.q_offset(a.do_stride, b, h) + int64_t(row) * a.do_stride.row;
+    for (int c = lane8 * 8; c < a.head_dim; c += 64) {
+      float x[8], y[8];
+      load8(o + c, x);
+      load8(d_o + c, y);
+      CUTE_UNROLL
+      for (int i = 0; i < 8; ++i) sum += x[i] * y[i];
+    }
+    const float l = a.lse[int64_t(b) * a.lse_batch_stride + int64_t(h) * a.lse_head_stride +
+                          (int64_t(sb.q_start) + row) * a.lse_row_stride];
+    lse_log2 = l == -INFINITY ? INFINITY : l * float(M_LOG2E);  // a row without keys: P = 0
   }
-  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);  // every lane takes part (no early exit above)
   sum += __shfl_xor_sync(0xffffffffu, sum, 2);
   sum += __shfl_xor_sync(0xffffffffu, sum, 4);
-  if (lane8 == 0) dsum[token * a.heads + h] = sum;
+  if (lane8 == 0 && row < ceil_div(sb.seqlen_q, kBlockM) * kBlockM) {
+    const int64_t at = row_chunk<kBlockM>(sb.q_token(b), b, row / kBlockM, h, a.heads) + row % kBlockM;
+    ws.dsum[at] = sum;
+    ws.lse_log2[at] = lse_log2;
+  }
 }
 
 // One CTA per (query block, head, batch), threads laid out like the main kernel's dQ MMA so each

@@ -9,6 +9,7 @@
 #include "cuda/attention/sm80/fwd_mainloop.h"
 #include "cuda/attention/tile_config.h"
 #include "cuda/common/check.h"
+#include "cuda/common/smem_limit.h"
 
 namespace flashkit::cuda::attn {
 
@@ -27,12 +28,13 @@ void run_fwd_sm80(const AttnArguments& a, cudaStream_t stream) {
   using Kernel = FwdKernel<Mainloop, sm80::FwdEpilogue<Mainloop>, SingleTileScheduler>;
   // Varlen grids cover the longest sequence; blocks past a shorter one exit at once.
   int num_blocks = ceil_div(a.seqlen_q, t.block_m);
-  // Last query blocks first when they carry the most key tiles (a causal-like upper bound).
+  // Last query blocks first when they carry the most key tiles (a causal-like upper bound), over
+  // groups of heads whose K/V share L2.
   const bool reverse = Policy::kCausal || a.causal || a.window_right >= 0;
-  auto params = Kernel::to_params(a, {num_blocks, a.heads, a.batch, reverse});
-  auto kernel = run_kernel<Kernel>;
-  FK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     Kernel::kSmemBytes));
+  const int group = reverse ? l2_pair_group(size_t(a.seqlen_k) * kHeadDim * 2 * sizeof(Element)) : 1;
+  auto params = Kernel::to_params(a, {num_blocks, a.heads, a.batch, reverse, group});
+  constexpr auto kernel = run_kernel<Kernel>;
+  ensure_smem_limit<kernel>(Kernel::kSmemBytes);
   kernel<<<SingleTileScheduler::grid_shape(params.scheduler), Kernel::kThreads, Kernel::kSmemBytes,
            stream>>>(params);
   FK_CHECK_LAUNCH("attention forward (sm80)");
