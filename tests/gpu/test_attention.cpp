@@ -134,27 +134,50 @@ void expect_close(const char* name, const HostTensor& got, const HostTensor& lp,
   if (getenv("FK_VERBOSE")) printf("   %s %.3g / %.3g\n", name, e.error, e.tolerance);
 }
 
+// Out and LSE of run g against the fp64 reference (DESIGN.md's rule at the case's dtype).
+void expect_forward_close(const AttentionCase& c, const GpuRun& g) {
+  HostTensor ref_out, ref_lse, lp_out, lp_lse;
+  c.reference_forward(ref_out, ref_lse, DType::f64);
+  c.reference_forward(lp_out, lp_lse, c.spec.dtype);
+  expect_close("out", g.out, lp_out, ref_out);
+  expect_close("lse", g.lse, lp_lse, ref_lse, 1e-4);
+}
+
+// The gradients of run g against the fp64 reference; dk_floor as in check_case.
+void expect_grads_close(const AttentionCase& c, const GpuRun& g, double dk_floor = 1e-5) {
+  HostTensor rq, rk, rv, lq, lk, lv;
+  c.reference_backward(rq, rk, rv, DType::f64);
+  c.reference_backward(lq, lk, lv, c.spec.dtype);
+  expect_close("dq", g.dq, lq, rq);
+  expect_close("dk", g.dk, lk, rk, dk_floor);
+  expect_close("dv", g.dv, lv, rv);
+}
+
 void check_case(const AttentionSpec& s, uint64_t seed, bool strided = false, bool backward = true) {
   SCOPED_TRACE(s.str() + (strided ? " strided" : ""));
   if (!compiled(s.dtype, s.hdim)) GTEST_SKIP() << "kernel not in this build (minimal)";
   AttentionCase c(s, seed);
   GpuRun g = run_gpu(c, strided, false, backward);
-  HostTensor ref_out, ref_lse, lp_out, lp_lse;
-  c.reference_forward(ref_out, ref_lse, DType::f64);
-  c.reference_forward(lp_out, lp_lse, s.dtype);
-  expect_close("out", g.out, lp_out, ref_out);
-  expect_close("lse", g.lse, lp_lse, ref_lse, 1e-4);
+  expect_forward_close(c, g);
   if (!backward) return;
-  HostTensor rq, rk, rv, lq, lk, lv;
-  c.reference_backward(rq, rk, rv, DType::f64);
-  c.reference_backward(lq, lk, lv, s.dtype);
-  expect_close("dq", g.dq, lq, rq);
   // One key and no mask: softmax is constant, so the exact dK is 0 and every implementation
   // returns only fp32 rounding noise of dS = P (dP - D) summed over seqlen_q rows; the naive path
   // happens to compute dP and D identically (noise 0), so the 1e-5 floor is raised for this case.
   const bool constant_softmax = s.seqlen_k == 1 && !s.causal && !s.varlen();
-  expect_close("dk", g.dk, lk, rk, constant_softmax ? 1e-4 : 1e-5);
-  expect_close("dv", g.dv, lv, rv);
+  expect_grads_close(c, g, constant_softmax ? 1e-4 : 1e-5);
+}
+
+// Deterministic mode: `runs` backward runs give the same bits, and they are right.
+void check_deterministic(const AttentionSpec& s, uint64_t seed, int runs = 3) {
+  AttentionCase c(s, seed);
+  GpuRun first = run_gpu(c, false, true);
+  for (int i = 1; i < runs; ++i) {
+    GpuRun again = run_gpu(c, false, true);
+    EXPECT_TRUE(again.dq.same_bytes(first.dq)) << "dq differs in run " << i + 1;
+    EXPECT_TRUE(again.dk.same_bytes(first.dk)) << "dk differs in run " << i + 1;
+    EXPECT_TRUE(again.dv.same_bytes(first.dv)) << "dv differs in run " << i + 1;
+  }
+  expect_grads_close(c, first);
 }
 
 AttentionSpec spec(DType dt, int b, int sq, int sk, int h, int hk, int d, bool causal = false) {
@@ -248,23 +271,7 @@ TEST(AttentionGpu, SoftmaxScale) {
 
 // Deterministic mode: three backward runs give the same bits, and they are right.
 TEST(AttentionGpu, DeterministicBitwiseEqual) {
-  for (bool causal : {false, true}) {
-    AttentionSpec s = spec(DType::bf16, 2, 513, 700, 4, 2, 64, causal);
-    AttentionCase c(s, 51 + causal);
-    GpuRun first = run_gpu(c, false, true);
-    for (int i = 0; i < 2; ++i) {
-      GpuRun again = run_gpu(c, false, true);
-      EXPECT_TRUE(again.dq.same_bytes(first.dq)) << "dq differs in run " << i + 2;
-      EXPECT_TRUE(again.dk.same_bytes(first.dk)) << "dk differs in run " << i + 2;
-      EXPECT_TRUE(again.dv.same_bytes(first.dv)) << "dv differs in run " << i + 2;
-    }
-    HostTensor rq, rk, rv, lq, lk, lv;
-    c.reference_backward(rq, rk, rv, DType::f64);
-    c.reference_backward(lq, lk, lv, s.dtype);
-    expect_close("dq", first.dq, lq, rq);
-    expect_close("dk", first.dk, lk, rk);
-    expect_close("dv", first.dv, lv, rv);
-  }
+  for (bool causal : {false, true}) check_deterministic(spec(DType::bf16, 2, 513, 700, 4, 2, 64, causal), 51 + causal);
 }
 
 // Score variants (GeneralScores): one spec per variant alone and in pairs, run for each dtype and
@@ -356,19 +363,7 @@ TEST(AttentionGpuVariantsShapes, WindowGqaVarlen) {
 // Deterministic dQ with a window: the key blocks adding into a dQ block start past key block 0,
 // so the turn order must count from the first of them (a wrong count deadlocks or misorders).
 TEST(AttentionGpuVariantsShapes, WindowDeterministicBitwiseEqual) {
-  AttentionSpec s = variant_spec(DType::bf16, 64, {"window", false, 150, 20, 0.f, 1}, 700, 900);
-  AttentionCase c(s, 3600);
-  GpuRun first = run_gpu(c, false, true);
-  GpuRun again = run_gpu(c, false, true);
-  EXPECT_TRUE(again.dq.same_bytes(first.dq));
-  EXPECT_TRUE(again.dk.same_bytes(first.dk));
-  EXPECT_TRUE(again.dv.same_bytes(first.dv));
-  HostTensor rq, rk, rv, lq, lk, lv;
-  c.reference_backward(rq, rk, rv, DType::f64);
-  c.reference_backward(lq, lk, lv, s.dtype);
-  expect_close("dq", first.dq, lq, rq);
-  expect_close("dk", first.dk, lk, rk);
-  expect_close("dv", first.dv, lv, rv);
+  check_deterministic(variant_spec(DType::bf16, 64, {"window", false, 150, 20, 0.f, 1}, 700, 900), 3600, 2);
 }
 
 // Hopper forward (sm90/) against the reference, and the sm80 forward on the same cases: head dims
@@ -470,35 +465,15 @@ TEST(AttentionGpuBlockSparse, BroadcastAndEmptyRowsAndColumns) {
     c.opts.block_mask = c.block_mask.view();
     c.opts.block_mask_block_q = c.opts.block_mask_block_k = 128;
     GpuRun g = run_gpu(c, false, false);
-    HostTensor ref_out, ref_lse, lp_out, lp_lse, rq, rk, rv, lq, lk, lv;
-    c.reference_forward(ref_out, ref_lse, DType::f64);
-    c.reference_forward(lp_out, lp_lse, DType::bf16);
-    expect_close("out", g.out, lp_out, ref_out);
-    expect_close("lse", g.lse, lp_lse, ref_lse, 1e-4);
-    c.reference_backward(rq, rk, rv, DType::f64);
-    c.reference_backward(lq, lk, lv, DType::bf16);
-    expect_close("dq", g.dq, lq, rq);
-    expect_close("dk", g.dk, lk, rk);
-    expect_close("dv", g.dv, lv, rv);
+    expect_forward_close(c, g);
+    expect_grads_close(c, g);
   }
 }
 
 // Deterministic dQ with a block mask: a key block's turn counts only the kept blocks before it.
 TEST(AttentionGpuBlockSparse, DeterministicBitwiseEqual) {
   VariantCase v{"blocksparse", true, -1, -1, 0.f, 0, 0.f, 128, 128};
-  AttentionSpec s = variant_spec(DType::bf16, 128, v, 700, 900);
-  AttentionCase c(s, 4300);
-  GpuRun first = run_gpu(c, false, true);
-  GpuRun again = run_gpu(c, false, true);
-  EXPECT_TRUE(again.dq.same_bytes(first.dq));
-  EXPECT_TRUE(again.dk.same_bytes(first.dk));
-  EXPECT_TRUE(again.dv.same_bytes(first.dv));
-  HostTensor rq, rk, rv, lq, lk, lv;
-  c.reference_backward(rq, rk, rv, DType::f64);
-  c.reference_backward(lq, lk, lv, s.dtype);
-  expect_close("dq", first.dq, lq, rq);
-  expect_close("dk", first.dk, lk, rk);
-  expect_close("dv", first.dv, lv, rv);
+  check_deterministic(variant_spec(DType::bf16, 128, v, 700, 900), 4300, 2);
 }
 
 // Small shapes for compute-sanitizer (memcheck, racecheck): partial tiles, causal, GQA, varlen,
@@ -521,13 +496,7 @@ TEST(AttentionGpuSmall, VarlenDeterministic) {
   s.lens_q = {3, 70};
   s.lens_k = {90, 5};
   AttentionCase c(s, 71);
-  GpuRun g = run_gpu(c, false, true);
-  HostTensor rq, rk, rv, lq, lk, lv;
-  c.reference_backward(rq, rk, rv, DType::f64);
-  c.reference_backward(lq, lk, lv, s.dtype);
-  expect_close("dq", g.dq, lq, rq);
-  expect_close("dk", g.dk, lk, rk);
-  expect_close("dv", g.dv, lv, rv);
+  expect_grads_close(c, run_gpu(c, false, true));
 }
 
 // Every variant at once on small varlen GQA shapes, dropout and a block mask alone, and a window
@@ -544,13 +513,7 @@ TEST(AttentionGpuSmall, VariantsVarlenDeterministic) {
   check_case(variant_spec(DType::bf16, 64, {"blocksparse", false, -1, -1, 0.f, 0, 0.f, 128, 128}, 150, 300), 95);
   AttentionSpec w = variant_spec(DType::bf16, 128, {"window", false, 30, 4, 1.5f, 1}, 75, 140);
   AttentionCase c(w, 92);
-  GpuRun g = run_gpu(c, false, true);
-  HostTensor rq, rk, rv, lq, lk, lv;
-  c.reference_backward(rq, rk, rv, DType::f64);
-  c.reference_backward(lq, lk, lv, w.dtype);
-  expect_close("dq", g.dq, lq, rq);
-  expect_close("dk", g.dk, lk, rk);
-  expect_close("dv", g.dv, lv, rv);
+  expect_grads_close(c, run_gpu(c, false, true));
 }
 
 // Bad input: a clear Error naming the argument, and the (poisoned) outputs untouched.
