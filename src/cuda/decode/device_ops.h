@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "cuda/common/acquire_release.h"
+
 namespace flashkit::cuda::decoding {
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -73,14 +75,5 @@ template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 template <>
 __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
-
-__device__ __forceinline__ void store_release(unsigned* p, unsigned v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
 
 }  // namespace flashkit::cuda::decoding

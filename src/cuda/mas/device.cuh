@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "common/mas_likelihood.h"
+#include "cuda/common/acquire_release.h"
 #include "flashkit/tensor.h"
 
 namespace flashkit::cuda::mas_kernels {
@@ -193,14 +194,6 @@ static __device__ int2 item_lengths(const Params& p, int b) {
                                  : static_cast<int>(total[1]));
 }
 
-__device__ __forceinline__ void store_release(int32_t* p, int32_t v) {
-  asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ int32_t load_acquire(const int32_t* p) {
-  int32_t v;
-  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
 
 // Shared-memory mbarriers (CTA scope): arrive releases the thread's earlier accesses, a wait that
 // sees the phase complete acquires them.

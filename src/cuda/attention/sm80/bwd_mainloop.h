@@ -15,18 +15,10 @@
 #include "cuda/attention/sm80/bwd_pre_post.h"
 #include "cuda/attention/sm80/tensor_ops.h"
 #include "cuda/attention/tile_scheduler.h"
+#include "cuda/common/acquire_release.h"
 #include "cuda/common/bulk_reduce.h"
 
 namespace flashkit::cuda::attn::sm80 {
-
-__device__ __forceinline__ int load_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void store_release(int* p, int v) {
-  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
 
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, class Policy_>
 struct BwdMainloop {
