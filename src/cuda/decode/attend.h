@@ -49,6 +49,17 @@ __device__ __forceinline__ int chunk_at(int r, int c) {
     return r * (D + 8) + c * 8;
 }
 
+// The same for the chunk 2 * k16 + b (b = 0 or 1) of a fragment row r, with x = b ^ (r % 8)
+// worked out once per lane: (2k + b) ^ (r % 8) = 2k ^ x, so each unrolled k16 step adds one of
+// four lane offsets and a constant, instead of keeping one swizzled address per step live.
+template <class T, int D, bool kTma>
+__device__ __forceinline__ int frag_at(int r, int k16, int b, int x) {
+  if constexpr (kTma)
+    return k16 / 4 * (Traits<T, D, kTma>::kTokens * 64) + r * 64 + ((2 * (k16 % 4)) ^ x) * 8;
+  else
+    return r * (D + 8) + k16 * 16 + b * 8;
+}
+
 // Shared-memory views of the merged segment result (valid after attend()).
 template <class T, int D, bool kTma>
 struct SegmentResult {
@@ -189,6 +200,10 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
   }
   const int all_visible = min(sg.hi, sg.len - p.q_len + 1);  // below it no row needs a mask
   const float c = p.scale * 1.4426950408889634f;             // scores in the log2 domain
+  // This lane's ldmatrix rows within a warp's 16-key block: K (keys x dims, non-transposed
+  // 8x8 matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15)) and V (keys 0-15, dims 0-7 | 8-15).
+  const int kr = lane / 16 * 8 + lane % 8, kbit = (lane / 8) % 2, vr = lane & 15, vb = lane >> 4;
+  const int kx = kbit ^ (lane % 8), vx = vb ^ (lane % 8);
   float m[2] = {-INFINITY, -INFINITY}, neg_m[2] = {0.f, 0.f}, l[2] = {0.f, 0.f};
   float o[D / 8][4];
 #pragma unroll
@@ -227,8 +242,7 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         uint32_t kb[4];  // tokens (0-7 | 8-15) x dims (0-7 | 8-15) of this kk
-        ldmatrix_x4(kb, ks + chunk_at<T, D, kTma>(first + lane / 16 * 8 + lane % 8,
-                                                  kk * 2 + (lane / 8) % 2));
+        ldmatrix_x4(kb, ks + frag_at<T, D, kTma>(first + kr, kk, kbit, kx));
         uint32_t a[4];
         if constexpr (Tr::kQInRegs) {
 #pragma unroll
@@ -279,7 +293,7 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
 #pragma unroll
       for (int dn = 0; dn < D / 16; ++dn) {
         uint32_t b[4];
-        ldmatrix_x4_trans(b, vs + chunk_at<T, D, kTma>(first + (lane & 15), dn * 2 + (lane >> 4)));
+        ldmatrix_x4_trans(b, vs + frag_at<T, D, kTma>(first + vr, dn, vb, vx));
         mma_16816<T>(o[2 * dn], pa, b[0], b[1]);
         mma_16816<T>(o[2 * dn + 1], pa, b[2], b[3]);
       }
