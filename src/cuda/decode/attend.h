@@ -232,7 +232,8 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
         if (tok0 + 16 > sg.hi) {  // boxes run past the end: zero those V rows (0 x NaN is NaN)
           for (int i = lane; i < 16 * D / 8; i += 32)
             if (tok0 + i / (D / 8) >= sg.hi)
-              *reinterpret_cast<uint4*>(vs + chunk_at<T, D, kTma>(first + i / (D / 8), i % (D / 8))) =
+              *reinterpret_cast<uint4*>(vs +
+                                        chunk_at<T, D, kTma>(first + i / (D / 8), i % (D / 8))) =
                   make_uint4(0, 0, 0, 0);
           fence_proxy_async();  // before this stage's next TMA writes
           __syncwarp();

@@ -195,8 +195,9 @@ int KernelSet<T, D>::ctas_per_sm() {
     };
     configure<T, D, LeanScheduler, false>();
     configure<T, D, LeanScheduler, true>();
-    return std::min(blocks(decode_kernel<T, D, LeanScheduler, false>, Traits<T, D, false>::kSmemBytes),
-                    blocks(decode_kernel<T, D, LeanScheduler, true>, Traits<T, D, true>::kSmemBytes));
+    return std::min(
+        blocks(decode_kernel<T, D, LeanScheduler, false>, Traits<T, D, false>::kSmemBytes),
+        blocks(decode_kernel<T, D, LeanScheduler, true>, Traits<T, D, true>::kSmemBytes));
   }();
   return n;
 }
