@@ -1,9 +1,13 @@
 // GPU decode (src/cuda/decode/) for every schedule against the fp64 CPU reference on fresh random
-// inputs, outputs poisoned first: dense/paged/ragged/GQA/MQA/q_len > 1, fp16/bf16, hdim 64/128/256;
+// inputs, outputs poisoned first: dense/paged/ragged/GQA/MQA/q_len > 1, fp16/bf16, hdim 64/128/256,
+// growing scores (the conditional rescale), NaN in every cache row past the lengths;
 // results independent of the CTA count; repeated runs and CUDA-graph replays (the epoch-reset
 // flags); decode while another kernel holds part of the GPU; merge_states; GPU-only errors.
 // Tests named *Small* also run under compute-sanitizer (tests/gpu/run).
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
 
 #include "decode_case.h"
 #include "device_tensor.h"
@@ -99,6 +103,52 @@ TEST(DecodeGpu, ResultIndependentOfCtaCount) {
     for (int64_t i = 0; i < o.numel(); ++i) diff = std::max(diff, double(std::fabs(o.get(i) - base.get(i))));
     EXPECT_LE(diff, 1.6e-2) << plan.describe();  // a bf16 ulp at |x| < 2 after fp32 reassociation
   }
+}
+
+// Scores that keep growing along the cache (keys scaled up to 9x towards the end): each warp's
+// running max outgrows its reference by more than 2^8 again and again, so the conditional O
+// rescale runs many times mid-segment; q_len 2 adds the causal mask. Every schedule vs fp64.
+TEST(DecodeGpu, GrowingScoresRescale) {
+  DecodeCase c{.batch = 2, .q_len = 2, .hq = 8, .hkv = 2, .d = 64, .dtype = DType::bf16,
+               .lens = {6000, 2500}, .seed = 21};
+  GpuInputs in(c);
+  const int64_t ctx = 6000 + 5, row = int64_t{c.hkv} * c.d;  // make_decode_inputs: max_len + 5
+  for (int64_t i = 0; i < in.host.k.numel(); ++i)
+    in.host.k.set(i, in.host.k.get(i) * static_cast<float>(1.0 + 8.0 * ((i / row) % ctx) / ctx));
+  in.k.upload(in.host.k);
+  const DeviceInfo dev = decode_device_info(in.host.problem, Device::cuda);
+  for (DecodeSchedule s : kAll) check(in, make_decode_plan(in.host.problem, c.lens, dev, s), "growing");
+}
+
+// Every cache row no sequence owns below its length (dense capacity slack, the tail of a
+// sequence's last page, spare pages) holds NaN. TMA boxes fetch whole boxes past a segment's end
+// (sm_90), so this checks that V rows there are zeroed and K columns masked; 0 x NaN would leak.
+TEST(DecodeGpu, CacheSlackNeverLeaks) {
+  for (int ps : {0, 16, 64})
+    for (int d : {64, 128}) {
+      DecodeCase c{.batch = 3, .q_len = 2, .hq = 8, .hkv = 2, .d = d, .dtype = DType::bf16,
+                   .page_size = ps, .lens = {300, 1000, 77}, .seed = static_cast<uint64_t>(ps + d)};
+      GpuInputs in(c);
+      const TensorView& kv = in.host.k.view();  // [outer, tokens, hkv, d]; v has the same shape
+      std::vector<char> owned(static_cast<size_t>(kv.shape[0] * kv.shape[1]), 0);
+      for (int b = 0; b < c.batch; ++b)
+        for (int j = 0; j < c.lens[b]; ++j) {
+          const int64_t outer = ps ? in.host.table.ptr<int32_t>()[b * in.host.table.view().shape[1] + j / ps] : b;
+          owned[outer * kv.shape[1] + (ps ? j % ps : j)] = 1;
+        }
+      const int64_t row = kv.shape[2] * kv.shape[3];
+      for (int64_t i = 0; i < in.host.k.numel(); ++i)
+        if (!owned[i / row]) {
+          in.host.k.set(i, NAN);
+          in.host.v.set(i, NAN);
+        }
+      in.k.upload(in.host.k);
+      in.v.upload(in.host.v);
+      const DeviceInfo dev = decode_device_info(in.host.problem, Device::cuda);
+      for (DecodeSchedule s : kAll)
+        check(in, make_decode_plan(in.host.problem, c.lens, dev, s),
+              "page " + std::to_string(ps) + " d" + std::to_string(d));
+    }
 }
 
 // Flags are never reset by a memset: each launch bumps the epoch. Run the same plan many times

@@ -1,6 +1,6 @@
 // The few PTX instructions the decode kernel is built from: cp.async 16-byte copies (zero-fill
-// past the end), ldmatrix.trans, the m16n8k16 tensor-core MMA with fp32 accumulation, and the
-// acquire/release flag operations of Lean's host-CTA reduction.
+// past the end), ldmatrix (plain and .trans), the m16n8k16 tensor-core MMA with fp32
+// accumulation, ex2, and the acquire/release flag operations of Lean's host-CTA reduction.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -24,6 +24,20 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Four 8x8 b16 matrices: with row addresses of K (token-major) they are the B operands (k = dim,
+// n = token) of two n8 MMA tiles over 16 dims; with Q's rows, the A operand of one k16 step.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 
 // Four 8x8 b16 matrices, transposed: the B operand (k = token, n = dim) of two n8 MMA tiles from a

@@ -10,6 +10,7 @@
 #include "cuda/decode/kernel_set.h"
 #include "cuda/decode/launch.h"
 #include "cuda/decode/plan_device.h"
+#include "cuda/decode/tensor_maps.h"
 #include "flashkit/decode.h"
 
 namespace flashkit::cuda {
@@ -35,6 +36,14 @@ auto with_kernels(DType dt, int hdim, Fn&& fn) {
 struct CtasPerSm {
   template <class T, int D>
   int operator()() const { return KernelSet<T, D>::ctas_per_sm(); }
+};
+
+struct TmaBox {
+  const DecodePlan& plan;
+  template <class T, int D>
+  int operator()() const {
+    return KernelSet<T, D>::tma_box(plan.problem.paged, plan.problem.page_size, plan.lean_tile);
+  }
 };
 
 struct Launch {
@@ -109,6 +118,10 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
                                 : int64_t{plan.num_splits} * pr.batch * pr.q_len * pr.num_q_heads;
   p.part_o = part;
   p.part_lse = part ? part + part_rows * pr.hdim : nullptr;
+
+  // sm_90: K/V by tensor-map boxes when the cache layout allows; otherwise cp.async (kv_box 0).
+  const int box = with_kernels(pr.dtype, pr.hdim, TmaBox{plan});
+  p.kv_box = decoding::encode_kv_maps(p, k, v, box) ? box : 0;
 
   with_kernels(pr.dtype, pr.hdim, Launch{p, plan.schedule, stream});
   if (plan.schedule == DecodeSchedule::split_kv) {

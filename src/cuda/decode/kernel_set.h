@@ -15,6 +15,8 @@ struct KernelSet {
   static void launch(const DecodeParams& p, DecodeSchedule s, cudaStream_t stream);
   // Co-resident CTAs per SM of the Lean kernel (its spin-waits need them all resident).
   static int ctas_per_sm();
+  // Tokens per TMA box for this cache on the current device (tensor_maps.h), 0: cp.async loads.
+  static int tma_box(bool paged, int page_size, int lean_tile);
 };
 
 }  // namespace flashkit::cuda::decoding

@@ -1,6 +1,8 @@
 // DecodeParams: what the decode kernels read, built once per call on the host by dispatch.cu from
 // the validated tensors, the plan's device copy and the workspace. Strides are in elements.
 #pragma once
+#include <cuda.h>
+
 #include <cstdint>
 
 #include "flashkit/plan.h"
@@ -8,6 +10,10 @@
 namespace flashkit::cuda::decoding {
 
 struct DecodeParams {
+  // sm_90 loads (tensor_maps.h): K and V caches as rank-4 tensor maps [outer, token, head, dim],
+  // boxes of kv_box tokens x 64 dims. kv_box 0: the maps are unset and the cp.async path runs.
+  CUtensorMap k_map, v_map;
+  int kv_box;
   const void* q;
   int64_t q_sb, q_st, q_sh;  // batch, token, head
   const void* k;

@@ -1,0 +1,349 @@
+// The decode mainloop: rows [row_block*16, +16) of a tile (query heads of one KV head x query
+// tokens: one m16 MMA tile, so K/V are read once per KV head) against a token range of the cache,
+// streamed through a 3-stage shared-memory ring. Two loaders fill the ring: on sm_90 (kTma) one
+// thread issues tensor-map boxes completing on the stage's mbarrier into 128-byte-swizzled
+// stages; elsewhere all threads issue 16-byte cp.async into padded stages (v2). Each warp takes
+// 16 of every 64 keys with its own log2-domain online softmax; warps merge with merge_stats.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "common/softmax_state.h"
+#include "cuda/decode/device_ops.h"
+#include "cuda/decode/params.h"
+#include "cuda/decode/tma_ops.h"
+
+namespace flashkit::cuda::decoding {
+
+template <class T, int D, bool kTma>
+struct Traits {
+  static_assert(D % 64 == 0 && D <= 256, "hdim must be 64, 128 or 256");
+  static constexpr int kWarps = 4, kThreads = 128, kRows = kDecodeRowsPerBlock;
+  // A stage holds kTokens keys: each warp takes 16 of every 64. Sizes aim at 2 CTAs per SM with
+  // two 32 KiB stages in flight each; hdim 256 fits one CTA with two 64 KiB stages in flight.
+  static constexpr int kSub = D <= 64 ? 2 : 1;
+  static constexpr int kTokens = 64 * kSub;
+  static constexpr int kStages = 3;
+  // cp.async: rows padded by 16 bytes (conflict-free fragments). TMA: D/64 unpadded slabs of
+  // [kTokens][64] whose 128-byte rows hold chunk c at c ^ (row % 8), read conflict-free too.
+  static constexpr int kPitch = kTma ? D : D + 8;
+  static constexpr int kTileElems = kTokens * kPitch;
+  static constexpr int kStageElems = 2 * kTileElems;  // K tile then V tile
+  static constexpr size_t kPipeBytes = size_t{kStages} * kStageElems * sizeof(T);
+  // After the mainloop the pipeline area holds the warps' states and the CTA's merged result.
+  static constexpr size_t kMergeBytes =
+      (size_t{kWarps} * kRows * D + kRows * D + 2 * kWarps * kRows + kRows) * 4;
+  static constexpr size_t kAreaBytes = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
+  static constexpr int kQPitch = D + 8;
+  static constexpr size_t kBarOffset = kAreaBytes + size_t{kRows} * kQPitch * sizeof(T);
+  // TMA: the stages' full barriers, and 1 KiB to align the area up (the swizzle's atom).
+  static constexpr size_t kSmemBytes = kBarOffset + (kTma ? kStages * 8 + 1024 : 0);
+  static constexpr bool kQInRegs = D <= 128;  // Q fragments stay in registers when O leaves room
+};
+
+// Element offset of 16-byte chunk c (dims 8c .. 8c+7) of row r in a stage's K or V tile.
+template <class T, int D, bool kTma>
+__device__ __forceinline__ int chunk_at(int r, int c) {
+  if constexpr (kTma)
+    return c / 8 * (Traits<T, D, kTma>::kTokens * 64) + r * 64 + ((c % 8) ^ (r % 8)) * 8;
+  else
+    return r * (D + 8) + c * 8;
+}
+
+// The same for the chunk 2 * k16 + b (b = 0 or 1) of a fragment row r, with x = b ^ (r % 8)
+// worked out once per lane: (2k + b) ^ (r % 8) = 2k ^ x, so each unrolled k16 step adds one of
+// four lane offsets and a constant, instead of keeping one swizzled address per step live.
+template <class T, int D, bool kTma>
+__device__ __forceinline__ int frag_at(int r, int k16, int b, int x) {
+  if constexpr (kTma)
+    return k16 / 4 * (Traits<T, D, kTma>::kTokens * 64) + r * 64 + ((2 * (k16 % 4)) ^ x) * 8;
+  else
+    return r * (D + 8) + k16 * 16 + b * 8;
+}
+
+// Shared-memory views of the merged segment result (valid after attend()).
+template <class T, int D, bool kTma>
+struct SegmentResult {
+  float* o;    // [16][D], normalised O = acc / l
+  float* lse;  // [16]
+  __device__ explicit SegmentResult(char* area) {
+    using Tr = Traits<T, D, kTma>;
+    o = reinterpret_cast<float*>(area) + Tr::kWarps * Tr::kRows * D;
+    lse = o + Tr::kRows * D + 2 * Tr::kWarps * Tr::kRows;
+  }
+};
+
+// The token range of a segment clipped to the sequence, in chunks of one stage.
+struct Segment {
+  int lo, hi, len, chunks;
+};
+
+// cp.async loader (v2): all threads copy chunk `chunk` of the segment, zeros past its end.
+template <class T, int D>
+__device__ void load_cp_async(const DecodeParams& p, const DecodeTile& tile, const Segment& sg,
+                              int chunk, T* ks) {
+  using Tr = Traits<T, D, false>;
+  T* vs = ks + Tr::kTileElems;
+  const T* kbase = static_cast<const T*>(p.k);
+  const T* vbase = static_cast<const T*>(p.v);
+  const int base = sg.lo + chunk * Tr::kTokens;
+  for (int i = threadIdx.x; i < Tr::kTokens * D / 8; i += Tr::kThreads) {
+    const int r = i / (D / 8), c = i % (D / 8), j = base + r;
+    const bool ok = j < sg.hi;
+    int64_t ko = 0, vo = 0;
+    if (ok) {
+      int64_t outer = tile.seq, tok = j;
+      if (p.block_table) {
+        outer = p.block_table[tile.seq * p.bt_s0 + (j / p.page_size) * p.bt_s1];
+        tok = j % p.page_size;
+      }
+      ko = outer * p.k_so + tok * p.k_st + tile.kv_head * p.k_sh + c * 8;
+      vo = outer * p.v_so + tok * p.v_st + tile.kv_head * p.v_sh + c * 8;
+    }
+    cp_async_16(ks + chunk_at<T, D, false>(r, c), kbase + ko, ok);  // never stale NaN garbage
+    cp_async_16(vs + chunk_at<T, D, false>(r, c), vbase + vo, ok);
+  }
+}
+
+// TMA loader (one thread): the boxes of chunk `chunk` that start before the segment's end (one
+// per page run when paged; pages past the end are never looked up), completing on `full`.
+template <class T, int D>
+__device__ void load_tma(const DecodeParams& p, const DecodeTile& tile, const Segment& sg,
+                         int chunk, T* ks, uint64_t* full) {
+  using Tr = Traits<T, D, true>;
+  constexpr int kSlabs = D / 64;
+  const int box = p.kv_box, base = sg.lo + chunk * Tr::kTokens;
+  const int boxes = min(Tr::kTokens / box, (sg.hi - base + box - 1) / box);
+  mbar_arrive_expect_tx(full, static_cast<uint32_t>(boxes * 2 * kSlabs * box * 64 * sizeof(T)));
+  T* vs = ks + Tr::kTileElems;
+  for (int b = 0; b < boxes; ++b) {
+    const int j = base + b * box;
+    int outer = tile.seq, tok = j;
+    if (p.block_table) {
+      outer = p.block_table[tile.seq * p.bt_s0 + (j / p.page_size) * p.bt_s1];
+      tok = j % p.page_size;
+    }
+#pragma unroll
+    for (int s = 0; s < kSlabs; ++s) {
+      const int off = s * Tr::kTokens * 64 + b * box * 64;
+      tma_load_4d(ks + off, &p.k_map, full, s * 64, tile.kv_head, tok, outer);
+      tma_load_4d(vs + off, &p.v_map, full, s * 64, tile.kv_head, tok, outer);
+    }
+  }
+}
+
+// A row's reference max moves only when its max grows by more than 2^8: until then
+// exp2(s - m) <= 256 cannot overflow fp32 sums or bf16/fp16 P, and O, l need no rescale (FA4's
+// conditional rescaling), so most blocks cost no shuffles and no O multiplies.
+constexpr float kRescaleLog2 = 8.f;
+
+// Attend rows [row_block*16, +16) of `tile` to cache tokens [lo, hi) (clipped to the sequence's
+// cache_seqlens and to each row's causal limit); leaves the result in SegmentResult. `area` is the
+// ring (1024-byte aligned for TMA), Q follows it, `full` are the TMA stages' barriers and `it`
+// counts the CTA's chunks over all its segments (a stage's barrier phase).
+template <class T, int D, bool kTma>
+__device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, int hi, char* area,
+                       uint64_t* full, int& it) {
+  using Tr = Traits<T, D, kTma>;
+  constexpr int kStages = Tr::kStages;
+  T* pipe = reinterpret_cast<T*>(area);
+  T* qs = reinterpret_cast<T*>(area + Tr::kAreaBytes);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+  const int row0 = tile.row_block * Tr::kRows;
+  Segment sg;
+  sg.len = max(0, min(p.seqlens[tile.seq * p.seqlens_s], p.kv_lengths[tile.seq]));
+  sg.lo = lo;
+  sg.hi = min(hi, sg.len);
+  sg.chunks = sg.hi > lo ? (sg.hi - lo + Tr::kTokens - 1) / Tr::kTokens : 0;
+
+  auto issue = [&](int chunk) {  // chunk of this segment into ring position it + chunk
+    T* ks = pipe + (it + chunk) % kStages * Tr::kStageElems;
+    if constexpr (kTma) {
+      if (tid == 0) load_tma<T, D>(p, tile, sg, chunk, ks, full + (it + chunk) % kStages);
+    } else {
+      load_cp_async<T, D>(p, tile, sg, chunk, ks);
+    }
+  };
+  if constexpr (kTma) {
+    fence_proxy_async();  // the previous segment's merge wrote this area through the generic proxy
+    __syncthreads();
+  }
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < sg.chunks) issue(s);
+    if constexpr (!kTma) cp_async_commit();
+  }
+  // Q after the first K/V copies are in flight: its load latency hides behind theirs.
+  for (int i = tid; i < Tr::kRows * D / 8; i += Tr::kThreads) {
+    const int r = i / (D / 8), c = i % (D / 8) * 8, gr = row0 + r;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (gr < p.rows) {
+      const int token = gr / p.group, head = tile.kv_head * p.group + gr % p.group;
+      val = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + tile.seq * p.q_sb +
+                                            token * p.q_st + head * p.q_sh + c);
+    }
+    *reinterpret_cast<uint4*>(qs + r * Tr::kQPitch + c) = val;
+  }
+  __syncthreads();
+  // The A operand (rows x dims) of QK^T: matrices (rows 0-7 | 8-15) x (dims 0-7 | 8-15).
+  const T* qrow = qs + (lane % 8 + (lane / 8) % 2 * 8) * Tr::kQPitch + lane / 16 * 8;
+  uint32_t qa[Tr::kQInRegs ? D / 16 : 1][4];
+  if constexpr (Tr::kQInRegs)
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qa[kk], qrow + kk * 16);
+
+  // Keys below limit[h] are visible to this thread's rows g and g + 8 (causal among q tokens);
+  // rows past the tile's end have Q = 0 and are never written: they see everything.
+  int limit[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int gr = row0 + g + 8 * h;
+    limit[h] = gr < p.rows ? min(sg.hi, sg.len - p.q_len + gr / p.group + 1) : sg.hi;
+  }
+  const int all_visible = min(sg.hi, sg.len - p.q_len + 1);  // below it no row needs a mask
+  const float c = p.scale * 1.4426950408889634f;             // scores in the log2 domain
+  // This lane's ldmatrix rows within a warp's 16-key block: K (keys x dims, non-transposed
+  // 8x8 matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15)) and V (keys 0-15, dims 0-7 | 8-15).
+  const int kr = lane / 16 * 8 + lane % 8, kbit = (lane / 8) % 2, vr = lane & 15, vb = lane >> 4;
+  const int kx = kbit ^ (lane % 8), vx = vb ^ (lane % 8);
+  float m[2] = {-INFINITY, -INFINITY}, neg_m[2] = {0.f, 0.f}, l[2] = {0.f, 0.f};
+  float o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+
+  for (int chunk = 0; chunk < sg.chunks; ++chunk) {
+    const int stage = (it + chunk) % kStages;
+    if constexpr (kTma) {
+      __syncthreads();  // everyone is done with the stage refilled next
+      if (chunk + kStages - 1 < sg.chunks) issue(chunk + kStages - 1);
+      mbar_wait(full + stage, (it + chunk) / kStages & 1);
+    } else {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();  // stage `chunk` landed for all; everyone is done with the stage reused next
+      if (chunk + kStages - 1 < sg.chunks) issue(chunk + kStages - 1);
+      cp_async_commit();
+    }
+#pragma unroll
+    for (int sub = 0; sub < Tr::kSub; ++sub) {
+      const int first = sub * 64 + warp * 16;  // this warp's keys in the stage
+      const int tok0 = sg.lo + chunk * Tr::kTokens + first;
+      if (tok0 >= sg.hi) break;  // warp-uniform: this warp's remaining tokens are past the end
+      const T* ks = pipe + stage * Tr::kStageElems;
+      T* vs = pipe + stage * Tr::kStageElems + Tr::kTileElems;
+      if constexpr (kTma) {
+        if (tok0 + 16 > sg.hi) {  // boxes run past the end: zero those V rows (0 x NaN is NaN)
+          for (int i = lane; i < 16 * D / 8; i += 32)
+            if (tok0 + i / (D / 8) >= sg.hi)
+              *reinterpret_cast<uint4*>(vs +
+                                        chunk_at<T, D, kTma>(first + i / (D / 8), i % (D / 8))) =
+                  make_uint4(0, 0, 0, 0);
+          fence_proxy_async();  // before this stage's next TMA writes
+          __syncwarp();
+        }
+      }
+      float s[2][4] = {};
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t kb[4];  // tokens (0-7 | 8-15) x dims (0-7 | 8-15) of this kk
+        ldmatrix_x4(kb, ks + frag_at<T, D, kTma>(first + kr, kk, kbit, kx));
+        uint32_t a[4];
+        if constexpr (Tr::kQInRegs) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) a[e] = qa[kk][e];
+        } else {
+          ldmatrix_x4(a, qrow + kk * 16);
+        }
+        mma_16816<T>(s[0], a, kb[0], kb[1]);
+        mma_16816<T>(s[1], a, kb[2], kb[3]);
+      }
+      if (tok0 + 16 > all_visible) {  // warp-uniform: the segment's last block or causal rows
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (tok0 + nt * 8 + 2 * t4 + (e & 1) >= limit[e >> 1]) s[nt][e] = -INFINITY;
+      }
+      float mx[2] = {fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1])),
+                     fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3]))};
+      const bool grow = mx[0] * c > m[0] + kRescaleLog2 || mx[1] * c > m[1] + kRescaleLog2;
+      if (__any_sync(0xffffffffu, grow)) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float r = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+          r = fmaxf(r, __shfl_xor_sync(0xffffffffu, r, 2));
+          const float mn = fmaxf(m[h], r * c);
+          const float alpha = m[h] == -INFINITY ? 0.f : fast_exp2(m[h] - mn);
+          m[h] = mn;
+          neg_m[h] = mn == -INFINITY ? 0.f : -mn;
+          l[h] *= alpha;
+#pragma unroll
+          for (int n = 0; n < D / 8; ++n) {
+            o[n][2 * h] *= alpha;
+            o[n][2 * h + 1] *= alpha;
+          }
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[nt][e] = fast_exp2(fmaf(s[nt][e], c, neg_m[e >> 1]));  // masked: exp2(-inf) = 0
+          l[e >> 1] += s[nt][e];  // this thread's columns; the quad sums after the loop
+        }
+      // The S accumulators' layout is the A operand's: P goes to the second MMA from registers.
+      const uint32_t pa[4] = {pack2<T>(s[0][0], s[0][1]), pack2<T>(s[0][2], s[0][3]),
+                              pack2<T>(s[1][0], s[1][1]), pack2<T>(s[1][2], s[1][3])};
+#pragma unroll
+      for (int dn = 0; dn < D / 16; ++dn) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, vs + frag_at<T, D, kTma>(first + vr, dn, vb, vx));
+        mma_16816<T>(o[2 * dn], pa, b[0], b[1]);
+        mma_16816<T>(o[2 * dn + 1], pa, b[2], b[3]);
+      }
+    }
+  }
+  it += sg.chunks;
+  if constexpr (!kTma) cp_async_wait<0>();
+  __syncthreads();  // the pipeline area becomes the merge area
+
+  // Each warp's (m, l, O) for the 16 rows, then merge_stats over the warps (natural-log stats).
+  constexpr float kLn2 = 0.6931471805599453f;
+  float* wo = reinterpret_cast<float*>(area);                   // [warp][16][D]
+  float* wm = wo + Tr::kWarps * Tr::kRows * D + Tr::kRows * D;  // after the result O
+  float* wl = wm + Tr::kWarps * Tr::kRows;
+  SegmentResult<T, D, kTma> res(area);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    if (t4 == 0) {
+      wm[warp * Tr::kRows + g + 8 * h] = m[h] * kLn2;
+      wl[warp * Tr::kRows + g + 8 * h] = l[h];
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+    float* dst = wo + (warp * Tr::kRows + g) * D + n * 8 + 2 * t4;
+    dst[0] = o[n][0];
+    dst[1] = o[n][1];
+    dst[8 * D] = o[n][2];
+    dst[8 * D + 1] = o[n][3];
+  }
+  __syncthreads();
+  const int n = min(Tr::kRows, p.rows - row0) * D;  // only rows that exist are ever read
+  for (int i = tid; i < n; i += Tr::kThreads) {
+    const int r = i / D;
+    SoftmaxStat st{wm[r], wl[r]};
+    float acc = wo[i];
+#pragma unroll
+    for (int w = 1; w < Tr::kWarps; ++w) {
+      const MergeScales ms =
+          merge_stats(st, SoftmaxStat{wm[w * Tr::kRows + r], wl[w * Tr::kRows + r]});
+      acc = acc * ms.scale_a + wo[w * Tr::kRows * D + i] * ms.scale_b;
+      st = ms.merged;
+    }
+    res.o[i] = st.l > 0.f ? acc / st.l : 0.f;
+    if (i % D == 0) res.lse[r] = stat_lse(st);
+  }
+  __syncthreads();
+}
+
+}  // namespace flashkit::cuda::decoding
