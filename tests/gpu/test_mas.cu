@@ -108,6 +108,24 @@ TEST(MasGpuSmall, RandomTieHeavyAndInfEachNeg) {
     }
 }
 
+// NaN and +-inf cells: the cell adds both candidates and selects by the compare's mask (v7), which
+// must give Cython's value where an operand is NaN (the compare fails: v_cur + value) or the sum
+// is inf - inf; sparse and dense specials, one warp, several warps and a split item (B = 3: odd).
+TEST(MasGpuSmall, NanAndInfCells) {
+  std::mt19937_64 rng(111);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), kInf, -kInf};
+  for (auto [B, T, S] : {std::tuple{4, 60, 140}, std::tuple{3, 600, 1300}})
+    for (int per : {200, 9}) {  // one special cell in `per`
+      HostTensor v(DType::f32, {B, T, S});
+      v.fill_normal(rng, -2.f, 1.f);
+      std::uniform_int_distribution<int64_t> cell(0, v.numel() - 1);
+      for (int64_t i = 0; i < v.numel() / per; ++i) v.set(cell(rng), specials[i % 3]);
+      std::vector<int32_t> tx, ty;
+      random_lengths(rng, B, T, S, tx, ty);
+      for (float neg : {-1e9f, -kInf}) expect_gpu_equals_cpu(v, tx, ty, neg, "nan/inf cells");
+    }
+}
+
 TEST(MasGpuSmall, HalfAndBfloat16) {
   std::mt19937_64 rng(102);
   for (DType dt : {DType::f16, DType::bf16})
@@ -324,6 +342,19 @@ TEST(MasGpu, ManyItemsEightRowsALane) {
     random_lengths(rng, B, T, S, tx, ty);
     expect_gpu_equals_cpu(v, tx, ty, -1e9f, "many items");
   }
+}
+
+// Split items with the path written by the kernel: the path warp zeroes its share in slices paced
+// by warp 0's progress (v7); an odd batch with ragged lengths, items whose last CTAs have no rows
+// (they zero at once), tx == ty, and 4- and 2-byte path elements (zero slices end mid-vector).
+TEST(MasGpuSmall, SplitItemsPacedPathRagged) {
+  std::mt19937_64 rng(112);
+  const int64_t B = 3, T = 1100, S = 2301;
+  HostTensor v(DType::f32, {B, T, S});
+  v.fill_normal(rng, -2.f, 1.f);
+  const std::vector<int32_t> tx = {1100, 300, 777}, ty = {2301, 1999, 777};
+  for (DType pd : {DType::f32, DType::bf16})
+    expect_gpu_equals_cpu(v, v.view(), tx, ty, -1e9f, pd, false, "paced path");
 }
 
 // Mask lines as lengths (what maximum_path passes: mask[:, :, 0], mask[:, 0, :]) on a batch long

@@ -122,9 +122,16 @@ struct Params {
   // Q[row0 - 1, y] of CTA k-1 from `ring` ([B][splits][W * 32]) once `progress` ([B][splits],
   // -1 before the launch) has passed y.
   int splits, rows, dp_warps;
-  int l2_blocks;  // 32-frame blocks of each row asked of L2 ahead of the register loads (0..4)
+  // L2 prefetch of each row: every l2_group blocks (32 frames each), the next l2_group blocks
+  // starting l2_blocks ahead of the register loads, as one contiguous run per row (longer runs
+  // per row: fewer DRAM pages opened per byte).
+  int l2_blocks, l2_group;
   float* ring;
   int32_t* progress;
+  // pace_off > 0 (split items, path written here): progress[pace_off + b * splits + part], -1
+  // before the launch, is the last frame warp 0 of the CTA has finished, which paces the warp
+  // that zeroes the path (no data flows through it: relaxed accesses).
+  int pace_off;
   // The path, when the kernel writes it itself (path != null: each item's T x S elements are
   // one dense block, rows or columns contiguous): one extra warp per CTA zeroes the CTA's share
   // of the block while the DP runs, and CTA 0 writes the ones after the backtrack.
@@ -340,15 +347,20 @@ __device__ __forceinline__ void store_if(bool pred, float* shared, float v) {
 }
 
 // One cell: Q[x, y] = (v_prev > v_cur ? v_prev : v_cur) + value, Cython's max operand order and
-// an unflushed add; the decision sets `bit` in `bits`.
+// an unflushed add; the decision sets `bit` in `bits`. Written as both sums selected by the
+// compare's all-ones mask, (v_prev + value) or (v_cur + value): the same rounding, the same value
+// (NaN included: a NaN operand fails the compare, as in Cython), but the chain from the previous
+// frame is compare/add -> select (2 deep, not compare -> select -> add), and no predicate: with
+// setp/selp/@p every cell wrote the same predicate register, and ptxas ran the cells of a frame
+// one after the other (~14 cycles each, SASS of v6c) instead of interleaving them.
 __device__ __forceinline__ float cell(float v_prev, float v_cur, float value, uint32_t& bits,
                                       uint32_t bit) {
-  float q;
-  asm("{ .reg .pred p; .reg .f32 m; setp.gt.f32 p, %2, %3; selp.f32 m, %2, %3, p;\n\t"
-      "@p or.b32 %1, %1, %5; add.rn.f32 %0, m, %4; }"
-      : "=f"(q), "+r"(bits)
-      : "f"(v_prev), "f"(v_cur), "f"(value), "r"(bit));
-  return q;
+  uint32_t take;
+  asm("set.gt.u32.f32 %0, %1, %2;" : "=r"(take) : "f"(v_prev), "f"(v_cur));
+  const uint32_t a = __float_as_uint(mas::add_rn(v_prev, value)),
+                 c = __float_as_uint(mas::add_rn(v_cur, value));
+  bits |= take & bit;
+  return __uint_as_float((a & take) | (c & ~take));
 }
 
 // Fused: value[x, y0 + j] for the thread's rows from the coefficients and z[b, c, y0 + j]

@@ -18,11 +18,12 @@ namespace cg = cooperative_groups;
 // publishes 32 frames at a time through a shared-memory ring with a full/empty mbarrier pair per
 // 32-frame stage (device.cuh; the CTA's first warp: from the previous CTA of the cluster, through
 // global memory). The frame loop runs whole 32-frame blocks, unrolled and branch-free (frames past
-// ty compute values nobody reads): per frame two shuffles and, per row, setp / selp / predicated
-// or / add. NB chunks of the likelihood are in registers (NB - 1 ahead) and L2 is asked for the
-// rows p.l2_blocks blocks ahead. Blocks whose loads all take the vector path and that hold no cell
-// above the diagonal run a copy of the block without the slow load path and the mask, so the code
-// the warps spend their time in stays small (one warp per scheduler: instruction fetch shows).
+// ty compute values nobody reads): per frame two shuffles and, per row, a compare, two adds and
+// two bit selects (device.cuh `cell`). NB chunks of the likelihood are in registers (NB - 1
+// ahead) and L2 is asked for the rows p.l2_blocks blocks ahead, p.l2_group blocks at a time.
+// Blocks whose loads all take the vector path and that hold no cell above the diagonal run a copy
+// of the block without the slow load path and the mask, so the code the warps spend their time in
+// stays small (one warp per scheduler: instruction fetch shows).
 // K = 4 serves up to 512 rows a CTA (4 DP warps + 1), K = 8 up to 2048 (8 DP warps, or 7 + 1).
 template <Src S, int K, int NB, bool kVec>
 __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
@@ -94,8 +95,14 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
   uint32_t* const bits_item = p.bits_smem ? reinterpret_cast<uint32_t*>(s_bits)
                                           : p.bits + static_cast<size_t>(b) * p.W * p.Tw + row0;
   const int bstride = p.bits_smem ? p.rows : p.Tw;
+  // Warp 0's progress, for the pace of the path warp (split items: long ones; a CTA without rows
+  // in the item runs no DP and zeroes at once).
+  const int32_t* const pace =
+      p.pace_off > 0 && row0 < tx ? p.progress + p.pace_off + b * p.splits + part : nullptr;
   if (!dp) {
-    if (item_path != nullptr) zero_bytes(item_path, zero_lo, zero_hi, lane, 32);
+    if (item_path != nullptr)
+      zero_paced(item_path, zero_lo, zero_hi, lane, pace, ty,
+                 pace != nullptr ? min((ty + 255) / 256, 64) : 1);
   } else if (row0 < tx) {
     // Upstream of warp 0: the previous CTA (global ring) or the first column's constants.
     const bool from_cta = part > 0 && warp == 0;
@@ -158,10 +165,10 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
           take_upstream(p.neg, s_ring, s_full, s_empty, in_progress, in_ring, from_cta, warp,
                         nwarps, lane, 32 * c, ty, lane == 0 && c == 0 ? 0.f : p.neg);
       if constexpr (kVec && !kFused) {
-        const int yp = (c + p.l2_blocks) * 32;
-        if (p.l2_blocks > 0 && all_live && yp < ty && yp + 32 <= p.S)
+        const int yp = (c + p.l2_blocks) * 32, yend = min(min(yp + 32 * p.l2_group, ty), p.S);
+        if (p.l2_blocks > 0 && (c & (p.l2_group - 1)) == 0 && all_live && yp < yend)
 #pragma unroll
-          for (int i = 0; i < K; ++i) prefetch_l2(rows + i * p.vx + yp, 32 * sizeof(T));
+          for (int i = 0; i < K; ++i) prefetch_l2(rows + i * p.vx + yp, (yend - yp) * sizeof(T));
       }
       uint32_t bits[K];
 #pragma unroll
@@ -178,6 +185,10 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
           dst[i / 4] = make_uint4(bits[i], bits[i + 1], bits[i + 2], bits[i + 3]);
       }
       if (lane31) publish(out_progress, to_cta, full, c, min(32 * c + 31, ty - 1));
+      if (p.pace_off > 0 && warp == 0 && lane31)
+        asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" ::"l"(out_progress + p.pace_off),
+                     "r"(min(32 * c + 31, ty - 1))
+                     : "memory");
     }
   }
   // Every CTA's bit stores (and path zeros) are visible to the first CTA, which walks the path

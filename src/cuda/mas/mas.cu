@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "api/validate.h"
 #include "common/dtype_bits.h"
@@ -40,7 +43,8 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
               Stream stream) {
   const size_t ring =
       splits > 1 ? align256(sizeof(float) * B * static_cast<size_t>(splits) * W * 32) : 0;
-  const size_t progress = splits > 1 ? align256(sizeof(int32_t) * B * splits) : 0;
+  // progress and, behind it, pace: [B][splits] each.
+  const size_t progress = splits > 1 ? align256(sizeof(int32_t) * 2 * B * splits) : 0;
   const size_t bits = align256(sizeof(uint32_t) * B * static_cast<size_t>(W) * Tw);
   const size_t rows = align256(sizeof(int32_t) * B * static_cast<size_t>(Tw));
   const size_t bad = align256(sizeof(int32_t) * B);
@@ -132,6 +136,48 @@ void choose_split(Params& p, int B) {
   p.bits_smem = p.splits == 1 && sizeof(uint32_t) * p.W * p.rows <= kMaxBitsSmem;
 }
 
+// Knobs for measuring on the GPU without a rebuild (read once): FLASHKIT_MAS_L2="D,G" forces the
+// L2 prefetch (D blocks ahead, runs of G blocks; G a power of two), FLASHKIT_MAS_PACE=0 lets the
+// path warp zero at full speed. Unset: the choices below.
+struct Tuning {
+  int l2_blocks = -1, l2_group = 1;
+  bool pace = true;
+};
+const Tuning& tuning() {
+  static const Tuning t = [] {
+    Tuning t;
+    if (const char* e = std::getenv("FLASHKIT_MAS_L2")) {
+      int d = 0, g = 1;
+      if (std::sscanf(e, "%d,%d", &d, &g) == 2 && d >= 0 && g >= 1 && g <= 16 && (g & (g - 1)) == 0)
+        t.l2_blocks = d, t.l2_group = g;
+    }
+    if (const char* e = std::getenv("FLASHKIT_MAS_PACE")) t.pace = std::strcmp(e, "0") != 0;
+    return t;
+  }();
+  return t;
+}
+
+// L2 prefetch of the rows (block_bytes: one 32-frame block of every row of the batch). Up to 24
+// MiB of lookahead (a block of all rows is 8 MiB at T = 2048: deeper, the prefetched lines were
+// evicted before use and DRAM read 1.7x the likelihood, v6b), in runs of 256 bytes per row; where
+// even two blocks do not fit, single blocks within 16 MiB as before.
+void choose_l2(Params& p, int64_t block_bytes, int es) {
+  const Tuning& t = tuning();
+  if (t.l2_blocks >= 0) {
+    p.l2_blocks = t.l2_blocks, p.l2_group = t.l2_group;
+    return;
+  }
+  const int64_t bb = std::max<int64_t>(block_bytes, 1), fit = (int64_t{24} << 20) / bb;
+  const int group = 256 / (32 * es);  // blocks per 256-byte run: 2 (fp32), 4 (16-bit)
+  if (fit >= group + 1) {
+    p.l2_group = group;
+    p.l2_blocks = static_cast<int>(std::min<int64_t>(fit - group, 4));
+  } else {
+    p.l2_group = 1;
+    p.l2_blocks = static_cast<int>(std::clamp<int64_t>((int64_t{16} << 20) / bb, 0, 4));
+  }
+}
+
 // The forward kernel writes the path itself when each item's T x S elements form one dense block
 // (rows or columns contiguous: both originals' layouts); other views go through finish().
 void set_fused_path(Params& p, const TensorView& path) {
@@ -195,7 +241,7 @@ Params common_params(int B, int T, int S, int C, const TensorView& tl, const Ten
                      const TensorView& path, const TensorView& durations, const MasOptions& opts,
                      Scratch& s) {
   Params p{};
-  p.T = T, p.S = S, p.Tw = (T + 7) / 8 * 8, p.W = (S + 31) / 32, p.C = C;
+  p.T = T, p.S = S, p.Tw = (T + 7) / 8 * 8, p.W = (S + 31) / 32, p.C = C, p.l2_group = 1;
   choose_split(p, B);
   s = carve(opts, B, p.Tw, p.W, C, p.splits, !durations.defined(), opts.stream);
   p.ring = s.ring, p.progress = s.progress;
@@ -212,6 +258,7 @@ Params common_params(int B, int T, int S, int C, const TensorView& tl, const Ten
   else
     p.dur = s.dur, p.db = p.Tw, p.dx = 1;
   set_fused_path(p, path);
+  p.pace_off = p.splits > 1 && p.path != nullptr && tuning().pace ? B * p.splits : 0;
   return p;
 }
 
@@ -245,11 +292,7 @@ void monotonic_alignment_search(const TensorView& value, const TensorView& text_
   Params p = common_params(B, T, S, 0, text_lengths, mel_lengths, path, durations, opts, s);
   p.value = value.data, p.vb = value.stride[0], p.vx = value.stride[1], p.vy = value.stride[2];
   const int es = static_cast<int>(dtype_size(value.dtype));
-  // L2 prefetch depth: every row of the batch 4 blocks ahead while that stays within 16 MiB, less
-  // for large batches (deeper, the prefetched lines were evicted before use: at T = 2048 the DRAM
-  // read 1.7x the likelihood).
-  p.l2_blocks = static_cast<int>(std::clamp<int64_t>(
-      (int64_t{16} << 20) / std::max<int64_t>(int64_t{B} * T * 32 * es, 1), 0, 4));
+  choose_l2(p, int64_t{B} * T * 32 * es, es);
   const bool vec =
       p.vy == 1 && aligned16(value.data) && (p.vx * es) % 16 == 0 && (p.vb * es) % 16 == 0;
   switch (value.dtype) {
