@@ -387,24 +387,37 @@ TEST(AttentionGpuSm90, BothPathsMatchReference) {
   check_both_paths(cases, 4000);
 }
 
+// Every score variant on both forward paths (the sm90 one takes the same policies), bf16 hdim
+// 64 and 128; combinations of modifiers only where the build has their sm90 kernel (not minimal:
+// AttentionGpuVariants covers them there on the sm80 fall-back).
+TEST(AttentionGpuSm90, VariantsBothPaths) {
+  const bool minimal = build_info().kernel_set == "minimal";
+  std::vector<std::pair<AttentionSpec, bool>> cases;
+  for (int d : {64, 128})
+    for (const VariantCase& v : kVariants) {
+      const int mods =
+          (v.softcap > 0.f) + (v.alibi_dims > 0) + (v.dropout_p > 0.f) + (v.block_q > 0);
+      if (mods <= 1 || !minimal) cases.push_back({variant_spec(DType::bf16, d, v), true});
+    }
+  check_both_paths(cases, 4400);
+}
+
 TEST(AttentionGpuSm90, Fp16BothPaths) {
   if (!compiled(DType::f16, 64)) GTEST_SKIP() << "f16 kernels not in this build (minimal)";
   check_both_paths({{spec(DType::f16, 2, 200, 333, 4, 2, 64, true), true},
                     {spec(DType::f16, 2, 333, 200, 4, 4, 128, false), true}}, 4100);
 }
 
-// Asking for the Hopper forward where it has no kernel is an Error naming the variable, not a
-// silent fall-back; a bad value is one too.
+// Asking for the Hopper forward where it has no kernel (hdim bucket 32) is an Error naming the
+// variable, not a silent fall-back; a bad value is one too.
 TEST(AttentionGpuSm90, ForcedPathErrors) {
   if (!hopper_device()) GTEST_SKIP() << "no sm_90 device";
-  AttentionCase c(spec(DType::bf16, 1, 16, 16, 2, 2, 64), 4200);
+  AttentionCase c(spec(DType::bf16, 1, 16, 16, 2, 2, 32), 4200);
   DeviceTensor q(c.q), k(c.k), v(c.v), out(c.q), lse(HostTensor(DType::f32, c.lse_shape()));
-  AttentionOptions general;
-  general.softcap = 2.f;  // the general score policy: sm80 only
-  for (auto [path, opts] : {std::pair{"sm90", general}, std::pair{"fastest", AttentionOptions{}}}) {
+  for (const char* path : {"sm90", "fastest"}) {
     ScopedPath scoped(path);
     try {
-      attention_forward(q, k, v, out, lse, opts);
+      attention_forward(q, k, v, out, lse, {});
       ADD_FAILURE() << "no error for FLASHKIT_ATTENTION_PATH=" << path;
     } catch (const Error& e) {
       EXPECT_EQ(std::string(e.what()).rfind("FLASHKIT_ATTENTION_PATH", 0), 0u) << e.what();
@@ -514,6 +527,22 @@ TEST(AttentionGpuSmall, Sm90AndSm80Paths) {
   check_both_paths({{spec(DType::bf16, 2, 17, 33, 4, 2, 64, true), true},
                     {spec(DType::bf16, 1, 200, 70, 2, 1, 128, true), true},
                     {spec(DType::bf16, 1, 16, 40, 140, 70, 64, false), false}}, 4300);
+}
+
+// The score variants on both forward paths under the sanitizer: window edges, softcap, ALiBi,
+// dropout (the backward redraws its mask) and a random block mask (about 1/3 of blocks dropped).
+TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
+  const VariantCase window{"window", true, 30, -1, 0.f, 0};
+  const VariantCase softcap{"softcap", false, -1, -1, 1.5f, 0};
+  const VariantCase alibi{"alibi", false, -1, -1, 0.f, 2};
+  const VariantCase dropout{"dropout", false, -1, -1, 0.f, 0, 0.3f};
+  const VariantCase sparse{"blocksparse", true, -1, -1, 0.f, 0, 0.f, 128, 128};
+  check_both_paths({{variant_spec(DType::bf16, 128, window, 75, 140), true},
+                    {variant_spec(DType::bf16, 64, softcap, 40, 75), false},
+                    {variant_spec(DType::bf16, 128, alibi, 70, 9), false},
+                    {variant_spec(DType::bf16, 128, dropout, 40, 75), true},
+                    {variant_spec(DType::bf16, 64, sparse, 150, 300), true}},
+                   4500);
 }
 
 TEST(AttentionGpuSmall, VarlenDeterministic) {

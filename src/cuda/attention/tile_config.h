@@ -46,8 +46,11 @@ struct Sm90FwdTiles {
   int block_m, block_n, stages;
   bool pingpong;
 };
-constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool causal) {
-  if (hdim <= 64) return causal ? Sm90FwdTiles{128, 128, 3, true} : Sm90FwdTiles{192, 128, 3, true};
+// Score modifiers (`plain` false: GeneralScores) take 128 rows at hdim 64 too: 160 registers a
+// thread leave them no room, and block masks need tiles inside one 128 x 128 mask block.
+constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool causal, bool plain) {
+  if (hdim <= 64)
+    return causal || !plain ? Sm90FwdTiles{128, 128, 3, true} : Sm90FwdTiles{192, 128, 3, true};
   return {128, 128, 2, true};
 }
 
