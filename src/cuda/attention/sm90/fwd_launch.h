@@ -14,7 +14,7 @@ namespace flashkit::cuda::attn {
 
 template <class Element, int kHeadDim, class Policy>
 void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
-  constexpr Sm90FwdTiles t = sm90_fwd_tiles(kHeadDim, Policy::kCausal, Policy::kPlain);
+  constexpr Sm90FwdTiles t = sm90_fwd_tiles(kHeadDim, Policy::kPlain);
   using Mainloop = sm90::FwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.stages, t.pingpong, Policy>;
   using Kernel = sm90::FwdKernel<Mainloop, sm90::FwdEpilogue<Mainloop>, StaticPersistentScheduler>;
   int device = 0, sms = 0;
