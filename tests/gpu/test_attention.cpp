@@ -186,6 +186,15 @@ bool hopper_device() {
   return major == 9 && minor == 0;
 }
 
+// Varlen bf16 with GQA 2:1; the lengths (0 allowed) set the batch.
+AttentionSpec varlen_spec(int d, std::vector<int> lens_q, std::vector<int> lens_k,
+                          bool causal) {
+  AttentionSpec s = spec(DType::bf16, 0, 0, 0, 4, 2, d, causal);
+  s.lens_q = std::move(lens_q);
+  s.lens_k = std::move(lens_k);
+  return s;
+}
+
 // Runs each case with the Hopper forward demanded (an Error if it did not run) and with the
 // sm80-class forward forced; both must match the reference. The backward runs on the forward's
 // LSE and O, so it checks them too.
@@ -373,8 +382,8 @@ TEST(AttentionGpuVariantsShapes, WindowDeterministicBitwiseEqual) {
 
 // Hopper forward (sm90/) against the reference, and the sm80 forward on the same cases: head dims
 // filling and not filling their bucket (TMA zero-fills the tail), odd lengths in both directions
-// with causal alignment, GQA/MQA, and more query tiles than SMs so every persistent CTA runs
-// several tiles through the same mbarrier rings.
+// with causal alignment, GQA/MQA, varlen, and more query tiles than SMs so every persistent CTA
+// runs several tiles through the same mbarrier rings.
 TEST(AttentionGpuSm90, BothPathsMatchReference) {
   std::vector<std::pair<AttentionSpec, bool>> cases;
   for (bool causal : {false, true}) {
@@ -383,6 +392,9 @@ TEST(AttentionGpuSm90, BothPathsMatchReference) {
     cases.push_back({spec(DType::bf16, 1, 1, 1000, 3, 3, 64, causal), false});
     cases.push_back({spec(DType::bf16, 3, 1100, 1100, 8, 2, 64, causal), false});
     cases.push_back({spec(DType::bf16, 2, 777, 2050, 6, 1, 128, causal), false});
+    // Varlen: tiles that read past their sequence into the next one (and past the last token).
+    cases.push_back({varlen_spec(64, {1, 130, 257, 64, 300}, {65, 17, 300, 64, 129}, causal), true});
+    cases.push_back({varlen_spec(128, {500, 129, 7}, {128, 640, 1}, causal), false});
   }
   check_both_paths(cases, 4000);
 }
@@ -526,7 +538,9 @@ TEST(AttentionGpuSmall, DenseCausalGqa) {
 TEST(AttentionGpuSmall, Sm90AndSm80Paths) {
   check_both_paths({{spec(DType::bf16, 2, 17, 33, 4, 2, 64, true), true},
                     {spec(DType::bf16, 1, 200, 70, 2, 1, 128, true), true},
-                    {spec(DType::bf16, 1, 16, 40, 140, 70, 64, false), false}}, 4300);
+                    {spec(DType::bf16, 1, 16, 40, 140, 70, 64, false), false},
+                    {varlen_spec(64, {3, 70, 0, 33}, {90, 5, 20, 0}, true), true},
+                    {varlen_spec(128, {130, 1, 64}, {17, 129, 200}, false), false}}, 4300);
 }
 
 // The score variants on both forward paths under the sanitizer: window edges, softcap, ALiBi,

@@ -88,6 +88,7 @@ AttnArguments arguments(const AttentionShape& s, const TensorView& q, const Tens
   a.batch = s.batch, a.heads = s.heads, a.kv_heads = s.kv_heads;
   a.seqlen_q = s.seqlen_q, a.seqlen_k = s.seqlen_k;
   a.total_q = static_cast<int>(s.total_q);
+  a.total_k = static_cast<int>(s.total_k);
   a.head_dim = s.hdim;
   a.softmax_scale = s.softmax_scale;
   a.causal = o.causal;
@@ -176,7 +177,7 @@ constexpr bool kSm90Policy<attn::GeneralScores<attn::mods::kAll>> = false;
 #endif
 
 // Why the Hopper forward cannot run this problem, or null when it can: it needs sm_90a code in
-// the build, an sm_90 device, dense batches, a compiled score policy and hdim bucket 64 or 128.
+// the build, an sm_90 device, a compiled score policy and hdim bucket 64 or 128 (dense or varlen).
 // Everything else stays on the sm80-class kernels.
 const char* sm90_forward_unsupported(const AttentionShape& s, const AttentionOptions& o) {
   constexpr std::string_view archs = FLASHKIT_CUDA_ARCHS;
@@ -185,7 +186,6 @@ const char* sm90_forward_unsupported(const AttentionShape& s, const AttentionOpt
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, s.device_id));
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, s.device_id));
   if (major != 9 || minor != 0) return "the device is not sm_90";
-  if (s.varlen) return "varlen batches run on the sm80 kernels";
 #ifdef FLASHKIT_KERNELS_MINIMAL
   const unsigned m = score_mods(o);
   if (m & (m - 1)) return "combinations of score modifiers have no sm90 kernel in a minimal build";

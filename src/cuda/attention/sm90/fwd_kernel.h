@@ -9,6 +9,7 @@
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "cuda/attention/params.h"
+#include "cuda/attention/seqlen.h"
 #include "cuda/attention/tile_scheduler.h"
 
 namespace flashkit::cuda::attn::sm90 {
@@ -53,8 +54,11 @@ struct FwdKernel {
         const bool leader = cute::elect_one_sync();
         if (leader) Mainloop::prefetch_descriptors(p.mainloop);
         for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
-             w = Scheduler::next_work(p.scheduler, w))
-          Mainloop::load(p.mainloop, smem.mainloop, w, pipe, leader);
+             w = Scheduler::next_work(p.scheduler, w)) {
+          const SeqBounds sb = Mainloop::seq_bounds(p.mainloop, w);
+          if (Mainloop::in_sequence(sb, w))
+            Mainloop::load(p.mainloop, smem.mainloop, w, sb, pipe, leader);
+        }
       }
     } else {
       cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
@@ -64,12 +68,14 @@ struct FwdKernel {
       turns.start();
       for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
            w = Scheduler::next_work(p.scheduler, w)) {
+        const SeqBounds sb = Mainloop::seq_bounds(p.mainloop, w);
+        if (!Mainloop::in_sequence(sb, w)) continue;
         auto acc_o = partition_fragment_C(
             typename Mainloop::TiledMmaPV{},
             Shape<Int<Mainloop::kBlockM>, Int<Mainloop::kHeadDim>>{});
         typename Mainloop::Softmax softmax;
-        Mainloop::mma(p.mainloop, smem.mainloop, w, acc_o, softmax, pipe, turns, tid);
-        Epilogue::store(p.epilogue, smem.epilogue, w, acc_o, softmax, tid);
+        Mainloop::mma(p.mainloop, smem.mainloop, w, sb, acc_o, softmax, pipe, turns, tid);
+        Epilogue::store(p.epilogue, smem.epilogue, w, sb, acc_o, softmax, tid);
       }
       turns.finish();
       Epilogue::finish(tid);

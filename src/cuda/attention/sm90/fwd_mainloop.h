@@ -1,4 +1,4 @@
-// FlashAttention forward mainloop for Hopper (FA3's structure, dense batches): the producer warp
+// FlashAttention forward mainloop for Hopper (FA3's structure, dense or varlen): the producer warp
 // brings Q and a ring of K and V tiles into swizzled shared memory with TMA; two or three
 // consumer warpgroups (64 query rows each) run S = Q K^T on wgmma from shared memory, the online softmax
 // in registers (the scale folded into exp2), and O += P V with P straight from registers, the
@@ -20,14 +20,31 @@ namespace flashkit::cuda::attn::sm90 {
 
 // Global tensors as TMA sees them: (seqlen, hdim, heads, batch), hdim contiguous. The extent in
 // hdim is the real head dim, so TMA zero-fills a bucket's tail columns and rows past the end.
+// Varlen tensors [tokens, heads, hdim] are one batch entry of all tokens (`rows`); a sequence is
+// reached by offsetting the tile coordinates by its first token (cu_seqlens), so a tile may read
+// rows of the next sequence: the masks hide those keys (P = 0 against their V rows) and the
+// epilogue does not store those query rows.
 using GmemShape = Shape<int, int, int, int>;
 using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
 
+struct GmemExtent {
+  int rows, batch;  // dense: (seqlen, batch); varlen: (tokens, 1)
+  Strides stride;   // varlen: batch stride = row stride (unused; TMA wants multiples of 16 B)
+};
+inline GmemExtent gmem_extent(const AttnArguments& a, bool keys, const Strides& s) {
+  if (!a.cu_seqlens_q) return {keys ? a.seqlen_k : a.seqlen_q, a.batch, s};
+  return {keys ? a.total_k : a.total_q, 1, {s.row, s.row, s.head}};
+}
+
 template <class Element>
-CUTE_HOST_DEVICE auto gmem_tensor(const Element* p, int seqlen, int hdim, int heads, int batch,
+CUTE_HOST_DEVICE auto gmem_tensor(const Element* p, int rows, int hdim, int heads, int batch,
                                   const Strides& s) {
-  return make_tensor(make_gmem_ptr(p), GmemShape{seqlen, hdim, heads, batch},
+  return make_tensor(make_gmem_ptr(p), GmemShape{rows, hdim, heads, batch},
                      GmemStride{s.row, _1{}, s.head, s.batch});
+}
+template <class Element>
+auto gmem_tensor(const void* p, int hdim, int heads, const GmemExtent& e) {
+  return gmem_tensor(static_cast<const Element*>(p), e.rows, hdim, heads, e.batch, e.stride);
 }
 
 // Ping-pong between the consumer warpgroups (FA3 section 3.1), round robin over kWarpgroups:
@@ -95,19 +112,33 @@ struct FwdMainloop {
   struct Params {
     TmaQ tma_q;
     TmaKV tma_k, tma_v;
-    int seqlen_q, seqlen_k, head_dim, heads, kv_heads, batch;
+    const int *cu_seqlens_q, *cu_seqlens_k;  // null: dense
+    int seqlen_q, seqlen_k, head_dim, heads, kv_heads;
+    int rows_q, rows_k, tma_batch;  // the TMA tensors' extents (GmemExtent)
     float scale, scale_log2;
     typename Policy::Params score;
   };
   static Params to_params(const AttnArguments& a) {
-    auto q = gmem_tensor(static_cast<const Element*>(a.q), a.seqlen_q, a.head_dim, a.heads, a.batch, a.q_stride);
-    auto k = gmem_tensor(static_cast<const Element*>(a.k), a.seqlen_k, a.head_dim, a.kv_heads, a.batch, a.k_stride);
-    auto v = gmem_tensor(static_cast<const Element*>(a.v), a.seqlen_k, a.head_dim, a.kv_heads, a.batch, a.v_stride);
-    return {make_tma_copy(SM90_TMA_LOAD{}, q, LayoutQ{}, TileQ{}, _1{}),
-            make_tma_copy(SM90_TMA_LOAD{}, k, SmemTile<Element, kBlockN, kHeadDim>{}, TileKV{}, _1{}),
-            make_tma_copy(SM90_TMA_LOAD{}, v, SmemTile<Element, kBlockN, kHeadDim>{}, TileKV{}, _1{}),
-            a.seqlen_q, a.seqlen_k, a.head_dim, a.heads, a.kv_heads, a.batch,
-            a.softmax_scale, a.softmax_scale * float(M_LOG2E), Policy::to_params(a)};
+    const GmemExtent eq = gmem_extent(a, false, a.q_stride), ek = gmem_extent(a, true, a.k_stride);
+    const GmemExtent ev = gmem_extent(a, true, a.v_stride);
+    using SmemKV = SmemTile<Element, kBlockN, kHeadDim>;
+    return {make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(a.q, a.head_dim, a.heads, eq),
+                          LayoutQ{}, TileQ{}, _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(a.k, a.head_dim, a.kv_heads, ek),
+                          SmemKV{}, TileKV{}, _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(a.v, a.head_dim, a.kv_heads, ev),
+                          SmemKV{}, TileKV{}, _1{}),
+            a.cu_seqlens_q, a.cu_seqlens_k, a.seqlen_q, a.seqlen_k, a.head_dim, a.heads,
+            a.kv_heads, eq.rows, ek.rows, eq.batch, a.softmax_scale,
+            a.softmax_scale * float(M_LOG2E), Policy::to_params(a)};
+  }
+  // Sequence w.batch's lengths and first tokens; a varlen grid covers the longest sequence, so
+  // tiles past a shorter one's end are skipped by every role (`in_sequence`).
+  __device__ static SeqBounds seq_bounds(const Params& p, const WorkTile& w) {
+    return SeqBounds(p.cu_seqlens_q, p.cu_seqlens_k, w.batch, p.seqlen_q, p.seqlen_k);
+  }
+  __device__ static bool in_sequence(const SeqBounds& sb, const WorkTile& w) {
+    return w.block * kBlockM < sb.seqlen_q;
   }
 
   // One thread, before the block-wide barrier that publishes it.
@@ -129,8 +160,7 @@ struct FwdMainloop {
     int q_tiles = 0;
   };
 
-  __device__ static Policy policy(const Params& p, const WorkTile& w) {
-    const SeqBounds sb(nullptr, nullptr, w.batch, p.seqlen_q, p.seqlen_k);
+  __device__ static Policy policy(const Params& p, const SeqBounds& sb, const WorkTile& w) {
     return Policy(p.score, sb, w.batch, w.head, p.scale);
   }
   // The first key block to compute (blocks run last to first), below kr.begin when none is live.
@@ -145,18 +175,22 @@ struct FwdMainloop {
   // wait and copy): Q once the consumers are done with the last one, then K and V of every live
   // key block, last to first, each as soon as its stage is free.
   __device__ static void load(const Params& p, SharedStorage& smem, const WorkTile& w,
-                              PipelineState& st, bool leader) {
-    const Policy pol = policy(p, w);
+                              const SeqBounds& sb, PipelineState& st, bool leader) {
+    const Policy pol = policy(p, sb, w);
     const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
     int n = first_live(pol, kr, w.block);
     if (n < kr.begin) return;
     const int kv_head = w.head / (p.heads / p.kv_heads);
-    Tensor mQ = p.tma_q.get_tma_tensor(GmemShape{p.seqlen_q, p.head_dim, p.heads, p.batch});
-    Tensor mK = p.tma_k.get_tma_tensor(GmemShape{p.seqlen_k, p.head_dim, p.kv_heads, p.batch});
-    Tensor mV = p.tma_v.get_tma_tensor(GmemShape{p.seqlen_k, p.head_dim, p.kv_heads, p.batch});
-    Tensor gQ = local_tile(mQ(_, _, w.head, w.batch), TileQ{}, make_coord(w.block, _0{}));
-    Tensor gK = local_tile(mK(_, _, kv_head, w.batch), TileKV{}, make_coord(_, _0{}));  // (BN, D, n)
-    Tensor gV = local_tile(mV(_, _, kv_head, w.batch), TileKV{}, make_coord(_, _0{}));
+    const int b = sb.varlen ? 0 : w.batch;
+    Tensor mQ = p.tma_q.get_tma_tensor(GmemShape{p.rows_q, p.head_dim, p.heads, p.tma_batch});
+    Tensor mK = p.tma_k.get_tma_tensor(GmemShape{p.rows_k, p.head_dim, p.kv_heads, p.tma_batch});
+    Tensor mV = p.tma_v.get_tma_tensor(GmemShape{p.rows_k, p.head_dim, p.kv_heads, p.tma_batch});
+    // (row, col) coordinates start at the sequence's first token (0 when dense).
+    auto seq_q = [&](auto t) { return domain_offset(make_coord(sb.q_start, _0{}), t); };
+    auto seq_k = [&](auto t) { return domain_offset(make_coord(sb.k_start, _0{}), t); };
+    Tensor gQ = local_tile(seq_q(mQ(_, _, w.head, b)), TileQ{}, make_coord(w.block, _0{}));
+    Tensor gK = local_tile(seq_k(mK(_, _, kv_head, b)), TileKV{}, make_coord(_, _0{}));  // (BN, D, n)
+    Tensor gV = local_tile(seq_k(mV(_, _, kv_head, b)), TileKV{}, make_coord(_, _0{}));
     Tensor sQ = make_tensor(make_smem_ptr(smem.q), LayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});  // (BN, D, stage)
     Tensor sV = make_tensor(make_smem_ptr(smem.v), LayoutKV{});
@@ -189,10 +223,11 @@ struct FwdMainloop {
   // Consumers (tid in [0, kConsumerThreads)): acc_o un-scaled O of the tile's rows, softmax its stats. A tile
   // whose rows see no key leaves acc_o = 0 and the stats empty (the epilogue writes 0, -inf).
   template <class AccO>
-  __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w, AccO& acc_o,
-                             Softmax& softmax, PipelineState& st, const Turns& turns, int tid) {
+  __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w,
+                             const SeqBounds& sb, AccO& acc_o, Softmax& softmax, PipelineState& st,
+                             const Turns& turns, int tid) {
     clear(acc_o);
-    const Policy pol = policy(p, w);
+    const Policy pol = policy(p, sb, w);
     const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
     int n = first_live(pol, kr, w.block);
     if (n < kr.begin) return;
