@@ -209,6 +209,15 @@ bool hopper_device() {
   return major == 9 && minor == 0;
 }
 
+// Varlen bf16 with GQA 2:1; the lengths (0 allowed) set the batch.
+AttentionSpec varlen_spec(int d, std::vector<int> lens_q, std::vector<int> lens_k,
+                          bool causal) {
+  AttentionSpec s = spec(DType::bf16, 0, 0, 0, 4, 2, d, causal);
+  s.lens_q = std::move(lens_q);
+  s.lens_k = std::move(lens_k);
+  return s;
+}
+
 // Runs each case with the Hopper forward demanded (an Error if it did not run) and with the
 // sm80-class forward forced; both must match the reference. The backward runs on the forward's
 // LSE and O, so it checks them too.
@@ -368,8 +377,8 @@ TEST(AttentionGpuVariantsShapes, WindowDeterministicBitwiseEqual) {
 
 // Hopper forward (sm90/) against the reference, and the sm80 forward on the same cases: head dims
 // filling and not filling their bucket (TMA zero-fills the tail), odd lengths in both directions
-// with causal alignment, GQA/MQA, and more query tiles than SMs so every persistent CTA runs
-// several tiles through the same mbarrier rings.
+// with causal alignment, GQA/MQA, varlen, and more query tiles than SMs so every persistent CTA
+// runs several tiles through the same mbarrier rings.
 TEST(AttentionGpuSm90, BothPathsMatchReference) {
   std::vector<std::pair<AttentionSpec, bool>> cases;
   for (bool causal : {false, true}) {
@@ -378,8 +387,26 @@ TEST(AttentionGpuSm90, BothPathsMatchReference) {
     cases.push_back({spec(DType::bf16, 1, 1, 1000, 3, 3, 64, causal), false});
     cases.push_back({spec(DType::bf16, 3, 1100, 1100, 8, 2, 64, causal), false});
     cases.push_back({spec(DType::bf16, 2, 777, 2050, 6, 1, 128, causal), false});
+    // Varlen: tiles that read past their sequence into the next one (and past the last token).
+    cases.push_back({varlen_spec(64, {1, 130, 257, 64, 300}, {65, 17, 300, 64, 129}, causal), true});
+    cases.push_back({varlen_spec(128, {500, 129, 7}, {128, 640, 1}, causal), false});
   }
   check_both_paths(cases, 4000);
+}
+
+// Every score variant on both forward paths (the sm90 one takes the same policies), bf16 hdim
+// 64 and 128; combinations of modifiers only where the build has their sm90 kernel (not minimal:
+// AttentionGpuVariants covers them there on the sm80 fall-back).
+TEST(AttentionGpuSm90, VariantsBothPaths) {
+  const bool minimal = build_info().kernel_set == "minimal";
+  std::vector<std::pair<AttentionSpec, bool>> cases;
+  for (int d : {64, 128})
+    for (const VariantCase& v : kVariants) {
+      const int mods =
+          (v.softcap > 0.f) + (v.alibi_dims > 0) + (v.dropout_p > 0.f) + (v.block_q > 0);
+      if (mods <= 1 || !minimal) cases.push_back({variant_spec(DType::bf16, d, v), true});
+    }
+  check_both_paths(cases, 4400);
 }
 
 TEST(AttentionGpuSm90, Fp16BothPaths) {
@@ -388,18 +415,16 @@ TEST(AttentionGpuSm90, Fp16BothPaths) {
                     {spec(DType::f16, 2, 333, 200, 4, 4, 128, false), true}}, 4100);
 }
 
-// Asking for the Hopper forward where it has no kernel is an Error naming the variable, not a
-// silent fall-back; a bad value is one too.
+// Asking for the Hopper forward where it has no kernel (hdim bucket 32) is an Error naming the
+// variable, not a silent fall-back; a bad value is one too.
 TEST(AttentionGpuSm90, ForcedPathErrors) {
   if (!hopper_device()) GTEST_SKIP() << "no sm_90 device";
-  AttentionCase c(spec(DType::bf16, 1, 16, 16, 2, 2, 64), 4200);
+  AttentionCase c(spec(DType::bf16, 1, 16, 16, 2, 2, 32), 4200);
   DeviceTensor q(c.q), k(c.k), v(c.v), out(c.q), lse(HostTensor(DType::f32, c.lse_shape()));
-  AttentionOptions general;
-  general.softcap = 2.f;  // the general score policy: sm80 only
-  for (auto [path, opts] : {std::pair{"sm90", general}, std::pair{"fastest", AttentionOptions{}}}) {
+  for (const char* path : {"sm90", "fastest"}) {
     ScopedPath scoped(path);
     try {
-      attention_forward(q, k, v, out, lse, opts);
+      attention_forward(q, k, v, out, lse, {});
       ADD_FAILURE() << "no error for FLASHKIT_ATTENTION_PATH=" << path;
     } catch (const Error& e) {
       EXPECT_EQ(std::string(e.what()).rfind("FLASHKIT_ATTENTION_PATH", 0), 0u) << e.what();
@@ -488,7 +513,25 @@ TEST(AttentionGpuSmall, DenseCausalGqa) {
 TEST(AttentionGpuSmall, Sm90AndSm80Paths) {
   check_both_paths({{spec(DType::bf16, 2, 17, 33, 4, 2, 64, true), true},
                     {spec(DType::bf16, 1, 200, 70, 2, 1, 128, true), true},
-                    {spec(DType::bf16, 1, 16, 40, 140, 70, 64, false), false}}, 4300);
+                    {spec(DType::bf16, 1, 16, 40, 140, 70, 64, false), false},
+                    {varlen_spec(64, {3, 70, 0, 33}, {90, 5, 20, 1}, true), true},
+                    {varlen_spec(128, {130, 1, 64}, {17, 129, 200}, false), false}}, 4300);
+}
+
+// The score variants on both forward paths under the sanitizer: window edges, softcap, ALiBi,
+// dropout (the backward redraws its mask) and a random block mask (about 1/3 of blocks dropped).
+TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
+  const VariantCase window{"window", true, 30, -1, 0.f, 0};
+  const VariantCase softcap{"softcap", false, -1, -1, 1.5f, 0};
+  const VariantCase alibi{"alibi", false, -1, -1, 0.f, 2};
+  const VariantCase dropout{"dropout", false, -1, -1, 0.f, 0, 0.3f};
+  const VariantCase sparse{"blocksparse", true, -1, -1, 0.f, 0, 0.f, 128, 128};
+  check_both_paths({{variant_spec(DType::bf16, 128, window, 75, 140), true},
+                    {variant_spec(DType::bf16, 64, softcap, 40, 75), false},
+                    {variant_spec(DType::bf16, 128, alibi, 70, 9), false},
+                    {variant_spec(DType::bf16, 128, dropout, 40, 75), true},
+                    {variant_spec(DType::bf16, 64, sparse, 150, 300), true}},
+                   4500);
 }
 
 TEST(AttentionGpuSmall, VarlenDeterministic) {

@@ -88,6 +88,7 @@ AttnArguments arguments(const AttentionShape& s, const TensorView& q, const Tens
   a.batch = s.batch, a.heads = s.heads, a.kv_heads = s.kv_heads;
   a.seqlen_q = s.seqlen_q, a.seqlen_k = s.seqlen_k;
   a.total_q = static_cast<int>(s.total_q);
+  a.total_k = static_cast<int>(s.total_k);
   a.head_dim = s.hdim;
   a.softmax_scale = s.softmax_scale;
   a.causal = o.causal;
@@ -166,15 +167,18 @@ void dispatch(const AttentionShape& s, const AttentionOptions& o, F&& f) {
 #endif
 }
 
-// The policies the Hopper forward is compiled for: plain scores, causal or not.
+// The policies the Hopper forward is compiled for (scripts/gen_instantiations.py): all of them,
+// but minimal builds leave out the all-modifier one (combinations of modifiers).
 template <class P>
-constexpr bool kPlainScores = false;
-template <bool kCausal>
-constexpr bool kPlainScores<attn::PlainScores<kCausal>> = true;
+constexpr bool kSm90Policy = true;
+#ifdef FLASHKIT_KERNELS_MINIMAL
+template <>
+constexpr bool kSm90Policy<attn::GeneralScores<attn::mods::kAll>> = false;
+#endif
 
 // Why the Hopper forward cannot run this problem, or null when it can: it needs sm_90a code in
-// the build, an sm_90 device, dense batches, the plain (masking-only) scores and hdim bucket 64
-// or 128. Everything else stays on the sm80-class kernels.
+// the build, an sm_90 device, a compiled score policy and hdim bucket 64 or 128 (dense or varlen).
+// Everything else stays on the sm80-class kernels.
 const char* sm90_forward_unsupported(const AttentionShape& s, const AttentionOptions& o) {
   constexpr std::string_view archs = FLASHKIT_CUDA_ARCHS;
   if (archs.find("90a") == std::string_view::npos) return "this build has no sm_90a code";
@@ -182,9 +186,10 @@ const char* sm90_forward_unsupported(const AttentionShape& s, const AttentionOpt
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, s.device_id));
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, s.device_id));
   if (major != 9 || minor != 0) return "the device is not sm_90";
-  if (s.varlen) return "varlen batches run on the sm80 kernels";
-  if (score_mods(o) != 0 || o.window_left >= 0 || o.window_right >= 0)
-    return "window, softcap, ALiBi, dropout and block masks run on the sm80 kernels";
+#ifdef FLASHKIT_KERNELS_MINIMAL
+  const unsigned m = score_mods(o);
+  if (m & (m - 1)) return "combinations of score modifiers have no sm90 kernel in a minimal build";
+#endif
   const int b = attn::hdim_bucket(s.hdim);
   if (b != 64 && b != 128) return "only head dims 33..64 and 97..128 have sm90 kernels";
   return nullptr;
@@ -223,7 +228,7 @@ void attention_forward(const AttentionShape& s, const TensorView& q, const Tenso
   auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
   const bool sm90 = use_sm90_forward(s, opts);
   dispatch(s, opts, [&]<class E, int D, class P>() {
-    if constexpr ((D == 64 || D == 128) && kPlainScores<P>)
+    if constexpr ((D == 64 || D == 128) && kSm90Policy<P>)
       if (sm90) return attn::run_fwd_sm90<E, D, P>(a, stream);
     attn::run_fwd_sm80<E, D, P>(a, stream);
   });

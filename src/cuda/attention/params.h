@@ -27,6 +27,7 @@ struct AttnArguments {
   int batch = 0, heads = 0, kv_heads = 0;
   int seqlen_q = 0, seqlen_k = 0;  // dense: the lengths; varlen: upper bounds (grid size)
   int total_q = 0;                 // rows of q in memory (dense: batch * seqlen_q)
+  int total_k = 0;                 // rows of k and v in memory (dense: batch * seqlen_k)
   int head_dim = 0;
   float softmax_scale = 0.f;
   bool causal = false;

@@ -1,6 +1,7 @@
-// Score policies of the attention mainloops (sm80/fwd_mainloop.h, sm80/bwd_mainloop.h): which
-// (query block, key block) tiles can be skipped, which need element masks, and what happens to a
-// score tile between S = Q K^T and the softmax (forward) or P / dS (backward), dropout included.
+// Score policies of the attention mainloops (sm80/fwd_mainloop.h, sm80/bwd_mainloop.h, and the
+// Hopper forward sm90/fwd_mainloop.h, whose wgmma accumulator repeats m16n8's rows and columns):
+// which (query block, key block) tiles can be skipped, which need element masks, and what happens
+// to a score tile between S = Q K^T and the softmax (forward) or P / dS (backward), dropout included.
 // PlainScores<causal> is the fast path (mask only); GeneralScores<kMods> adds the sliding window
 // (run time, causal folded in) and the compile-time modifiers softcap, ALiBi, dropout and block
 // mask, in the order include/flashkit/attention.h defines: softcap, ALiBi, masks, then dropout on
@@ -37,6 +38,7 @@ __device__ __forceinline__ int64_t max64(int64_t a, int64_t b) { return a > b ? 
 template <bool kCausal_>
 struct PlainScores {
   static constexpr bool kCausal = kCausal_;
+  static constexpr bool kPlain = true;        // masks only (tile shapes may assume it)
   static constexpr bool kNarrowKeys = false;  // forward key steps: the tile config's full width
   struct Params {};
   static Params to_params(const AttnArguments&) { return {}; }
@@ -150,6 +152,7 @@ struct PlainScores {
 template <unsigned kMods>
 struct GeneralScores {
   static constexpr bool kCausal = false;  // causal is window_right = 0 here
+  static constexpr bool kPlain = false;
   static constexpr bool kHasSoftcap = kMods & mods::kSoftcap, kHasAlibi = kMods & mods::kAlibi;
   static constexpr bool kHasDropout = kMods & mods::kDropout;
   static constexpr bool kHasBlockMask = kMods & mods::kBlockSparse;
@@ -371,6 +374,7 @@ struct GeneralScores {
   __device__ __forceinline__ auto keep_bits(const S& s, const Coord& coord, int row0,
                                             int col0) const {
     constexpr int kCols = decltype(cute::size<1>(s))::value;
+    static_assert(decltype(cute::size(s))::value <= 64, "a thread's tile exceeds the keep word");
     using Bits = std::conditional_t<(decltype(cute::size(s))::value <= 32), uint32_t, uint64_t>;
     Bits keep = 0;
     const int odd = (cute::get<1>(coord(0, 0)) >> 1) & 1;

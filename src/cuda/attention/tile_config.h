@@ -40,14 +40,17 @@ constexpr TileConfig tile_config(Pass pass, int hdim, DType dtype, bool causal) 
 // The Hopper forward (sm90/): block_m / 64 consumer warpgroups of 64 query rows each, key tiles
 // of block_n rows in a TMA ring `stages` deep (smem: Q, O and 2 * stages K/V tiles; at hdim 128
 // and 2 stages 192 KB of the 227 KB), GEMMs issued in turns between the warpgroups (`pingpong`).
-// hdim 64 dense takes 3 warpgroups (192 rows, 160 registers a thread): its softmax weighs more
-// per FLOP; causal keeps 128 rows until the two shapes are compared (bench/NOTES-attention.md).
+// hdim 64 with plain scores, causal or not, takes 3 warpgroups (192 rows, 160 registers a
+// thread): its softmax weighs more per FLOP (dense measured +16-19%; bench/NOTES-attention.md).
 struct Sm90FwdTiles {
   int block_m, block_n, stages;
   bool pingpong;
 };
-constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool causal) {
-  if (hdim <= 64) return causal ? Sm90FwdTiles{128, 128, 3, true} : Sm90FwdTiles{192, 128, 3, true};
+// Score modifiers (`plain` false: GeneralScores) take 128 rows at hdim 64 too: 160 registers a
+// thread leave them no room, and block masks need tiles inside one 128 x 128 mask block.
+constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool plain) {
+  if (hdim <= 64)
+    return plain ? Sm90FwdTiles{192, 128, 3, true} : Sm90FwdTiles{128, 128, 3, true};
   return {128, 128, 2, true};
 }
 

@@ -2,11 +2,13 @@
 // warpgroups into a swizzled shared-memory tile and stored by one thread with TMA (which clips
 // rows past seqlen and columns past the head dim), and the fp32 natural-log LSE of each row.
 // The store of one tile overlaps the next tile's mainloop; its buffer is reused only after
-// the bulk store has read it.
+// the bulk store has read it. Varlen tiles end inside the token tensor, where TMA would not clip:
+// the consumers store their sequence's rows from shared memory with 16-byte stores instead.
 #pragma once
 #include <cutlass/arch/barrier.h>
 
 #include "cuda/attention/params.h"
+#include "cuda/attention/seqlen.h"
 #include "cuda/attention/sm90/fwd_mainloop.h"
 #include "cuda/attention/tile_scheduler.h"
 
@@ -23,22 +25,31 @@ struct FwdEpilogue {
   using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{},
                                       gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}), LayoutO{},
                                       TileO{}, _1{}));
+  // Varlen: kHeadDim / 8 threads of 16 bytes per row, the consumer threads over rows.
+  using StoreThreads = Layout<Shape<Int<kThreads * 8 / kHeadDim>, Int<kHeadDim / 8>>,
+                              Stride<Int<kHeadDim / 8>, _1>>;
+  using VarlenStore = decltype(make_tiled_copy(Copy_Atom<UniversalCopy<uint128_t>, Element>{},
+                                               StoreThreads{}, Layout<Shape<_1, _8>>{}));
 
   struct SharedStorage {
     alignas(1024) Element o[cosize_v<LayoutO>];
   };
   struct Params {
     TmaO tma_o;
+    Element* o;  // varlen stores
+    Strides o_stride;
+    bool varlen;
     float* lse;
     int64_t lse_batch_stride, lse_head_stride, lse_row_stride;
-    int seqlen_q, head_dim, heads, batch;
+    int rows_q, head_dim, heads, tma_batch;
   };
   static Params to_params(const AttnArguments& a) {
-    auto o = gmem_tensor(static_cast<const Element*>(a.o), a.seqlen_q, a.head_dim, a.heads, a.batch,
-                         a.o_stride);
-    return {make_tma_copy(SM90_TMA_STORE{}, o, LayoutO{}, TileO{}, _1{}), a.lse,
-            a.lse_batch_stride, a.lse_head_stride, a.lse_row_stride, a.seqlen_q, a.head_dim,
-            a.heads, a.batch};
+    const GmemExtent e = gmem_extent(a, false, a.o_stride);
+    return {make_tma_copy(SM90_TMA_STORE{}, gmem_tensor<Element>(a.o, a.head_dim, a.heads, e),
+                          LayoutO{}, TileO{}, _1{}),
+            static_cast<Element*>(a.o), a.o_stride, a.cu_seqlens_q != nullptr, a.lse,
+            a.lse_batch_stride, a.lse_head_stride, a.lse_row_stride, e.rows, a.head_dim, a.heads,
+            e.batch};
   }
   __device__ static void prefetch_descriptors(const Params& p) {
     prefetch_tma_descriptor(p.tma_o.get_tma_descriptor());
@@ -46,16 +57,16 @@ struct FwdEpilogue {
 
   template <class AccO, class Softmax>
   __device__ static void store(const Params& p, SharedStorage& smem, const WorkTile& w,
-                               AccO& acc_o, Softmax& softmax, int tid) {
+                               const SeqBounds& sb, AccO& acc_o, Softmax& softmax, int tid) {
     typename Mainloop::TiledMmaPV mma;
     auto thr = mma.get_thread_slice(tid);
     Tensor o = rowcol_view(acc_o);
     softmax.finish(o);
 
-    const int rows = p.seqlen_q - w.block * kBlockM;
+    const int rows = sb.seqlen_q - w.block * kBlockM;
     Tensor cO = rowcol_view(thr.partition_C(make_identity_tensor(TileO{})));
     float* lse = p.lse + int64_t(w.batch) * p.lse_batch_stride + int64_t(w.head) * p.lse_head_stride +
-                 int64_t(w.block) * kBlockM * p.lse_row_stride;
+                 (int64_t(sb.q_start) + int64_t(w.block) * kBlockM) * p.lse_row_stride;
     if (get<1>(cO(0, 0)) == 0) {  // the quad's first thread writes its rows' LSE
       CUTE_UNROLL
       for (int r = 0; r < size<0>(o); ++r) {
@@ -71,8 +82,27 @@ struct FwdEpilogue {
     copy(rO, thr.partition_C(sO));
     cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to the TMA engine
     cutlass::arch::NamedBarrier::sync(kThreads, kBarrier);
+    if (p.varlen) {  // the next tile's first barrier above orders these reads before its writes
+      Tensor mO = make_tensor(make_gmem_ptr(p.o + sb.q_offset(p.o_stride, w.batch, w.head)),
+                              make_shape(sb.seqlen_q, Int<kHeadDim>{}),
+                              make_stride(p.o_stride.row, _1{}));
+      Tensor gO = local_tile(mO, TileO{}, make_coord(w.block, _0{}));
+      VarlenStore st;
+      auto st_thr = st.get_thread_slice(tid);
+      Tensor tOs = st_thr.partition_S(sO);
+      Tensor tOg = st_thr.partition_D(gO);
+      Tensor tOc = st_thr.partition_D(make_identity_tensor(TileO{}));
+      CUTE_UNROLL
+      for (int m = 0; m < size<1>(tOg); ++m) {
+        if (get<0>(tOc(0, m, 0)) >= rows) continue;
+        CUTE_UNROLL
+        for (int k = 0; k < size<2>(tOg); ++k)
+          if (get<1>(tOc(0, m, k)) < p.head_dim) copy(st, tOs(_, m, k), tOg(_, m, k));
+      }
+      return;
+    }
     if (tid == 0) {
-      Tensor mO = p.tma_o.get_tma_tensor(GmemShape{p.seqlen_q, p.head_dim, p.heads, p.batch});
+      Tensor mO = p.tma_o.get_tma_tensor(GmemShape{p.rows_q, p.head_dim, p.heads, p.tma_batch});
       Tensor gO = local_tile(mO(_, _, w.head, w.batch), TileO{}, make_coord(w.block, _0{}));
       auto c = p.tma_o.get_slice(_0{});
       copy(p.tma_o, c.partition_S(sO), c.partition_D(gO));

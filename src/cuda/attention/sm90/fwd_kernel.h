@@ -1,13 +1,15 @@
 // The Hopper forward kernel: Kernel<Mainloop, Epilogue, TileScheduler> like fwd_kernel.h, but
-// warp-specialised. Warpgroup 0 is the producer (its registers given up with setmaxnreg; one
-// thread issues every TMA load); the other two or three are the consumers (registers raised), which
-// run the mainloop's GEMMs and softmax and the epilogue. Both roles walk the persistent
-// scheduler's tiles in the same order and meet only at the mbarriers in shared memory.
+// warp-specialised. Warpgroup 0 is the producer (its registers given up with setmaxnreg; its
+// first warp walks the key blocks, one lane issues every TMA load); the other two or three are
+// the consumers (registers raised), which run the mainloop's GEMMs, softmax and the epilogue.
+// Both roles walk the persistent scheduler's tiles in the same order and meet only at the
+// mbarriers in shared memory.
 #pragma once
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "cuda/attention/params.h"
+#include "cuda/attention/seqlen.h"
 #include "cuda/attention/tile_scheduler.h"
 
 namespace flashkit::cuda::attn::sm90 {
@@ -48,11 +50,15 @@ struct FwdKernel {
 
     if (warpgroup == 0) {
       cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
-      if (cutlass::canonical_warp_idx_sync() == 0 && cute::elect_one_sync()) {
-        Mainloop::prefetch_descriptors(p.mainloop);
+      if (cutlass::canonical_warp_idx_sync() == 0) {  // the producer warp; one lane issues
+        const bool leader = cute::elect_one_sync();
+        if (leader) Mainloop::prefetch_descriptors(p.mainloop);
         for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
-             w = Scheduler::next_work(p.scheduler, w))
-          Mainloop::load(p.mainloop, smem.mainloop, w, pipe);
+             w = Scheduler::next_work(p.scheduler, w)) {
+          const SeqBounds sb = Mainloop::seq_bounds(p.mainloop, w);
+          if (Mainloop::in_sequence(sb, w))
+            Mainloop::load(p.mainloop, smem.mainloop, w, sb, pipe, leader);
+        }
       }
     } else {
       cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
@@ -62,12 +68,14 @@ struct FwdKernel {
       turns.start();
       for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
            w = Scheduler::next_work(p.scheduler, w)) {
+        const SeqBounds sb = Mainloop::seq_bounds(p.mainloop, w);
+        if (!Mainloop::in_sequence(sb, w)) continue;
         auto acc_o = partition_fragment_C(
             typename Mainloop::TiledMmaPV{},
             Shape<Int<Mainloop::kBlockM>, Int<Mainloop::kHeadDim>>{});
         typename Mainloop::Softmax softmax;
-        Mainloop::mma(p.mainloop, smem.mainloop, w, acc_o, softmax, pipe, turns, tid);
-        Epilogue::store(p.epilogue, smem.epilogue, w, acc_o, softmax, tid);
+        Mainloop::mma(p.mainloop, smem.mainloop, w, sb, acc_o, softmax, pipe, turns, tid);
+        Epilogue::store(p.epilogue, smem.epilogue, w, sb, acc_o, softmax, tid);
       }
       turns.finish();
       Epilogue::finish(tid);

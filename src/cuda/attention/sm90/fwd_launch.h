@@ -1,6 +1,6 @@
 // Host side of the Hopper forward: tiles for (hdim bucket, causal) from tile_config.h, the TMA
 // descriptors built once into the kernel's Params, a persistent grid of one CTA per SM.
-// Explicitly instantiated per (dtype, hdim, plain/causal) in src/cuda/instantiations/.
+// Explicitly instantiated per (dtype, hdim, score policy) in src/cuda/instantiations/.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -14,14 +14,17 @@ namespace flashkit::cuda::attn {
 
 template <class Element, int kHeadDim, class Policy>
 void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
-  constexpr Sm90FwdTiles t = sm90_fwd_tiles(kHeadDim, Policy::kCausal);
+  constexpr Sm90FwdTiles t = sm90_fwd_tiles(kHeadDim, Policy::kPlain);
   using Mainloop = sm90::FwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.stages, t.pingpong, Policy>;
   using Kernel = sm90::FwdKernel<Mainloop, sm90::FwdEpilogue<Mainloop>, StaticPersistentScheduler>;
   int device = 0, sms = 0;
   FK_CUDA_CHECK(cudaGetDevice(&device));
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int num_blocks = ceil_div(a.seqlen_q, t.block_m);
-  auto params = Kernel::to_params(a, {num_blocks, a.heads, a.batch, Policy::kCausal, sms});
+  // Longest first where the last query blocks carry the most key tiles (causal, as a right
+  // window bound makes it for the general policies).
+  const bool reverse = Policy::kCausal || a.causal || a.window_right >= 0;
+  auto params = Kernel::to_params(a, {num_blocks, a.heads, a.batch, reverse, sms});
   auto kernel = sm90::run_kernel_sm90<Kernel>;
   FK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      Kernel::kSmemBytes));

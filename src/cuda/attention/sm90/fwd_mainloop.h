@@ -1,9 +1,10 @@
-// FlashAttention forward mainloop for Hopper (FA3's structure, dense batches): the producer warp
+// FlashAttention forward mainloop for Hopper (FA3's structure, dense or varlen): the producer warp
 // brings Q and a ring of K and V tiles into swizzled shared memory with TMA; two or three
 // consumer warpgroups (64 query rows each) run S = Q K^T on wgmma from shared memory, the online softmax
 // in registers (the scale folded into exp2), and O += P V with P straight from registers, the
 // softmax of one key block overlapping the P V product of the previous one.
-// The score Policy (score_policy.h, PlainScores only here) picks key blocks and masks.
+// The score Policy (score_policy.h: PlainScores or GeneralScores, the sm80 forward's hooks) picks
+// the key blocks (block-sparse skips included), masks and modifies scores, and drops P.
 #pragma once
 #include <cmath>
 
@@ -19,14 +20,31 @@ namespace flashkit::cuda::attn::sm90 {
 
 // Global tensors as TMA sees them: (seqlen, hdim, heads, batch), hdim contiguous. The extent in
 // hdim is the real head dim, so TMA zero-fills a bucket's tail columns and rows past the end.
+// Varlen tensors [tokens, heads, hdim] are one batch entry of all tokens (`rows`); a sequence is
+// reached by offsetting the tile coordinates by its first token (cu_seqlens), so a tile may read
+// rows of the next sequence: the masks hide those keys (P = 0 against their V rows) and the
+// epilogue does not store those query rows.
 using GmemShape = Shape<int, int, int, int>;
 using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
 
+struct GmemExtent {
+  int rows, batch;  // dense: (seqlen, batch); varlen: (tokens, 1)
+  Strides stride;   // varlen: batch stride = row stride (unused; TMA wants multiples of 16 B)
+};
+inline GmemExtent gmem_extent(const AttnArguments& a, bool keys, const Strides& s) {
+  if (!a.cu_seqlens_q) return {keys ? a.seqlen_k : a.seqlen_q, a.batch, s};
+  return {keys ? a.total_k : a.total_q, 1, {s.row, s.row, s.head}};
+}
+
 template <class Element>
-CUTE_HOST_DEVICE auto gmem_tensor(const Element* p, int seqlen, int hdim, int heads, int batch,
+CUTE_HOST_DEVICE auto gmem_tensor(const Element* p, int rows, int hdim, int heads, int batch,
                                   const Strides& s) {
-  return make_tensor(make_gmem_ptr(p), GmemShape{seqlen, hdim, heads, batch},
+  return make_tensor(make_gmem_ptr(p), GmemShape{rows, hdim, heads, batch},
                      GmemStride{s.row, _1{}, s.head, s.batch});
+}
+template <class Element>
+auto gmem_tensor(const void* p, int hdim, int heads, const GmemExtent& e) {
+  return gmem_tensor(static_cast<const Element*>(p), e.rows, hdim, heads, e.batch, e.stride);
 }
 
 // Ping-pong between the consumer warpgroups (FA3 section 3.1), round robin over kWarpgroups:
@@ -94,19 +112,33 @@ struct FwdMainloop {
   struct Params {
     TmaQ tma_q;
     TmaKV tma_k, tma_v;
-    int seqlen_q, seqlen_k, head_dim, heads, kv_heads, batch;
+    const int *cu_seqlens_q, *cu_seqlens_k;  // null: dense
+    int seqlen_q, seqlen_k, head_dim, heads, kv_heads;
+    int rows_q, rows_k, tma_batch;  // the TMA tensors' extents (GmemExtent)
     float scale, scale_log2;
     typename Policy::Params score;
   };
   static Params to_params(const AttnArguments& a) {
-    auto q = gmem_tensor(static_cast<const Element*>(a.q), a.seqlen_q, a.head_dim, a.heads, a.batch, a.q_stride);
-    auto k = gmem_tensor(static_cast<const Element*>(a.k), a.seqlen_k, a.head_dim, a.kv_heads, a.batch, a.k_stride);
-    auto v = gmem_tensor(static_cast<const Element*>(a.v), a.seqlen_k, a.head_dim, a.kv_heads, a.batch, a.v_stride);
-    return {make_tma_copy(SM90_TMA_LOAD{}, q, LayoutQ{}, TileQ{}, _1{}),
-            make_tma_copy(SM90_TMA_LOAD{}, k, SmemTile<Element, kBlockN, kHeadDim>{}, TileKV{}, _1{}),
-            make_tma_copy(SM90_TMA_LOAD{}, v, SmemTile<Element, kBlockN, kHeadDim>{}, TileKV{}, _1{}),
-            a.seqlen_q, a.seqlen_k, a.head_dim, a.heads, a.kv_heads, a.batch,
-            a.softmax_scale, a.softmax_scale * float(M_LOG2E), Policy::to_params(a)};
+    const GmemExtent eq = gmem_extent(a, false, a.q_stride), ek = gmem_extent(a, true, a.k_stride);
+    const GmemExtent ev = gmem_extent(a, true, a.v_stride);
+    using SmemKV = SmemTile<Element, kBlockN, kHeadDim>;
+    return {make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(a.q, a.head_dim, a.heads, eq),
+                          LayoutQ{}, TileQ{}, _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(a.k, a.head_dim, a.kv_heads, ek),
+                          SmemKV{}, TileKV{}, _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(a.v, a.head_dim, a.kv_heads, ev),
+                          SmemKV{}, TileKV{}, _1{}),
+            a.cu_seqlens_q, a.cu_seqlens_k, a.seqlen_q, a.seqlen_k, a.head_dim, a.heads,
+            a.kv_heads, eq.rows, ek.rows, eq.batch, a.softmax_scale,
+            a.softmax_scale * float(M_LOG2E), Policy::to_params(a)};
+  }
+  // Sequence w.batch's lengths and first tokens; a varlen grid covers the longest sequence, so
+  // tiles past a shorter one's end are skipped by every role (`in_sequence`).
+  __device__ static SeqBounds seq_bounds(const Params& p, const WorkTile& w) {
+    return SeqBounds(p.cu_seqlens_q, p.cu_seqlens_k, w.batch, p.seqlen_q, p.seqlen_k);
+  }
+  __device__ static bool in_sequence(const SeqBounds& sb, const WorkTile& w) {
+    return w.block * kBlockM < sb.seqlen_q;
   }
 
   // One thread, before the block-wide barrier that publishes it.
@@ -128,24 +160,37 @@ struct FwdMainloop {
     int q_tiles = 0;
   };
 
-  __device__ static BlockRange key_blocks(const Params& p, const WorkTile& w) {
-    const SeqBounds sb(nullptr, nullptr, w.batch, p.seqlen_q, p.seqlen_k);
-    return Policy(p.score, sb, w.batch, w.head, p.scale).template key_blocks<kBlockM, kBlockN>(w.block);
+  __device__ static Policy policy(const Params& p, const SeqBounds& sb, const WorkTile& w) {
+    return Policy(p.score, sb, w.batch, w.head, p.scale);
+  }
+  // The first key block to compute (blocks run last to first), below kr.begin when none is live.
+  __device__ static int first_live(const Policy& pol, const BlockRange& kr, int m_block) {
+    return pol.template prev_live<kBlockM, kBlockN>(m_block, kr.end - 1, kr.begin);
+  }
+  __device__ static int next_live(const Policy& pol, const BlockRange& kr, int m_block, int n) {
+    return pol.template prev_live<kBlockM, kBlockN>(m_block, n - 1, kr.begin);
   }
 
-  // Producer (one thread): Q once the consumers are done with the last one, then K and V of
-  // every key block, last to first, each as soon as its stage is free.
+  // Producer (the whole warp: a block mask's skip scan is a warp ballot; `leader` issues every
+  // wait and copy): Q once the consumers are done with the last one, then K and V of every live
+  // key block, last to first, each as soon as its stage is free.
   __device__ static void load(const Params& p, SharedStorage& smem, const WorkTile& w,
-                              PipelineState& st) {
-    const BlockRange kr = key_blocks(p, w);
-    if (kr.end <= kr.begin) return;
+                              const SeqBounds& sb, PipelineState& st, bool leader) {
+    const Policy pol = policy(p, sb, w);
+    const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
+    int n = first_live(pol, kr, w.block);
+    if (n < kr.begin) return;
     const int kv_head = w.head / (p.heads / p.kv_heads);
-    Tensor mQ = p.tma_q.get_tma_tensor(GmemShape{p.seqlen_q, p.head_dim, p.heads, p.batch});
-    Tensor mK = p.tma_k.get_tma_tensor(GmemShape{p.seqlen_k, p.head_dim, p.kv_heads, p.batch});
-    Tensor mV = p.tma_v.get_tma_tensor(GmemShape{p.seqlen_k, p.head_dim, p.kv_heads, p.batch});
-    Tensor gQ = local_tile(mQ(_, _, w.head, w.batch), TileQ{}, make_coord(w.block, _0{}));
-    Tensor gK = local_tile(mK(_, _, kv_head, w.batch), TileKV{}, make_coord(_, _0{}));  // (BN, D, n)
-    Tensor gV = local_tile(mV(_, _, kv_head, w.batch), TileKV{}, make_coord(_, _0{}));
+    const int b = sb.varlen ? 0 : w.batch;
+    Tensor mQ = p.tma_q.get_tma_tensor(GmemShape{p.rows_q, p.head_dim, p.heads, p.tma_batch});
+    Tensor mK = p.tma_k.get_tma_tensor(GmemShape{p.rows_k, p.head_dim, p.kv_heads, p.tma_batch});
+    Tensor mV = p.tma_v.get_tma_tensor(GmemShape{p.rows_k, p.head_dim, p.kv_heads, p.tma_batch});
+    // (row, col) coordinates start at the sequence's first token (0 when dense).
+    auto seq_q = [&](auto t) { return domain_offset(make_coord(sb.q_start, _0{}), t); };
+    auto seq_k = [&](auto t) { return domain_offset(make_coord(sb.k_start, _0{}), t); };
+    Tensor gQ = local_tile(seq_q(mQ(_, _, w.head, b)), TileQ{}, make_coord(w.block, _0{}));
+    Tensor gK = local_tile(seq_k(mK(_, _, kv_head, b)), TileKV{}, make_coord(_, _0{}));  // (BN, D, n)
+    Tensor gV = local_tile(seq_k(mV(_, _, kv_head, b)), TileKV{}, make_coord(_, _0{}));
     Tensor sQ = make_tensor(make_smem_ptr(smem.q), LayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});  // (BN, D, stage)
     Tensor sV = make_tensor(make_smem_ptr(smem.v), LayoutKV{});
@@ -157,16 +202,20 @@ struct FwdMainloop {
     Tensor tVg = cv.partition_S(gV);
     Tensor tVs = cv.partition_D(sV);
 
-    Ring::Barrier::wait(&smem.q_empty, (st.q_tiles & 1) ^ 1);
-    Ring::Barrier::arrive_and_expect_tx(&smem.q_full, kBytesQ);
-    copy(p.tma_q.with(smem.q_full), cq.partition_S(gQ), cq.partition_D(sQ));
+    if (leader) {
+      Ring::Barrier::wait(&smem.q_empty, (st.q_tiles & 1) ^ 1);
+      Ring::Barrier::arrive_and_expect_tx(&smem.q_full, kBytesQ);
+      copy(p.tma_q.with(smem.q_full), cq.partition_S(gQ), cq.partition_D(sQ));
+    }
     ++st.q_tiles;
-    for (int n = kr.end - 1; n >= kr.begin; --n) {
-      uint64_t& kb = Ring::producer_acquire(smem.k_ring, st.k, kBytesKV);
-      copy(p.tma_k.with(kb), tKg(_, _, _, n), tKs(_, _, _, st.k.stage));
+    for (; n >= kr.begin; n = next_live(pol, kr, w.block, n)) {
+      if (leader) {
+        uint64_t& kb = Ring::producer_acquire(smem.k_ring, st.k, kBytesKV);
+        copy(p.tma_k.with(kb), tKg(_, _, _, n), tKs(_, _, _, st.k.stage));
+        uint64_t& vb = Ring::producer_acquire(smem.v_ring, st.v, kBytesKV);
+        copy(p.tma_v.with(vb), tVg(_, _, _, n), tVs(_, _, _, st.v.stage));
+      }
       st.k.advance();
-      uint64_t& vb = Ring::producer_acquire(smem.v_ring, st.v, kBytesKV);
-      copy(p.tma_v.with(vb), tVg(_, _, _, n), tVs(_, _, _, st.v.stage));
       st.v.advance();
     }
   }
@@ -174,13 +223,15 @@ struct FwdMainloop {
   // Consumers (tid in [0, kConsumerThreads)): acc_o un-scaled O of the tile's rows, softmax its stats. A tile
   // whose rows see no key leaves acc_o = 0 and the stats empty (the epilogue writes 0, -inf).
   template <class AccO>
-  __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w, AccO& acc_o,
-                             Softmax& softmax, PipelineState& st, const Turns& turns, int tid) {
+  __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w,
+                             const SeqBounds& sb, AccO& acc_o, Softmax& softmax, PipelineState& st,
+                             const Turns& turns, int tid) {
     clear(acc_o);
-    const BlockRange kr = key_blocks(p, w);
-    if (kr.end <= kr.begin) return;
-    const SeqBounds sb(nullptr, nullptr, w.batch, p.seqlen_q, p.seqlen_k);
-    const Policy pol(p.score, sb, w.batch, w.head, p.scale);
+    const Policy pol = policy(p, sb, w);
+    const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
+    int n = first_live(pol, kr, w.block);
+    if (n < kr.begin) return;
+    const int row0 = w.block * kBlockM;
 
     TiledMmaQK mma_qk;
     TiledMmaPV mma_pv;
@@ -201,15 +252,21 @@ struct FwdMainloop {
       Ring::consumer_wait(smem.k_ring, st.k);
       wgmma<true>(mma_qk, tSrQ, tSrK(_, _, _, st.k.stage), acc_s);
     };
-    auto scores_done = [&](auto& acc_s, int n) {
+    auto scores_done = [&](auto& acc_s, int n, bool last) {
       Ring::consumer_release(smem.k_ring, st.k);
       st.k.advance();
       // After the tile's last S, Q is free: the producer loads the next tile's Q while this
       // warpgroup finishes the last P V and the epilogue.
-      if (n == kr.begin) Ring::Barrier::arrive(&smem.q_empty);
+      if (last) Ring::Barrier::arrive(&smem.q_empty);
       Tensor s = rowcol_view(acc_s);
       const bool masked = pol.template fwd_needs_mask<kBlockM, kBlockN>(w.block, n);
-      pol.fwd_scores(s, cS, w.block * kBlockM, n * kBlockN, masked, p.scale);
+      pol.fwd_scores(s, cS, row0, n * kBlockN, masked, p.scale);
+    };
+    // The online softmax of S_n (l sums P before dropout drops some of it, as on sm80).
+    auto softmax_of = [&](auto& acc_s, int n, float (&alpha)[Softmax::kRows]) {
+      Tensor s = rowcol_view(acc_s);
+      softmax.update_stats(s, alpha, p.scale, p.scale_log2);
+      pol.fwd_dropout(s, cS, row0, n * kBlockN);
     };
     // O += P V_n; V_n's stage is freed by pv_done once the product has completed.
     auto pv = [&](auto& tOrP) {
@@ -224,34 +281,32 @@ struct FwdMainloop {
     };
 
     Ring::Barrier::wait(&smem.q_full, st.q_tiles & 1);
-    // Key blocks run last to first (the masked ones first). Intra-warpgroup pipelining (FA3's
-    // Algorithm 2): while P_{n+1} V_{n+1} runs on the tensor cores, this warpgroup waits only
-    // for S_n = Q K_n^T and computes its softmax; O is rescaled once P V has landed.
-    int n = kr.end - 1;
+    // Live key blocks run last to first (the masked ones first). Intra-warpgroup pipelining
+    // (FA3's Algorithm 2): while P_{n'} V_{n'} (n' the previous live block) runs on the tensor
+    // cores, this warpgroup waits only for S_n = Q K_n^T and computes its softmax; O is rescaled
+    // once P V has landed. The next live block is looked up while the GEMMs run.
     Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
     turns.wait_turn();
     scores(acc_s);
     turns.pass_turn();
+    int n_next = next_live(pol, kr, w.block, n);
     warpgroup_wait<0>();
-    scores_done(acc_s, n);
+    scores_done(acc_s, n, n_next < kr.begin);
     float alpha[Softmax::kRows];
-    {
-      Tensor s = rowcol_view(acc_s);
-      softmax.update_stats(s, alpha, p.scale, p.scale_log2);  // O is still 0: no rescale
-    }
+    softmax_of(acc_s, n, alpha);  // O is still 0: no rescale
     Tensor rP = make_tensor<Element>(acc_s.layout());
     Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
     CUTE_UNROLL
     for (int i = 0; i < size(acc_s); ++i) rP(i) = static_cast<Element>(acc_s(i));
-    for (--n; n >= kr.begin; --n) {
+    for (n = n_next; n >= kr.begin; n = n_next) {
       turns.wait_turn();
       scores(acc_s);  // S_n, issued first so that it completes first
-      pv(tOrP);       // O += P_{n+1} V_{n+1}
+      pv(tOrP);       // O += P_{n'} V_{n'}
       turns.pass_turn();
+      n_next = next_live(pol, kr, w.block, n);
       warpgroup_wait<1>();
-      scores_done(acc_s, n);
-      Tensor s = rowcol_view(acc_s);
-      softmax.update_stats(s, alpha, p.scale, p.scale_log2);
+      scores_done(acc_s, n, n_next < kr.begin);
+      softmax_of(acc_s, n, alpha);
       warpgroup_wait<0>();
       pv_done(tOrP);
       Softmax::rescale(o, alpha);
@@ -264,6 +319,11 @@ struct FwdMainloop {
     warpgroup_wait<0>();
     pv_done(tOrP);
     ++st.q_tiles;
+    const float out_scale = pol.fwd_out_scale();  // dropout's 1 / (1 - p), once per tile
+    if (out_scale != 1.f) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= out_scale;
+    }
   }
 };
 
