@@ -4,6 +4,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "api/validate.h"
 #include "cuda/common/check.h"
 #include "cuda/common/workspace.h"
@@ -120,7 +123,12 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   p.part_lse = part ? part + part_rows * pr.hdim : nullptr;
 
   // sm_90: K/V by tensor-map boxes when the cache layout allows; otherwise cp.async (kv_box 0).
-  const int box = with_kernels(pr.dtype, pr.hdim, TmaBox{plan});
+  // FLASHKIT_DECODE_TMA=0 (read once) keeps cp.async everywhere, for A/B runs of the two loaders.
+  static const bool tma_allowed = [] {
+    const char* e = std::getenv("FLASHKIT_DECODE_TMA");
+    return !e || std::strcmp(e, "0") != 0;
+  }();
+  const int box = tma_allowed ? with_kernels(pr.dtype, pr.hdim, TmaBox{plan}) : 0;
   p.kv_box = decoding::encode_kv_maps(p, k, v, box) ? box : 0;
 
   with_kernels(pr.dtype, pr.hdim, Launch{p, plan.schedule, stream});

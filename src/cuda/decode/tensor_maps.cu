@@ -37,9 +37,13 @@ bool encode(CUtensorMap* map, const TensorView& t, int box) {
   const cuuint32_t steps[4] = {1, 1, 1, 1};
   const CUtensorMapDataType type =
       t.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  // L2 fills no wider than a token's row of one head: at hdim 64 (128-byte rows, the next head's
+  // row beside it) 256-byte promotion would fetch twice the bytes the CTA reads.
+  const CUtensorMapL2promotion promote =
+      t.shape[3] * es >= 256 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
   // Out-of-bounds rows (past the cache's capacity) arrive as zeros.
   return fn(map, type, 4, t.data, dims, strides, boxes, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_SWIZZLE_128B, promote,
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
