@@ -171,3 +171,16 @@ def test_errors_name_the_argument():
 def test_import_does_not_import_torch():
     code = "import sys, flashkit; flashkit.attention; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("order", ["flashkit, torch", "torch, flashkit"])
+def test_imports_beside_torch_in_either_order(order):
+    """A fresh process imports both and runs flashkit on a torch tensor (the extension exports
+    only its init function; on the GPU machine torch imported second once crashed)."""
+    pytest.importorskip("torch")
+    code = (f"import {order}\n"
+            "import flashkit, torch\n"
+            "dev = 'cuda' if torch.cuda.is_available() and flashkit.build_info()['gpus'] else 'cpu'\n"
+            "q = torch.randn(1, 40, 2, 64, device=dev, dtype=torch.bfloat16 if dev == 'cuda' else torch.float32)\n"
+            "assert flashkit.attention(q, q, q, causal=True).isfinite().all()\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
