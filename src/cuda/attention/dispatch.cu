@@ -176,6 +176,12 @@ template <>
 constexpr bool kSm90Policy<attn::GeneralScores<attn::mods::kAll>> = false;
 #endif
 
+// The policies the Hopper backward is compiled for: the plain ones (gen_instantiations.py).
+template <class P>
+constexpr bool kSm90BwdPolicy = false;
+template <bool kCausal>
+constexpr bool kSm90BwdPolicy<attn::PlainScores<kCausal>> = true;
+
 // Why the Hopper kernels cannot run this problem, or null when they can: sm_90a code in the build,
 // an sm_90 device, hdim bucket 64 or 128. The forward takes every compiled score policy (dense or
 // varlen); the backward only plain scores (causal or not) on dense batches.
@@ -271,7 +277,7 @@ void attention_backward(const AttentionShape& s, const TensorView& q, const Tens
                           "attention_backward");
   const bool sm90 = use_sm90(s, opts, true);
   dispatch(s, opts, [&]<class E, int D, class P>() {
-    if constexpr ((D == 64 || D == 128) && P::kPlain)
+    if constexpr ((D == 64 || D == 128) && kSm90BwdPolicy<P>)
       if (sm90) return attn::run_bwd_sm90<E, D, P>(a, stream);
     attn::run_bwd_sm80<E, D, P>(a, stream);
   });

@@ -17,8 +17,8 @@ struct BwdEpilogue {
   using Element = typename Mainloop::Element;
   using TileKV = typename Mainloop::TileKV;
   using SmemKV = SmemTile<Element, Mainloop::kBlockN, Mainloop::kHeadDim>;
-  using TmaKV = decltype(make_tma_copy(SM90_TMA_STORE{}, gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}),
-                                       SmemKV{}, TileKV{}, _1{}));
+  using TmaKV = decltype(make_tma_copy(
+      SM90_TMA_STORE{}, gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}), SmemKV{}, TileKV{}, _1{}));
   struct Params {
     TmaKV tma_dk, tma_dv;
     int seqlen_k, head_dim, kv_heads, batch;
@@ -30,8 +30,9 @@ struct BwdEpilogue {
                            gmem_tensor<Element>(x, a.head_dim, a.kv_heads, gmem_extent(a, true, s)),
                            SmemKV{}, TileKV{}, _1{});
     };
-    return {tma(a.dk, a.dk_stride), tma(a.dv, a.dv_stride), a.seqlen_k, a.head_dim, a.kv_heads,
-            a.batch, a.softmax_scale};
+    return {
+        tma(a.dk, a.dk_stride), tma(a.dv, a.dv_stride), a.seqlen_k, a.head_dim, a.kv_heads, a.batch,
+        a.softmax_scale};
   }
   __device__ static void prefetch_descriptors(const Params& p) {
     prefetch_tma_descriptor(p.tma_dk.get_tma_descriptor());

@@ -47,9 +47,8 @@ struct BwdKernel {
       cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
       const int tid = int(threadIdx.x) - 128;
       if (tid == 0) Epilogue::prefetch_descriptors(p.epilogue);
-      auto acc_dk = partition_fragment_C(
-          typename Mainloop::TiledMmadKV{},
-          Shape<Int<Mainloop::kBlockN>, Int<Mainloop::kHeadDim>>{});
+      auto acc_dk = partition_fragment_C(typename Mainloop::TiledMmadKV{},
+                                         Shape<Int<Mainloop::kBlockN>, Int<Mainloop::kHeadDim>>{});
       auto acc_dv = make_fragment_like(acc_dk);
       Mainloop::mma(p.mainloop, smem, w, sb, acc_dk, acc_dv, st, tid);
       Epilogue::store(p.epilogue, smem, w, acc_dk, acc_dv, tid);

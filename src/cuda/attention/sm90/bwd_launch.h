@@ -26,7 +26,8 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   const sm80::BwdScratch ws = sm80::bwd_prologue<Element, kHeadDim, t.block_m>(a, stream);
   // The sm80 launcher's order: longest first over L2-sized head groups under a causal mask; key
   // blocks of one head launch in order (deterministic turns rely on it).
-  const size_t q_bytes = size_t(a.seqlen_q) * (a.heads / a.kv_heads) * kHeadDim * (2 * sizeof(Element) + 4);
+  const size_t q_bytes =
+      size_t(a.seqlen_q) * (a.heads / a.kv_heads) * kHeadDim * (2 * sizeof(Element) + 4);
   typename Kernel::Params params{
       Mainloop::to_params(a, ws), Epilogue::to_params(a),
       SingleTileScheduler::to_params({ceil_div(a.seqlen_k, t.block_n), a.kv_heads, a.batch, false,
@@ -38,7 +39,8 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   FK_CHECK_LAUNCH("attention backward (sm90)");
 
   dim3 blocks_grid(unsigned(ceil_div(a.seqlen_q, t.block_m)), unsigned(a.heads), unsigned(a.batch));
-  sm80::bwd_convert_dq<Element, typename Mainloop::TiledMmadQ, Mainloop::kConsumerThreads, t.block_m, kHeadDim>
+  sm80::bwd_convert_dq<Element, typename Mainloop::TiledMmadQ, Mainloop::kConsumerThreads,
+                       t.block_m, kHeadDim>
       <<<blocks_grid, Mainloop::kConsumerThreads, 0, stream>>>(a, ws.dq_accum);
   FK_CHECK_LAUNCH("attention backward dq conversion");
 }

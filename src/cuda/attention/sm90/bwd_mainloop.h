@@ -62,8 +62,9 @@ struct BwdMainloop {
   using TiledMmadKV = TiledMmaRS<Element, 2, kBlockN, kHeadDim, kBlockM>;
   static constexpr int kDqWgM = kBlockM / 64;
   using TiledMmadQ = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim * kDqWgM / 2>, Int<kBlockN>>,
-                           GMMA::Major::MN, GMMA::Major::MN>(),
+      GMMA::ss_op_selector<Element, Element, float,
+                           Shape<_64, Int<kHeadDim * kDqWgM / 2>, Int<kBlockN>>, GMMA::Major::MN,
+                           GMMA::Major::MN>(),
       Layout<Shape<Int<kDqWgM>, Int<2 / kDqWgM>, _1>>{}));
 
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
@@ -80,10 +81,12 @@ struct BwdMainloop {
   static constexpr uint32_t kBytesStats = kBlockM * sizeof(float);
   static constexpr int kDqFloats = kBlockM * kHeadDim;
 
-  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}),
-                                      SmemTile<Element, kBlockM, kHeadDim>{}, TileQ{}, _1{}));
-  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}),
-                                       SmemTile<Element, kBlockN, kHeadDim>{}, TileKV{}, _1{}));
+  using TmaQ =
+      decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}),
+                             SmemTile<Element, kBlockM, kHeadDim>{}, TileQ{}, _1{}));
+  using TmaKV =
+      decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}),
+                             SmemTile<Element, kBlockN, kHeadDim>{}, TileKV{}, _1{}));
 
   struct SharedStorage {
     alignas(1024) Element q[cosize_v<LayoutQ>];
@@ -119,9 +122,18 @@ struct BwdMainloop {
             tma(a.dout, a.heads, false, a.do_stride, SmemQ{}, TileQ{}),
             tma(a.k, a.kv_heads, true, a.k_stride, SmemKV{}, TileKV{}),
             tma(a.v, a.kv_heads, true, a.v_stride, SmemKV{}, TileKV{}),
-            ws, a.seqlen_q, a.seqlen_k, a.head_dim, a.heads, a.heads / a.kv_heads, a.batch,
-            ceil_div(a.seqlen_q, kBlockM), a.softmax_scale, a.softmax_scale * float(M_LOG2E),
-            a.deterministic, Policy::to_params(a)};
+            ws,
+            a.seqlen_q,
+            a.seqlen_k,
+            a.head_dim,
+            a.heads,
+            a.heads / a.kv_heads,
+            a.batch,
+            ceil_div(a.seqlen_q, kBlockM),
+            a.softmax_scale,
+            a.softmax_scale * float(M_LOG2E),
+            a.deterministic,
+            Policy::to_params(a)};
   }
 
   // One thread, before the block-wide barrier that publishes it.
@@ -155,8 +167,10 @@ struct BwdMainloop {
     const int b = w.batch, kv_head = w.head;
     const GmemShape shape_q{p.seqlen_q, p.head_dim, p.heads, p.batch};
     const GmemShape shape_k{p.seqlen_k, p.head_dim, p.heads / p.h_ratio, p.batch};
-    Tensor gK = local_tile(p.tma_k.get_tma_tensor(shape_k)(_, _, kv_head, b), TileKV{}, make_coord(w.block, _0{}));
-    Tensor gV = local_tile(p.tma_v.get_tma_tensor(shape_k)(_, _, kv_head, b), TileKV{}, make_coord(w.block, _0{}));
+    Tensor gK = local_tile(p.tma_k.get_tma_tensor(shape_k)(_, _, kv_head, b), TileKV{},
+                           make_coord(w.block, _0{}));
+    Tensor gV = local_tile(p.tma_v.get_tma_tensor(shape_k)(_, _, kv_head, b), TileKV{},
+                           make_coord(w.block, _0{}));
     Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});
     Tensor sV = make_tensor(make_smem_ptr(smem.v), LayoutKV{});
     auto ck = p.tma_k.get_slice(_0{});
@@ -173,8 +187,8 @@ struct BwdMainloop {
     for (int g = 0; g < p.h_ratio; ++g) {
       const int h = kv_head * p.h_ratio + g;
       const QueryWalk walk(p, Policy(p.score, sb, b, h, p.scale), w.block);
-      Tensor tQg = cq.partition_S(
-          local_tile(p.tma_q.get_tma_tensor(shape_q)(_, _, h, b), TileQ{}, make_coord(_, _0{})));  // (TMA, .., m)
+      Tensor tQg = cq.partition_S(local_tile(p.tma_q.get_tma_tensor(shape_q)(_, _, h, b), TileQ{},
+                                             make_coord(_, _0{})));  // (TMA, .., m)
       Tensor tdOg = cdo.partition_S(
           local_tile(p.tma_do.get_tma_tensor(shape_q)(_, _, h, b), TileQ{}, make_coord(_, _0{})));
       for (int i = 0; i < walk.count; ++i) {
@@ -193,7 +207,9 @@ struct BwdMainloop {
   // Consumers (tid in [0, 256)): dK (unscaled) and dV of the block's keys in acc_dk / acc_dv; dQ
   // added to the scratch per query block. Named barrier kBarrier syncs the 256 consumer threads.
   static constexpr uint32_t kBarrier = 1;
-  __device__ static void sync_consumers() { cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrier); }
+  __device__ static void sync_consumers() {
+    cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrier);
+  }
 
   template <class AccKV>
   __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w,
@@ -214,12 +230,12 @@ struct BwdMainloop {
     Tensor sdOt = make_tensor(make_smem_ptr(smem.d_o), LayoutQt{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});
     Tensor sV = make_tensor(make_smem_ptr(smem.v), LayoutKV{});
-    Tensor sKt = make_tensor(make_smem_ptr(smem.k), LayoutKt{});    // (D, N, 1)
-    Tensor sdS = make_tensor(make_smem_ptr(smem.ds), LayoutdS{});   // (N, M, 1)
+    Tensor sKt = make_tensor(make_smem_ptr(smem.k), LayoutKt{});     // (D, N, 1)
+    Tensor sdS = make_tensor(make_smem_ptr(smem.ds), LayoutdS{});    // (N, M, 1)
     Tensor sdSt = make_tensor(make_smem_ptr(smem.ds), LayoutdSt{});  // (M, N, 1)
     Tensor tSrK = thr_sdp.partition_fragment_A(sK(_, _, 0));
     Tensor tdPrV = thr_sdp.partition_fragment_A(sV(_, _, 0));
-    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);     // (MMA, M, K, stage) descriptors
+    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);  // (MMA, M, K, stage) descriptors
     Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);
     Tensor tdVrdOt = thr_dkv.partition_fragment_B(sdOt);  // (MMA, D, M, stage)
     Tensor tdKrQt = thr_dkv.partition_fragment_B(sQt);
@@ -238,7 +254,8 @@ struct BwdMainloop {
       const int h = w.head * p.h_ratio + g;
       const Policy pol(p.score, sb, b, h, p.scale);
       const QueryWalk walk(p, pol, n_block);
-      int* semaphore = p.deterministic ? p.ws.semaphore + (int64_t(b) * p.heads + h) * p.num_m_blocks : nullptr;
+      int* semaphore =
+          p.deterministic ? p.ws.semaphore + (int64_t(b) * p.heads + h) * p.num_m_blocks : nullptr;
       for (int i = 0; i < walk.count; ++i) {
         const int m = walk.at(i), stage = st.stage;
         Ring::consumer_wait(smem.ring, st);
@@ -253,24 +270,26 @@ struct BwdMainloop {
         Tensor dp = colrow_view(acc_dp);
         const bool mask = pol.template bwd_needs_mask<kBlockM, kBlockN>(m, n_block);
         pol.bwd_probs(s, dp, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale, p.scale_log2,
-                      QueryStat<Coord>{smem.lse_log2[stage], tScS}, QueryStat<Coord>{smem.dsum[stage], tScS});
+                      QueryStat<Coord>{smem.lse_log2[stage], tScS},
+                      QueryStat<Coord>{smem.dsum[stage], tScS});
         Tensor rP = sm80::convert<Element>(acc_s);
         Tensor rdS = sm80::convert<Element>(acc_dp);
         Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
         Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
         warpgroup_fence_operand(tdVrP);
-        warpgroup_fence_operand(tdKrdS);
         wgmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
-        wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
 
         // dS^T to shared memory for dQ = dS K, once both warpgroups' last dQ has read it (each
-        // waited for its own below) and the last bulk reduce has read the dQ staging buffer.
+        // waited for its own below) and the last bulk reduce has read the dQ staging buffer;
+        // written before dK's GEMM takes rdS (a wgmma's register operand is not read meanwhile).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         if (bulk_dq && tid == 0) bulk_wait_read();
 #endif
         sync_consumers();
         copy(rdS, tdSsdS);
         cutlass::arch::fence_view_async_shared();
+        warpgroup_fence_operand(tdKrdS);
+        wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
         sync_consumers();
         Tensor acc_dq = partition_fragment_C(mma_dq, TileQ{});
         wgmma<true>(mma_dq, tdQrdS, tdQrKt, acc_dq);
