@@ -5,10 +5,11 @@ flashkit._C on torch tensors) and PyTorch SDPA's flash (FA2), cudnn, efficient a
 backends, all in this process on the same inputs; then peak memory of forward+backward vs
 seqlen for flashkit and math. Writes <out>/2026-11-21-<gpu>-<name>.json (+ PNGs when
 matplotlib is there; bench/plot_attention.py draws them from the JSON otherwise).
-"flashkit" is the library's own choice of forward kernels (the Hopper ones on sm_90 where they
-exist); "flashkit-sm80" forces the sm80-class forward (FLASHKIT_ATTENTION_PATH=sm80).
+"flashkit" is the library's own choice of kernels (the Hopper forward and backward on sm_90 where
+they exist); "flashkit-sm80" forces the sm80-class ones (FLASHKIT_ATTENTION_PATH=sm80).
 usage: PYTHONPATH=python python3 bench/attention.py --out DIR [--quick]  (or FK_BENCH_QUICK=1)
-       [--methods flashkit,flashkit-sm80,flash,cudnn] [--fwd-only] [--name attention-sm90]"""
+       [--methods flashkit,flashkit-sm80,flash,cudnn] [--fwd-only] [--name attention-sm90]
+       [--hdims 64,128] [--seqlens 2048,8192]"""
 import argparse
 import json
 import os
@@ -62,6 +63,7 @@ class Flashkit:
         _C.attention_forward_into(self.q, self.k, self.v, self.out, self.lse, 0.0, self.causal, self.stream)
 
     def bwd(self):
+        os.environ["FLASHKIT_ATTENTION_PATH"] = self.path
         _C.attention_backward_into(self.q, self.k, self.v, self.out, self.dout, self.lse, self.dq,
                                    self.dk, self.dv, 0.0, self.causal, False, self.stream, self.ws)
 
@@ -170,6 +172,8 @@ def main():
     p.add_argument("--methods", default="flashkit,flash,cudnn,efficient,math")
     p.add_argument("--fwd-only", action="store_true", help="time the forward only, no memory sweep")
     p.add_argument("--name", default="attention", help="file name after 2026-11-21-<gpu>-")
+    p.add_argument("--hdims", default="64,128,256", help="head dims to time")
+    p.add_argument("--seqlens", default=",".join(map(str, SEQLENS)), help="sequence lengths to time")
     args = p.parse_args()
     args.quick = args.quick or bool(os.environ.get("FK_BENCH_QUICK"))  # tests/gpu/run passes no args
     gpu = torch.cuda.get_device_name()
@@ -179,8 +183,10 @@ def main():
         speed = measure_speed([64, 128, 256], [2048, 8192], ["flashkit", "flash"])
         memory = []
     else:
-        speed = measure_speed([64, 128, 256], SEQLENS, args.methods.split(","), args.fwd_only)
-        memory = [] if args.fwd_only else measure_memory(SEQLENS)
+        seqlens = [int(x) for x in args.seqlens.split(",")]
+        speed = measure_speed([int(x) for x in args.hdims.split(",")], seqlens, args.methods.split(","),
+                              args.fwd_only)
+        memory = [] if args.fwd_only else measure_memory(seqlens)
     res = {"gpu": gpu, "torch": torch.__version__, "dtype": "bf16", "tokens": TOKENS, "hidden": HIDDEN,
            "flops": "4*b*h*s*s*d (/2 causal); bwd x2.5; fwd+bwd x3.5", "speed": speed, "memory": memory,
            "seconds": round(time.time() - t0, 1)}

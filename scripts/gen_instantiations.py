@@ -5,7 +5,8 @@ compile in parallel and a build can leave some out. Policies (src/cuda/attention
 plain, plain causal, window only (GeneralScores<0>), each modifier alone (softcap, ALiBi,
 dropout, block mask; window and causal at run time) and all modifiers together (any combination
 of several): 8 per (pass, dtype, hdim) on sm80. The Hopper forward (sm90) exists for hdim 64 and
-128 with the same 8 policies; everything else runs on the sm80 kernels. Files outside the minimal
+128 with the same 8 policies, the Hopper backward (bwd_sm90) for hdim 64 and 128 with the two
+plain policies; everything else runs on the sm80 kernels. Files outside the minimal
 set (bf16, hdim 64 and 128; on sm90 without the all-modifier policy, which combinations of
 modifiers need: they fall back to sm80 there) end in _full.cu, which FLASHKIT_KERNELS=minimal
 drops (CMakeLists.txt). Run after changing the sets below."""
@@ -19,8 +20,9 @@ POLICIES = {"": "PlainScores<false>", "_causal": "PlainScores<true>",
             "_alibi": "GeneralScores<mods::kAlibi>", "_dropout": "GeneralScores<mods::kDropout>",
             "_blocksparse": "GeneralScores<mods::kBlockSparse>", "_allmods": "GeneralScores<mods::kAll>"}
 PASSES = {"fwd": "cuda/attention/sm80/fwd_launch.h", "bwd": "cuda/attention/sm80/bwd_launch.h",
-          "fwd_sm90": "cuda/attention/sm90/fwd_launch.h"}
+          "fwd_sm90": "cuda/attention/sm90/fwd_launch.h", "bwd_sm90": "cuda/attention/sm90/bwd_launch.h"}
 SM90_HDIMS = [64, 128]
+SM90_BWD_POLICIES = {"", "_causal"}  # keep in step with dispatch.cu's use_sm90_backward
 SM90_FULL_ONLY = {"_allmods"}  # keep in step with dispatch.cu's kSm90Policy
 
 out = pathlib.Path(__file__).resolve().parent.parent / "src" / "cuda" / "instantiations"
@@ -29,8 +31,10 @@ for old in out.glob("attn_*.cu"):
     old.unlink()
 for pas, header in PASSES.items():
     for dt, ctype in DTYPES.items():
-        for d in SM90_HDIMS if pas == "fwd_sm90" else HDIMS:
+        for d in SM90_HDIMS if pas.endswith("sm90") else HDIMS:
             for suffix, policy in POLICIES.items():
+                if pas == "bwd_sm90" and suffix not in SM90_BWD_POLICIES:
+                    continue
                 name = f"attn_{pas}_{dt}_hdim{d}{suffix}"
                 if (dt, d) not in MINIMAL or (pas == "fwd_sm90" and suffix in SM90_FULL_ONLY):
                     name += "_full"

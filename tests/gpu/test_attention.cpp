@@ -3,7 +3,7 @@
 // buckets and in-between dims, causal alignment, odd lengths, GQA/MQA, varlen, strided views,
 // deterministic bitwise reproducibility, the score variants (sliding window, softcap, ALiBi,
 // dropout, block mask: alone, in pairs, with causal / GQA / varlen), dropout's mask against the
-// CPU's bit for bit, bad input, and on Hopper both forward kernel families
+// CPU's bit for bit, bad input, and on Hopper both kernel families of the forward and the backward
 // (FLASHKIT_ATTENTION_PATH). Tests named *Small* run under compute-sanitizer (tests/gpu/run).
 #include <gtest/gtest.h>
 
@@ -187,7 +187,7 @@ AttentionSpec spec(DType dt, int b, int sq, int sk, int h, int hk, int d, bool c
   return s;
 }
 
-// Sets FLASHKIT_ATTENTION_PATH (which forward kernels run: auto, sm80 or sm90) for a scope.
+// Sets FLASHKIT_ATTENTION_PATH (which kernels run: auto, sm80 or sm90) for a scope.
 class ScopedPath {
  public:
   explicit ScopedPath(const char* path) {
@@ -219,8 +219,9 @@ AttentionSpec varlen_spec(int d, std::vector<int> lens_q, std::vector<int> lens_
 }
 
 // Runs each case with the Hopper forward demanded (an Error if it did not run) and with the
-// sm80-class forward forced; both must match the reference. The backward runs on the forward's
-// LSE and O, so it checks them too.
+// sm80-class kernels forced; both must match the reference. The backward runs on the forward's
+// LSE and O, so it checks them too; under "sm90" it is the Hopper backward for dense batches with
+// plain scores (variants and varlen fall back to the sm80 one).
 void check_both_paths(const std::vector<std::pair<AttentionSpec, bool>>& cases, uint64_t seed) {
   if (!hopper_device()) GTEST_SKIP() << "no sm_90 device: the Hopper forward cannot run";
   for (const char* path : {"sm90", "sm80"}) {
@@ -415,6 +416,34 @@ TEST(AttentionGpuSm90, Fp16BothPaths) {
                     {spec(DType::f16, 2, 333, 200, 4, 4, 128, false), true}}, 4100);
 }
 
+// The Hopper backward against the sm80 one's cases: MQA with many query blocks per key block,
+// bottom-right causal with sq < sk and sq > sk (key blocks that no row of a query block sees),
+// single rows and keys, dims between buckets, more key blocks than SMs.
+TEST(AttentionGpuSm90, BackwardBothPaths) {
+  std::vector<std::pair<AttentionSpec, bool>> cases;
+  for (bool causal : {false, true}) {
+    cases.push_back({spec(DType::bf16, 1, 1000, 130, 8, 1, 64, causal), true});
+    cases.push_back({spec(DType::bf16, 2, 130, 1000, 6, 2, 128, causal), true});
+    cases.push_back({spec(DType::bf16, 1, 1, 300, 2, 1, 128, causal), true});
+    cases.push_back({spec(DType::bf16, 1, 300, 1, 2, 2, 64, causal), true});
+    cases.push_back({spec(DType::bf16, 2, 200, 2100, 8, 4, 120, causal), true});  // 136 CTAs
+  }
+  check_both_paths(cases, 4600);
+}
+
+// Deterministic mode on both backward kernels: three runs give the same bits, and they are right.
+TEST(AttentionGpuSm90, BackwardDeterministicBothPaths) {
+  if (!hopper_device()) GTEST_SKIP() << "no sm_90 device";
+  for (const char* path : {"sm90", "sm80"}) {
+    SCOPED_TRACE(path);
+    ScopedPath scoped(path);
+    for (bool causal : {false, true}) {
+      check_deterministic(spec(DType::bf16, 2, 513, 700, 4, 2, 64, causal), 4700 + causal);
+      check_deterministic(spec(DType::bf16, 1, 700, 513, 6, 2, 128, causal), 4710 + causal);
+    }
+  }
+}
+
 // Asking for the Hopper forward where it has no kernel (hdim bucket 32) is an Error naming the
 // variable, not a silent fall-back; a bad value is one too.
 TEST(AttentionGpuSm90, ForcedPathErrors) {
@@ -532,6 +561,17 @@ TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
                     {variant_spec(DType::bf16, 128, dropout, 40, 75), true},
                     {variant_spec(DType::bf16, 64, sparse, 150, 300), true}},
                    4500);
+}
+
+// Both backward kernels in deterministic mode under the sanitizer (the dQ turns), partial tiles.
+TEST(AttentionGpuSmall, Sm90AndSm80BackwardDeterministic) {
+  if (!hopper_device()) GTEST_SKIP() << "no sm_90 device";
+  for (const char* path : {"sm90", "sm80"}) {
+    SCOPED_TRACE(path);
+    ScopedPath scoped(path);
+    check_deterministic(spec(DType::bf16, 1, 70, 200, 2, 1, 128, true), 4800, 2);
+    check_deterministic(spec(DType::bf16, 1, 130, 129, 4, 2, 64, false), 4801, 2);
+  }
 }
 
 TEST(AttentionGpuSmall, VarlenDeterministic) {

@@ -2,7 +2,7 @@
 // (dtype, 16-byte access, options this backend lacks), AttentionShape -> AttnArguments, and the
 // switch to the kernel compiled for (dtype, hdim bucket, score policy: plain, plain causal, or
 // GeneralScores with the modifiers asked for: one alone, or the all-in-one policy for several),
-// and for the forward the choice between the Hopper kernels (sm90/) and the sm80-class ones.
+// and the choice between the Hopper kernels (sm90/) and the sm80-class ones.
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -176,36 +176,49 @@ template <>
 constexpr bool kSm90Policy<attn::GeneralScores<attn::mods::kAll>> = false;
 #endif
 
-// Why the Hopper forward cannot run this problem, or null when it can: it needs sm_90a code in
-// the build, an sm_90 device, a compiled score policy and hdim bucket 64 or 128 (dense or varlen).
-// Everything else stays on the sm80-class kernels.
-const char* sm90_forward_unsupported(const AttentionShape& s, const AttentionOptions& o) {
+// The policies the Hopper backward is compiled for: the plain ones (gen_instantiations.py).
+template <class P>
+constexpr bool kSm90BwdPolicy = false;
+template <bool kCausal>
+constexpr bool kSm90BwdPolicy<attn::PlainScores<kCausal>> = true;
+
+// Why the Hopper kernels cannot run this problem, or null when they can: sm_90a code in the build,
+// an sm_90 device, hdim bucket 64 or 128. The forward takes every compiled score policy (dense or
+// varlen); the backward only plain scores (causal or not) on dense batches.
+const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o, bool backward) {
   constexpr std::string_view archs = FLASHKIT_CUDA_ARCHS;
   if (archs.find("90a") == std::string_view::npos) return "this build has no sm_90a code";
   int major = 0, minor = 0;
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, s.device_id));
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, s.device_id));
   if (major != 9 || minor != 0) return "the device is not sm_90";
+  const int b = attn::hdim_bucket(s.hdim);
+  if (b != 64 && b != 128) return "only head dims 33..64 and 97..128 have sm90 kernels";
+  if (backward) {
+    if (score_mods(o) != 0 || o.window_left >= 0 || o.window_right >= 0)
+      return "score variants have no sm90 backward";
+    if (s.varlen) return "varlen batches have no sm90 backward";
+    return nullptr;
+  }
 #ifdef FLASHKIT_KERNELS_MINIMAL
   const unsigned m = score_mods(o);
   if (m & (m - 1)) return "combinations of score modifiers have no sm90 kernel in a minimal build";
 #endif
-  const int b = attn::hdim_bucket(s.hdim);
-  if (b != 64 && b != 128) return "only head dims 33..64 and 97..128 have sm90 kernels";
   return nullptr;
 }
 
-// The forward's kernel family. FLASHKIT_ATTENTION_PATH=sm80 forces the sm80-class kernels (so
-// tests cover both on Hopper); =sm90 demands the Hopper ones and fails where they cannot run;
-// unset or auto takes sm90 wherever it can.
-bool use_sm90_forward(const AttentionShape& s, const AttentionOptions& o) {
+// The kernel family of a pass. FLASHKIT_ATTENTION_PATH=sm80 forces the sm80-class kernels for
+// forward and backward (so tests cover both on Hopper); =sm90 demands the Hopper forward and fails
+// where it cannot run, and takes the Hopper backward wherever it exists (variants and varlen fall
+// back to sm80: that kernel has none); unset or auto takes sm90 wherever it can.
+bool use_sm90(const AttentionShape& s, const AttentionOptions& o, bool backward) {
   const char* env = std::getenv("FLASHKIT_ATTENTION_PATH");
   const std::string_view want = env && *env ? env : "auto";
   if (want == "sm80") return false;
   if (want != "auto" && want != "sm90")
     fail("FLASHKIT_ATTENTION_PATH: expected auto, sm80 or sm90, got '", want, "'");
-  const char* why = sm90_forward_unsupported(s, o);
-  if (why && want == "sm90") fail("FLASHKIT_ATTENTION_PATH: sm90 was asked for, but ", why);
+  const char* why = sm90_unsupported(s, o, backward);
+  if (why && want == "sm90" && !backward) fail("FLASHKIT_ATTENTION_PATH: sm90 was asked for, but ", why);
   return why == nullptr;
 }
 
@@ -226,7 +239,7 @@ void attention_forward(const AttentionShape& s, const TensorView& q, const Tenso
   DeviceGuard guard(s.device_id);
   AttnArguments a = arguments(s, q, k, v, out, lse, opts);
   auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
-  const bool sm90 = use_sm90_forward(s, opts);
+  const bool sm90 = use_sm90(s, opts, false);
   dispatch(s, opts, [&]<class E, int D, class P>() {
     if constexpr ((D == 64 || D == 128) && kSm90Policy<P>)
       if (sm90) return attn::run_fwd_sm90<E, D, P>(a, stream);
@@ -262,7 +275,12 @@ void attention_backward(const AttentionShape& s, const TensorView& q, const Tens
   a.dk_stride = strides_of(dk, s.varlen), a.dv_stride = strides_of(dv, s.varlen);
   a.workspace = workspace(opts.workspace, attention_backward_workspace_bytes(s, opts), opts.stream,
                           "attention_backward");
-  dispatch(s, opts, [&]<class E, int D, class P>() { attn::run_bwd_sm80<E, D, P>(a, stream); });
+  const bool sm90 = use_sm90(s, opts, true);
+  dispatch(s, opts, [&]<class E, int D, class P>() {
+    if constexpr ((D == 64 || D == 128) && kSm90BwdPolicy<P>)
+      if (sm90) return attn::run_bwd_sm90<E, D, P>(a, stream);
+    attn::run_bwd_sm80<E, D, P>(a, stream);
+  });
 }
 
 }  // namespace flashkit::cuda

@@ -32,6 +32,10 @@ void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream);
 template <class Element, int kHeadDim, class Policy>
 void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream);
 
+// Hopper backward (sm90/): hdim 64 and 128, plain policies (PlainScores), dense batches.
+template <class Element, int kHeadDim, class Policy>
+void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream);
+
 // The dropout keep bits of every (batch, head, row, col), masked or not: dropout_mask_out.
 void write_dropout_mask(const AttnArguments& a, uint8_t* mask, const int64_t (&stride)[4],
                         cudaStream_t stream);

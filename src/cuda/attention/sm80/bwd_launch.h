@@ -1,7 +1,7 @@
-// Host side of the sm80-class backward: carves the scratch (kernels.h's BwdWorkspace), then
-// zeroes the dQ accumulator, launches preprocess (D), the main kernel over (K/V block, KV head,
-// batch), and the dQ conversion, all on the caller's stream. Explicitly instantiated per (dtype,
-// hdim, score policy) by the generated files in src/cuda/instantiations/.
+// Host side of the sm80-class backward: the shared prologue (scratch, zeroed dQ accumulator,
+// preprocess for D), the main kernel over (K/V block, KV head, batch), and the dQ conversion,
+// all on the caller's stream. Explicitly instantiated per (dtype, hdim, score policy) by the
+// generated files in src/cuda/instantiations/.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -24,20 +24,7 @@ void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream) {
   using Mainloop = sm80::BwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.warps, Policy>;
   using Kernel = BwdKernel<Mainloop, sm80::BwdEpilogue<Mainloop>, SingleTileScheduler>;
 
-  BwdWorkspace wl = bwd_workspace_layout(a.batch, a.heads, a.total_q, a.seqlen_q, kHeadDim);
-  char* base = static_cast<char*>(a.workspace);
-  sm80::BwdScratch ws{reinterpret_cast<float*>(base + wl.dq_accum), reinterpret_cast<float*>(base + wl.dsum),
-                      reinterpret_cast<float*>(base + wl.lse_log2),
-                      a.deterministic ? reinterpret_cast<int*>(base + wl.semaphore) : nullptr};
-
-  // Zero the dQ accumulator (and the deterministic semaphores) with memsets on the stream.
-  FK_CUDA_CHECK(cudaMemsetAsync(ws.dq_accum, 0, wl.dsum - wl.dq_accum, stream));
-  if (a.deterministic) FK_CUDA_CHECK(cudaMemsetAsync(ws.semaphore, 0, wl.bytes - wl.semaphore, stream));
-  // Rows up to the end of each sequence's last query block: the padding gets LSE +inf and D 0.
-  dim3 rows_grid(unsigned(ceil_div(ceil_div(a.seqlen_q, t.block_m) * t.block_m, 32)), unsigned(a.heads),
-                 unsigned(a.batch));
-  sm80::bwd_preprocess<Element, kHeadDim, t.block_m><<<rows_grid, 256, 0, stream>>>(a, ws);
-  FK_CHECK_LAUNCH("attention backward preprocess");
+  const sm80::BwdScratch ws = sm80::bwd_prologue<Element, kHeadDim, t.block_m>(a, stream);
 
   // Under a causal-like mask the first key blocks see the most query blocks: they start first
   // over groups of heads whose Q, dO and dQ accumulator share L2 (natural order otherwise). Key

@@ -267,10 +267,11 @@ struct BwdMainloop {
           clear(acc_dq);
           gemm_ss(mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, ldsm_a_dq, ldsm_b_dq);
           if (bulk_dq)
-            stage_dq(smem, acc_dq, tid);
+            stage_dq<kThreads>(smem.dq, acc_dq, tid);
           else
-            add_dq(p, acc_dq, dq_dst, semaphore + m,
-                   p.deterministic ? pol.template dq_turn<kBlockM, kBlockN>(m, n_block) : 0, tid);
+            add_dq<kThreads>(acc_dq, dq_dst, p.deterministic ? semaphore + m : nullptr,
+                             p.deterministic ? pol.template dq_turn<kBlockM, kBlockN>(m, n_block) : 0, tid,
+                             [] { __syncthreads(); });
         }
         gemm_ss(mma_kv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
         gemm_ss(mma_kv, acc_dk, tdKrdSt, tdKrQt, tdKsdSt, tdKsQt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
@@ -288,51 +289,6 @@ struct BwdMainloop {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (bulk_dq && lane == 0) bulk_wait_read();  // the CTA's shared memory outlives the reads
 #endif
-  }
-
-  // Writes acc (this thread's dQ fragment) to the staging buffer in dq_chunk order and fences it
-  // for the bulk reduces issued after the iteration's last barrier.
-  template <class Acc>
-  __device__ static void stage_dq(SharedStorage& smem, const Acc& acc, int tid) {
-    float4* dst = reinterpret_cast<float4*>(smem.dq);
-    CUTE_UNROLL
-    for (int j = 0; j < size(acc) / 4; ++j)
-      dst[j * kThreads + tid] = make_float4(acc(4 * j), acc(4 * j + 1), acc(4 * j + 2), acc(4 * j + 3));
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    fence_shared_to_async();
-#endif
-  }
-
-  // The dQ chunk of block m += acc_dq, as 16-byte fp32 atomics in fragment order (dq_chunk):
-  // rows past the sequence and columns past hdim add zeros (their Q/dO/K entries were zero-filled).
-  // Deterministic runs take the block's turn first: the key blocks adding into one dQ block are
-  // contiguous, and the turn-th of them adds after the turn before it did, so the fp32 sums
-  // round identically every run.
-  template <class Acc>
-  __device__ static void add_dq(const Params& p, const Acc& acc, float* chunk, int* semaphore,
-                                int turn, int tid) {
-    if (p.deterministic) {
-      if (tid == 0)
-        while (load_acquire(semaphore) != turn) {
-        }
-      __syncthreads();
-    }
-    float4* dst = reinterpret_cast<float4*>(chunk);
-    CUTE_UNROLL
-    for (int j = 0; j < size(acc) / 4; ++j) {
-#if __CUDA_ARCH__ >= 900
-      atomicAdd(dst + j * kThreads + tid, make_float4(acc(4 * j), acc(4 * j + 1), acc(4 * j + 2), acc(4 * j + 3)));
-#else  // 16-byte float atomics are sm_90+: Ampere adds the same four floats one by one
-      float* d = reinterpret_cast<float*>(dst + j * kThreads + tid);
-      CUTE_UNROLL
-      for (int e = 0; e < 4; ++e) atomicAdd(d + e, acc(4 * j + e));
-#endif
-    }
-    if (p.deterministic) {
-      __threadfence();
-      __syncthreads();
-      if (tid == 0) store_release(semaphore, turn + 1);
-    }
   }
 };
 

@@ -1,16 +1,21 @@
-// The backward's two small memory-bound kernels around the main one (FA2 Algorithm 2):
-// preprocess computes D = rowsum(dO * O) per (token, head) in fp32 and copies LSE in log2 units
-// beside it, in blocks of block_m rows padded past the sequence's end; convert_dq writes
-// dQ = scale * dq_accum in q's dtype, reading the accumulator in the fragment order the main
-// kernel added it in (see dq_chunk below).
+// The backward's pieces shared by the sm80 and sm90 main kernels (FA2 Algorithm 2): the two small
+// memory-bound kernels around them (preprocess: D = rowsum(dO * O) per (token, head) in fp32 and
+// LSE in log2 units beside it, in blocks of block_m rows padded past the sequence's end;
+// convert_dq: dQ = scale * dq_accum in q's dtype, read in the fragment order the main kernel
+// added it in, see dq_chunk below), the host prologue that carves the scratch and launches
+// preprocess, and the dQ adds (staged for bulk reduces, or atomics in deterministic turns).
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cmath>
 
+#include "cuda/attention/kernels.h"
 #include "cuda/attention/params.h"
 #include "cuda/attention/seqlen.h"
 #include "cuda/attention/sm80/traits.h"
+#include "cuda/common/acquire_release.h"
+#include "cuda/common/bulk_reduce.h"
+#include "cuda/common/check.h"
 
 namespace flashkit::cuda::attn::sm80 {
 
@@ -109,6 +114,70 @@ __global__ void __launch_bounds__(kThreads) bwd_convert_dq(const AttnArguments a
         *reinterpret_cast<uint32_t*>(dq + int64_t(row) * a.dq_stride.row + col) = packed;
       }
     }
+  }
+}
+
+// Host: carves the scratch from a.workspace (kernels.h's BwdWorkspace), zeroes the dQ
+// accumulator (and the deterministic semaphores) and launches preprocess, on `stream`.
+template <class Element, int kHeadDim, int kBlockM>
+BwdScratch bwd_prologue(const AttnArguments& a, cudaStream_t stream) {
+  BwdWorkspace wl = bwd_workspace_layout(a.batch, a.heads, a.total_q, a.seqlen_q, kHeadDim);
+  char* base = static_cast<char*>(a.workspace);
+  BwdScratch ws{reinterpret_cast<float*>(base + wl.dq_accum), reinterpret_cast<float*>(base + wl.dsum),
+                reinterpret_cast<float*>(base + wl.lse_log2),
+                a.deterministic ? reinterpret_cast<int*>(base + wl.semaphore) : nullptr};
+  FK_CUDA_CHECK(cudaMemsetAsync(ws.dq_accum, 0, wl.dsum - wl.dq_accum, stream));
+  if (a.deterministic) FK_CUDA_CHECK(cudaMemsetAsync(ws.semaphore, 0, wl.bytes - wl.semaphore, stream));
+  // Rows up to the end of each sequence's last query block: the padding gets LSE +inf and D 0.
+  dim3 rows_grid(unsigned(ceil_div(ceil_div(a.seqlen_q, kBlockM) * kBlockM, 32)), unsigned(a.heads),
+                 unsigned(a.batch));
+  bwd_preprocess<Element, kHeadDim, kBlockM><<<rows_grid, 256, 0, stream>>>(a, ws);
+  FK_CHECK_LAUNCH("attention backward preprocess");
+  return ws;
+}
+
+// Writes acc (this thread's dQ fragment, groups of 4 floats) to a staging buffer in dq_chunk
+// order ([group][thread][4]) and fences it for bulk reduces issued after the adders' barrier.
+template <int kThreads, class Acc>
+__device__ __forceinline__ void stage_dq(float* staging, const Acc& acc, int tid) {
+  float4* dst = reinterpret_cast<float4*>(staging);
+  CUTE_UNROLL
+  for (int j = 0; j < size(acc) / 4; ++j)
+    dst[j * kThreads + tid] = make_float4(acc(4 * j), acc(4 * j + 1), acc(4 * j + 2), acc(4 * j + 3));
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  fence_shared_to_async();
+#endif
+}
+
+// The dQ chunk += acc (this thread's fragment) as 16-byte fp32 atomics in dq_chunk order: rows
+// past the sequence and columns past hdim add zeros (their operands were zero-filled). With a
+// semaphore (deterministic runs) the kThreads adders take the block's turn first: the key blocks
+// adding into one dQ block are contiguous, and the turn-th of them adds after the one before it
+// did, so the fp32 sums round identically every run. sync() is the adders' barrier.
+template <int kThreads, class Acc, class Sync>
+__device__ __forceinline__ void add_dq(const Acc& acc, float* chunk, int* semaphore, int turn,
+                                       int tid, Sync sync) {
+  if (semaphore) {
+    if (tid == 0)
+      while (load_acquire(semaphore) != turn) {
+      }
+    sync();
+  }
+  float4* dst = reinterpret_cast<float4*>(chunk);
+  CUTE_UNROLL
+  for (int j = 0; j < size(acc) / 4; ++j) {
+#if __CUDA_ARCH__ >= 900
+    atomicAdd(dst + j * kThreads + tid, make_float4(acc(4 * j), acc(4 * j + 1), acc(4 * j + 2), acc(4 * j + 3)));
+#else  // 16-byte float atomics are sm_90+: Ampere adds the same four floats one by one
+    float* d = reinterpret_cast<float*>(dst + j * kThreads + tid);
+    CUTE_UNROLL
+    for (int e = 0; e < 4; ++e) atomicAdd(d + e, acc(4 * j + e));
+#endif
+  }
+  if (semaphore) {
+    __threadfence();
+    sync();
+    if (tid == 0) store_release(semaphore, turn + 1);
   }
 }
 

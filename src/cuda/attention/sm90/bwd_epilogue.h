@@ -1,0 +1,72 @@
+// Backward epilogue for Hopper: dK (times the softmax scale) and dV of the CTA's key block in
+// the input dtype, written by the consumer warpgroups over the K and V tiles in shared memory
+// (free once every GEMM of the mainloop has completed) and stored by one thread with TMA, which
+// clips rows past seqlen_k and columns past the head dim.
+#pragma once
+#include <cutlass/arch/barrier.h>
+
+#include "cuda/attention/params.h"
+#include "cuda/attention/sm80/tensor_ops.h"
+#include "cuda/attention/sm90/bwd_mainloop.h"
+#include "cuda/attention/tile_scheduler.h"
+
+namespace flashkit::cuda::attn::sm90 {
+
+template <class Mainloop>
+struct BwdEpilogue {
+  using Element = typename Mainloop::Element;
+  using TileKV = typename Mainloop::TileKV;
+  using SmemKV = SmemTile<Element, Mainloop::kBlockN, Mainloop::kHeadDim>;
+  using TmaKV = decltype(make_tma_copy(
+      SM90_TMA_STORE{}, gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}), SmemKV{}, TileKV{}, _1{}));
+  struct Params {
+    TmaKV tma_dk, tma_dv;
+    int seqlen_k, head_dim, kv_heads, batch;
+    float scale;
+  };
+  static Params to_params(const AttnArguments& a) {
+    auto tma = [&](void* x, const Strides& s) {
+      return make_tma_copy(SM90_TMA_STORE{},
+                           gmem_tensor<Element>(x, a.head_dim, a.kv_heads, gmem_extent(a, true, s)),
+                           SmemKV{}, TileKV{}, _1{});
+    };
+    return {
+        tma(a.dk, a.dk_stride), tma(a.dv, a.dv_stride), a.seqlen_k, a.head_dim, a.kv_heads, a.batch,
+        a.softmax_scale};
+  }
+  __device__ static void prefetch_descriptors(const Params& p) {
+    prefetch_tma_descriptor(p.tma_dk.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_dv.get_tma_descriptor());
+  }
+
+  template <class Acc>
+  __device__ static void store(const Params& p, typename Mainloop::SharedStorage& smem,
+                               const WorkTile& w, Acc& acc_dk, Acc& acc_dv, int tid) {
+    typename Mainloop::TiledMmadKV mma;
+    auto thr = mma.get_thread_slice(tid);
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_dk); ++i) acc_dk(i) *= p.scale;
+    Tensor sdK = make_tensor(make_smem_ptr(smem.k), typename Mainloop::LayoutKV{});
+    Tensor sdV = make_tensor(make_smem_ptr(smem.v), typename Mainloop::LayoutKV{});
+    Mainloop::sync_consumers();  // both warpgroups' GEMMs are done reading K and V
+    copy(sm80::convert<Element>(acc_dk), thr.partition_C(sdK(_, _, 0)));
+    copy(sm80::convert<Element>(acc_dv), thr.partition_C(sdV(_, _, 0)));
+    cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to the TMA engine
+    Mainloop::sync_consumers();
+    if (tid == 0) {
+      const GmemShape shape{p.seqlen_k, p.head_dim, p.kv_heads, p.batch};
+      auto write = [&](const TmaKV& tma, auto&& s) {
+        Tensor g = local_tile(tma.get_tma_tensor(shape)(_, _, w.head, w.batch), TileKV{},
+                              make_coord(w.block, _0{}));
+        auto c = tma.get_slice(_0{});
+        copy(tma, c.partition_S(s), c.partition_D(g));
+      };
+      write(p.tma_dk, sdK(_, _, 0));
+      write(p.tma_dv, sdV(_, _, 0));
+      tma_store_arrive();
+      tma_store_wait<0>();  // shared memory stays valid until the stores have read it
+    }
+  }
+};
+
+}  // namespace flashkit::cuda::attn::sm90

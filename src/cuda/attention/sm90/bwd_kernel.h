@@ -1,0 +1,59 @@
+// The Hopper backward kernel: one CTA per (K/V block, KV head, batch), warp-specialised like the
+// forward (sm90/fwd_kernel.h). Warpgroup 0 is the producer (registers given up with setmaxnreg;
+// one lane of its first warp issues every load), warpgroups 1-2 the consumers (registers raised),
+// which run the mainloop's GEMMs and the epilogue. The roles meet only at mbarriers.
+#pragma once
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "cuda/attention/params.h"
+#include "cuda/attention/seqlen.h"
+#include "cuda/attention/tile_scheduler.h"
+
+namespace flashkit::cuda::attn::sm90 {
+
+template <class Mainloop, class Epilogue, class Scheduler>
+struct BwdKernel {
+  static constexpr int kThreads = 128 + Mainloop::kConsumerThreads;
+  static_assert(Mainloop::kConsumerWarpgroups == 2);
+  // 128 * 24 + 256 * 240 = 64512 of the 64K registers per SM.
+  static constexpr uint32_t kProducerRegs = 24, kConsumerRegs = 240;
+  using SharedStorage = typename Mainloop::SharedStorage;  // the epilogue reuses K and V's tiles
+  static constexpr int kSmemBytes = int(sizeof(SharedStorage));
+
+  struct Params {
+    typename Mainloop::Params mainloop;
+    typename Epilogue::Params epilogue;
+    typename Scheduler::Params scheduler;
+  };
+
+  __device__ void operator()(const Params& p, char* smem_raw) const {
+    auto& smem = *reinterpret_cast<SharedStorage*>(smem_raw);
+    if (threadIdx.x == 0) {
+      Mainloop::init(smem);
+      cutlass::arch::fence_barrier_init();
+    }
+    __syncthreads();
+    const WorkTile w = Scheduler::initial_work(p.scheduler);
+    const SeqBounds sb(nullptr, nullptr, w.batch, p.mainloop.seqlen_q, p.mainloop.seqlen_k);
+    typename Mainloop::Ring::State st;
+    if (cutlass::canonical_warp_group_idx() == 0) {
+      cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
+      if (cutlass::canonical_warp_idx_sync() == 0 && cute::elect_one_sync()) {
+        Mainloop::prefetch_descriptors(p.mainloop);
+        Mainloop::load(p.mainloop, smem, w, sb, st);
+      }
+    } else {
+      cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
+      const int tid = int(threadIdx.x) - 128;
+      if (tid == 0) Epilogue::prefetch_descriptors(p.epilogue);
+      auto acc_dk = partition_fragment_C(typename Mainloop::TiledMmadKV{},
+                                         Shape<Int<Mainloop::kBlockN>, Int<Mainloop::kHeadDim>>{});
+      auto acc_dv = make_fragment_like(acc_dk);
+      Mainloop::mma(p.mainloop, smem, w, sb, acc_dk, acc_dv, st, tid);
+      Epilogue::store(p.epilogue, smem, w, acc_dk, acc_dv, tid);
+    }
+  }
+};
+
+}  // namespace flashkit::cuda::attn::sm90

@@ -1,0 +1,322 @@
+// FlashAttention backward mainloop for Hopper (FA2 Algorithm 2 on wgmma, FA3's backward shape):
+// one CTA per K/V block of 128 keys. The producer warp loads K and V once by TMA, then streams
+// Q, dO (TMA) and the rows' LSE and D (bulk copies of the preprocess's row_chunk blocks) of every
+// query block, of every query head sharing the KV head, through a ring of mbarrier stages. Two
+// consumer warpgroups own 64 keys each and compute the products transposed, keys along M:
+// S^T = K Q^T and dP^T = V dO^T from shared memory, P^T and dS^T in registers, which are then
+// directly the A operands of dV += P^T dO and dK += dS^T Q; dS^T also goes to shared memory for
+// dQ = dS K (both warpgroups' keys form its reduction), which is added in fp32 to the scratch
+// accumulator by one bulk reduce per query block (deterministic runs: atomics in key-block turns).
+// Plain score policies only (variants and varlen run the sm80 backward).
+#pragma once
+#include <cmath>
+
+#include "cuda/attention/params.h"
+#include "cuda/attention/score_policy.h"
+#include "cuda/attention/seqlen.h"
+#include "cuda/attention/sm80/bwd_pre_post.h"
+#include "cuda/attention/sm80/tensor_ops.h"
+#include "cuda/attention/sm90/fwd_mainloop.h"
+#include "cuda/attention/sm90/pipeline.h"
+#include "cuda/attention/sm90/traits.h"
+#include "cuda/attention/tile_scheduler.h"
+#include "cuda/common/bulk_reduce.h"
+
+namespace flashkit::cuda::attn::sm90 {
+
+// Row statistics (LSE, D) of the query rows of a transposed (keys x queries) score tile, read from
+// the stage's shared-memory copy: stat[r] is the r-th query row of the thread's fragment.
+template <class Coord>
+struct QueryStat {
+  const float* smem;
+  Coord coord;  // the fragment's (query, key) coordinates in (query, key) order
+  __device__ __forceinline__ float operator[](int r) const { return smem[get<0>(coord(r, 0))]; }
+};
+
+// (keys, queries) accumulator views swapped to (queries, keys), the plain policies' row order.
+template <class Layout_>
+CUTE_HOST_DEVICE constexpr auto colrow(Layout_ l) {
+  auto rc = rowcol(l);
+  return make_layout(get<1>(rc), get<0>(rc));
+}
+template <class T>
+CUTE_HOST_DEVICE auto colrow_view(T&& t) {
+  return make_tensor(t.data(), colrow(t.layout()));
+}
+
+template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, class Policy_>
+struct BwdMainloop {
+  using Element = Element_;
+  using Policy = Policy_;
+  static_assert(Policy::kPlain, "score variants run the sm80 backward");
+  static constexpr int kHeadDim = kHeadDim_, kBlockM = kBlockM_, kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kConsumerWarpgroups = 2, kConsumerThreads = 256;
+  static_assert(kBlockN == 64 * kConsumerWarpgroups, "each consumer warpgroup owns 64 keys");
+  static_assert(kBlockM == 64 || kBlockM == 128);
+
+  // S^T, dP^T: (keys x queries) over hdim; dK, dV: (keys x hdim) over queries, A from registers,
+  // B (Q, dO) read MN-major; dQ: (queries x hdim) over keys, both operands MN-major. dQ's 2
+  // warpgroups split its rows (128 queries) or its columns (64 queries).
+  using TiledMmaSdP = TiledMmaSS<Element, 2, kBlockN, kBlockM, kHeadDim>;
+  using TiledMmadKV = TiledMmaRS<Element, 2, kBlockN, kHeadDim, kBlockM>;
+  static constexpr int kDqWgM = kBlockM / 64;
+  using TiledMmadQ = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float,
+                           Shape<_64, Int<kHeadDim * kDqWgM / 2>, Int<kBlockN>>, GMMA::Major::MN,
+                           GMMA::Major::MN>(),
+      Layout<Shape<Int<kDqWgM>, Int<2 / kDqWgM>, _1>>{}));
+
+  using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
+  using TileKV = Shape<Int<kBlockN>, Int<kHeadDim>>;
+  using LayoutQ = SmemTiles<Element, kBlockM, kHeadDim, kStages>;  // Q and dO: (M, D, stage)
+  using LayoutQt = decltype(transposed_staged<LayoutQ, kBlockM, kHeadDim, kStages>(LayoutQ{}));
+  using LayoutKV = SmemTiles<Element, kBlockN, kHeadDim, 1>;  // (N, D, 1)
+  using LayoutKt = decltype(transposed_staged<LayoutKV, kBlockN, kHeadDim, 1>(LayoutKV{}));
+  using LayoutdS = SmemTiles<Element, kBlockN, kBlockM, 1>;  // dS^T: (N, M, 1), queries contiguous
+  using LayoutdSt = decltype(transposed_staged<LayoutdS, kBlockN, kBlockM, 1>(LayoutdS{}));
+  using Ring = TmaRing<kStages>;
+  static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kBytesStats = kBlockM * sizeof(float);
+  static constexpr int kDqFloats = kBlockM * kHeadDim;
+
+  using TmaQ =
+      decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}),
+                             SmemTile<Element, kBlockM, kHeadDim>{}, TileQ{}, _1{}));
+  using TmaKV =
+      decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}),
+                             SmemTile<Element, kBlockN, kHeadDim>{}, TileKV{}, _1{}));
+
+  struct SharedStorage {
+    alignas(1024) Element q[cosize_v<LayoutQ>];
+    alignas(1024) Element d_o[cosize_v<LayoutQ>];
+    alignas(1024) Element k[cosize_v<LayoutKV>];  // dK after the mainloop (epilogue)
+    alignas(1024) Element v[cosize_v<LayoutKV>];  // dV after the mainloop
+    alignas(1024) Element ds[cosize_v<LayoutdS>];
+    alignas(128) float dq[kDqFloats];  // one query block's dQ in dq_chunk order
+    alignas(16) float lse_log2[kStages][kBlockM];
+    alignas(16) float dsum[kStages][kBlockM];
+    typename Ring::Storage ring;
+    alignas(8) uint64_t kv_full;
+  };
+
+  struct Params {
+    TmaQ tma_q, tma_do;
+    TmaKV tma_k, tma_v;
+    sm80::BwdScratch ws;
+    int seqlen_q, seqlen_k, head_dim, heads, h_ratio, batch, num_m_blocks;
+    float scale, scale_log2;
+    bool deterministic;
+    typename Policy::Params score;
+  };
+  static Params to_params(const AttnArguments& a, const sm80::BwdScratch& ws) {
+    auto tma = [&](const void* x, int heads, bool keys, const Strides& s, auto smem, auto tile) {
+      return make_tma_copy(SM90_TMA_LOAD{},
+                           gmem_tensor<Element>(x, a.head_dim, heads, gmem_extent(a, keys, s)),
+                           smem, tile, _1{});
+    };
+    using SmemQ = SmemTile<Element, kBlockM, kHeadDim>;
+    using SmemKV = SmemTile<Element, kBlockN, kHeadDim>;
+    return {tma(a.q, a.heads, false, a.q_stride, SmemQ{}, TileQ{}),
+            tma(a.dout, a.heads, false, a.do_stride, SmemQ{}, TileQ{}),
+            tma(a.k, a.kv_heads, true, a.k_stride, SmemKV{}, TileKV{}),
+            tma(a.v, a.kv_heads, true, a.v_stride, SmemKV{}, TileKV{}),
+            ws,
+            a.seqlen_q,
+            a.seqlen_k,
+            a.head_dim,
+            a.heads,
+            a.heads / a.kv_heads,
+            a.batch,
+            ceil_div(a.seqlen_q, kBlockM),
+            a.softmax_scale,
+            a.softmax_scale * float(M_LOG2E),
+            a.deterministic,
+            Policy::to_params(a)};
+  }
+
+  // One thread, before the block-wide barrier that publishes it.
+  __device__ static void init(SharedStorage& smem) {
+    Ring::init(smem.ring, kConsumerThreads);
+    Ring::Barrier::init(&smem.kv_full, 1);
+  }
+  __device__ static void prefetch_descriptors(const Params& p) {
+    prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_do.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+  }
+
+  // The query blocks of key block n, one head's, walked by both roles in the same order: each
+  // key block starts at a different block (spreading the dQ adds over the rows), except in
+  // deterministic runs, whose turns count key blocks in order.
+  struct QueryWalk {
+    int begin, count, rot;
+    __device__ QueryWalk(const Params& p, const Policy& pol, int n_block) {
+      const BlockRange mr = pol.template query_blocks<kBlockM, kBlockN>(n_block);
+      begin = mr.begin, count = mr.end > mr.begin ? mr.end - mr.begin : 0;
+      rot = p.deterministic || count == 0 ? 0 : n_block % count;
+    }
+    __device__ int at(int i) const { return begin + (i + rot < count ? i + rot : i + rot - count); }
+  };
+
+  // Producer (one elected lane): K and V once, then Q, dO, LSE, D of each (head, query block).
+  __device__ static void load(const Params& p, SharedStorage& smem, const WorkTile& w,
+                              const SeqBounds& sb, typename Ring::State& st) {
+    const int b = w.batch, kv_head = w.head;
+    const GmemShape shape_q{p.seqlen_q, p.head_dim, p.heads, p.batch};
+    const GmemShape shape_k{p.seqlen_k, p.head_dim, p.heads / p.h_ratio, p.batch};
+    Tensor gK = local_tile(p.tma_k.get_tma_tensor(shape_k)(_, _, kv_head, b), TileKV{},
+                           make_coord(w.block, _0{}));
+    Tensor gV = local_tile(p.tma_v.get_tma_tensor(shape_k)(_, _, kv_head, b), TileKV{},
+                           make_coord(w.block, _0{}));
+    Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});
+    Tensor sV = make_tensor(make_smem_ptr(smem.v), LayoutKV{});
+    auto ck = p.tma_k.get_slice(_0{});
+    auto cv = p.tma_v.get_slice(_0{});
+    Ring::Barrier::arrive_and_expect_tx(&smem.kv_full, 2 * kBytesKV);
+    copy(p.tma_k.with(smem.kv_full), ck.partition_S(gK), ck.partition_D(sK(_, _, 0)));
+    copy(p.tma_v.with(smem.kv_full), cv.partition_S(gV), cv.partition_D(sV(_, _, 0)));
+
+    auto cq = p.tma_q.get_slice(_0{});
+    auto cdo = p.tma_do.get_slice(_0{});
+    Tensor tQs = cq.partition_D(make_tensor(make_smem_ptr(smem.q), LayoutQ{}));  // (TMA, .., stage)
+    Tensor tdOs = cdo.partition_D(make_tensor(make_smem_ptr(smem.d_o), LayoutQ{}));
+    const int64_t token0 = sb.q_token(b);
+    for (int g = 0; g < p.h_ratio; ++g) {
+      const int h = kv_head * p.h_ratio + g;
+      const QueryWalk walk(p, Policy(p.score, sb, b, h, p.scale), w.block);
+      Tensor tQg = cq.partition_S(local_tile(p.tma_q.get_tma_tensor(shape_q)(_, _, h, b), TileQ{},
+                                             make_coord(_, _0{})));  // (TMA, .., m)
+      Tensor tdOg = cdo.partition_S(
+          local_tile(p.tma_do.get_tma_tensor(shape_q)(_, _, h, b), TileQ{}, make_coord(_, _0{})));
+      for (int i = 0; i < walk.count; ++i) {
+        const int m = walk.at(i);
+        uint64_t& full = Ring::producer_acquire(smem.ring, st, 2 * kBytesQ + 2 * kBytesStats);
+        copy(p.tma_q.with(full), tQg(_, _, _, m), tQs(_, _, _, st.stage));
+        copy(p.tma_do.with(full), tdOg(_, _, _, m), tdOs(_, _, _, st.stage));
+        const int64_t at = sm80::row_chunk<kBlockM>(token0, b, m, h, p.heads);
+        SM90_BULK_COPY_G2S::copy(p.ws.lse_log2 + at, &full, smem.lse_log2[st.stage], kBytesStats);
+        SM90_BULK_COPY_G2S::copy(p.ws.dsum + at, &full, smem.dsum[st.stage], kBytesStats);
+        st.advance();
+      }
+    }
+  }
+
+  // Consumers (tid in [0, 256)): dK (unscaled) and dV of the block's keys in acc_dk / acc_dv; dQ
+  // added to the scratch per query block. Named barrier kBarrier syncs the 256 consumer threads.
+  static constexpr uint32_t kBarrier = 1;
+  __device__ static void sync_consumers() {
+    cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrier);
+  }
+
+  template <class AccKV>
+  __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w,
+                             const SeqBounds& sb, AccKV& acc_dk, AccKV& acc_dv,
+                             typename Ring::State& st, int tid) {
+    clear(acc_dk);
+    clear(acc_dv);
+    const int b = w.batch, n_block = w.block;
+    TiledMmaSdP mma_sdp;
+    TiledMmadKV mma_dkv;
+    TiledMmadQ mma_dq;
+    auto thr_sdp = mma_sdp.get_thread_slice(tid);
+    auto thr_dkv = mma_dkv.get_thread_slice(tid);
+    auto thr_dq = mma_dq.get_thread_slice(tid);
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q), LayoutQ{});
+    Tensor sdO = make_tensor(make_smem_ptr(smem.d_o), LayoutQ{});
+    Tensor sQt = make_tensor(make_smem_ptr(smem.q), LayoutQt{});  // (D, M, stage)
+    Tensor sdOt = make_tensor(make_smem_ptr(smem.d_o), LayoutQt{});
+    Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});
+    Tensor sV = make_tensor(make_smem_ptr(smem.v), LayoutKV{});
+    Tensor sKt = make_tensor(make_smem_ptr(smem.k), LayoutKt{});     // (D, N, 1)
+    Tensor sdS = make_tensor(make_smem_ptr(smem.ds), LayoutdS{});    // (N, M, 1)
+    Tensor sdSt = make_tensor(make_smem_ptr(smem.ds), LayoutdSt{});  // (M, N, 1)
+    Tensor tSrK = thr_sdp.partition_fragment_A(sK(_, _, 0));
+    Tensor tdPrV = thr_sdp.partition_fragment_A(sV(_, _, 0));
+    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);  // (MMA, M, K, stage) descriptors
+    Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);
+    Tensor tdVrdOt = thr_dkv.partition_fragment_B(sdOt);  // (MMA, D, M, stage)
+    Tensor tdKrQt = thr_dkv.partition_fragment_B(sQt);
+    Tensor tdQrdS = thr_dq.partition_fragment_A(sdSt(_, _, 0));
+    Tensor tdQrKt = thr_dq.partition_fragment_B(sKt(_, _, 0));
+    Tensor tdSsdS = thr_sdp.partition_C(sdS(_, _, 0));
+    // (query, key) coordinates of each score within the tile, in the policy's (row, col) order.
+    auto qk = make_layout(Shape<Int<kBlockN>, Int<kBlockM>>{}, make_stride(E<1>{}, E<0>{}));
+    Tensor tScS = colrow_view(thr_sdp.partition_C(make_coord_tensor(qk)));
+    using Coord = decltype(tScS);
+
+    const bool bulk_dq = !p.deterministic;
+    const int64_t token0 = sb.q_token(b);
+    Ring::Barrier::wait(&smem.kv_full, 0);
+    for (int g = 0; g < p.h_ratio; ++g) {
+      const int h = w.head * p.h_ratio + g;
+      const Policy pol(p.score, sb, b, h, p.scale);
+      const QueryWalk walk(p, pol, n_block);
+      int* semaphore =
+          p.deterministic ? p.ws.semaphore + (int64_t(b) * p.heads + h) * p.num_m_blocks : nullptr;
+      for (int i = 0; i < walk.count; ++i) {
+        const int m = walk.at(i), stage = st.stage;
+        Ring::consumer_wait(smem.ring, st);
+        Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+        Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+        wgmma<true>(mma_sdp, tSrK, tSrQ(_, _, _, stage), acc_s);
+        wgmma<true>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), acc_dp);
+        warpgroup_wait<0>();
+
+        // P^T = exp2(S^T scale log2(e) - LSE), dS^T = P^T (dP^T - D), masked where needed.
+        Tensor s = colrow_view(acc_s);
+        Tensor dp = colrow_view(acc_dp);
+        const bool mask = pol.template bwd_needs_mask<kBlockM, kBlockN>(m, n_block);
+        pol.bwd_probs(s, dp, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale, p.scale_log2,
+                      QueryStat<Coord>{smem.lse_log2[stage], tScS},
+                      QueryStat<Coord>{smem.dsum[stage], tScS});
+        Tensor rP = sm80::convert<Element>(acc_s);
+        Tensor rdS = sm80::convert<Element>(acc_dp);
+        Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
+        Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
+        warpgroup_fence_operand(tdVrP);
+        wgmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
+
+        // dS^T to shared memory for dQ = dS K, once both warpgroups' last dQ has read it (each
+        // waited for its own below) and the last bulk reduce has read the dQ staging buffer;
+        // written before dK's GEMM takes rdS (a wgmma's register operand is not read meanwhile).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        if (bulk_dq && tid == 0) bulk_wait_read();
+#endif
+        sync_consumers();
+        copy(rdS, tdSsdS);
+        cutlass::arch::fence_view_async_shared();
+        warpgroup_fence_operand(tdKrdS);
+        wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
+        sync_consumers();
+        Tensor acc_dq = partition_fragment_C(mma_dq, TileQ{});
+        wgmma<true>(mma_dq, tdQrdS, tdQrKt, acc_dq);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tdVrP);
+        warpgroup_fence_operand(tdKrdS);
+        Ring::consumer_release(smem.ring, st);
+        st.advance();
+
+        float* dq_dst = sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);
+        if (bulk_dq) {
+          sm80::stage_dq<kConsumerThreads>(smem.dq, acc_dq, tid);
+          sync_consumers();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+          if (tid == 0) bulk_reduce_add_f32(dq_dst, smem.dq, kDqFloats * sizeof(float));
+#endif
+        } else {
+          sm80::add_dq<kConsumerThreads>(acc_dq, dq_dst, semaphore ? semaphore + m : nullptr,
+                                         pol.template dq_turn<kBlockM, kBlockN>(m, n_block), tid,
+                                         [] { sync_consumers(); });
+        }
+      }
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (bulk_dq && tid == 0) bulk_wait_read();  // the CTA's shared memory outlives the reads
+#endif
+  }
+};
+
+}  // namespace flashkit::cuda::attn::sm90
