@@ -119,11 +119,18 @@ struct PlainScores {
   }
 
   // s: raw scores -> P = exp(scale s - lse); dp: dP -> dS = P (dP - D), the gradient w.r.t. the
-  // scaled score. lse_log2 / d_row hold each of the thread's rows' LSE (log2 units) and D.
+  // scaled score. lse_log2 / d_row hold each of the thread's rows' LSE (log2 units) and D. The
+  // two halves are also called apart (the sm90 backward overlaps each with a GEMM).
   template <class S, class Coord, class Rows>
   __device__ __forceinline__ void bwd_probs(S& s, S& dp, const Coord& coord, int row0, int col0,
                                             bool mask, float, float scale_log2,
                                             const Rows& lse_log2, const Rows& d_row) const {
+    bwd_p(s, coord, row0, col0, mask, scale_log2, lse_log2);
+    bwd_ds(s, dp, d_row);
+  }
+  template <class S, class Coord, class Rows>
+  __device__ __forceinline__ void bwd_p(S& s, const Coord& coord, int row0, int col0, bool mask,
+                                        float scale_log2, const Rows& lse_log2) const {
     CUTE_UNROLL
     for (int r = 0; r < cute::size<0>(s); ++r) {
       CUTE_UNROLL
@@ -134,10 +141,16 @@ struct PlainScores {
           int col = col0 + cute::get<1>(coord(r, c));
           if (col >= seqlen_k || (kCausal && col > row + diag)) x = -INFINITY;
         }
-        float pr = exp2f(x);
-        s(r, c) = pr;
-        dp(r, c) = pr * (dp(r, c) - d_row[r]);
+        s(r, c) = exp2f(x);
       }
+    }
+  }
+  template <class S, class Rows>
+  static __device__ __forceinline__ void bwd_ds(const S& p, S& dp, const Rows& d_row) {
+    CUTE_UNROLL
+    for (int r = 0; r < cute::size<0>(p); ++r) {
+      CUTE_UNROLL
+      for (int c = 0; c < cute::size<1>(p); ++c) dp(r, c) = p(r, c) * (dp(r, c) - d_row[r]);
     }
   }
 };

@@ -61,6 +61,7 @@ struct BwdMainloop {
   using TiledMmaSdP = TiledMmaSS<Element, 2, kBlockN, kBlockM, kHeadDim>;
   using TiledMmadKV = TiledMmaRS<Element, 2, kBlockN, kHeadDim, kBlockM>;
   static constexpr int kDqWgM = kBlockM / 64;
+  static constexpr bool kOverlapP = kBlockM == 64;  // see mma()
   using TiledMmadQ = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float,
                            Shape<_64, Int<kHeadDim * kDqWgM / 2>, Int<kBlockN>>, GMMA::Major::MN,
@@ -263,21 +264,32 @@ struct BwdMainloop {
         Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
         wgmma<true>(mma_sdp, tSrK, tSrQ(_, _, _, stage), acc_s);
         wgmma<true>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), acc_dp);
-        warpgroup_wait<0>();
 
-        // P^T = exp2(S^T scale log2(e) - LSE), dS^T = P^T (dP^T - D), masked where needed.
+        // P^T = exp2(S^T scale log2(e) - LSE), masked where needed, and dS^T = P^T (dP^T - D).
+        // At block_m 64 the exponentials run while dP^T's GEMM does; at 128 (hdim 64) dP^T's
+        // accumulator in flight beside P^T's would spill, so both wait for it.
         Tensor s = colrow_view(acc_s);
         Tensor dp = colrow_view(acc_dp);
         const bool mask = pol.template bwd_needs_mask<kBlockM, kBlockN>(m, n_block);
-        pol.bwd_probs(s, dp, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale, p.scale_log2,
-                      QueryStat<Coord>{smem.lse_log2[stage], tScS},
-                      QueryStat<Coord>{smem.dsum[stage], tScS});
+        const QueryStat<Coord> lse{smem.lse_log2[stage], tScS}, d_row{smem.dsum[stage], tScS};
+        if constexpr (kOverlapP) {
+          warpgroup_wait<1>();
+          warpgroup_fence_operand(acc_s);
+          pol.bwd_p(s, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale_log2, lse);
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(acc_dp);
+          Policy::bwd_ds(s, dp, d_row);
+        } else {
+          warpgroup_wait<0>();
+          pol.bwd_probs(s, dp, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale, p.scale_log2,
+                        lse, d_row);
+        }
         Tensor rP = sm80::convert<Element>(acc_s);
         Tensor rdS = sm80::convert<Element>(acc_dp);
         Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
-        Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
         warpgroup_fence_operand(tdVrP);
         wgmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
+        Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
 
         // dS^T to shared memory for dQ = dS K, once both warpgroups' last dQ has read it (each
         // waited for its own below) and the last bulk reduce has read the dQ staging buffer;
