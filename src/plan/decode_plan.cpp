@@ -115,11 +115,13 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
     fail("problem: batch x kv heads x row blocks x splits exceeds 2^31 CTAs");
 
   if (schedule == DecodeSchedule::automatic) {
-    // Every tile a single LeanTile: nothing to split. Otherwise split-KV: on the H200 (v2
-    // kernels, bench/NOTES-decode.md) it was within 2% of Lean at long contexts, Lean took 23%
-    // longer at 1k-8k, and it beat single by 7% even with one split per tile (the split
-    // instantiation allocates fewer registers). Revisit when Lean's fixed costs come down.
-    schedule = max_iters == 1 ? DecodeSchedule::single : DecodeSchedule::split_kv;
+    // Every tile a single LeanTile: nothing to split. Otherwise, from the H200 sweep of the v4
+    // kernels (bench/NOTES-decode.md): Lean at hdim 65-128, where it was 0-12% faster than
+    // split-KV (most at 1k-8k: its reduce is in the kernel, split-KV's merge a second launch);
+    // split-KV at hdim <= 64, where Lean was 0-8% slower, and at hdim 256 (not yet measured).
+    const bool lean_wins = problem.hdim > 64 && problem.hdim <= 128;
+    schedule = max_iters == 1 ? DecodeSchedule::single
+                              : lean_wins ? DecodeSchedule::lean : DecodeSchedule::split_kv;
   }
   plan.schedule = schedule;
 
