@@ -249,6 +249,7 @@ struct BwdMainloop {
     using Coord = decltype(tScS);
 
     const bool bulk_dq = !p.deterministic;
+    const int wg = cutlass::canonical_warp_group_idx() - 1;  // keys [64 wg, 64 wg + 64) of the tile
     const int64_t token0 = sb.q_token(b);
     Ring::Barrier::wait(&smem.kv_full, 0);
     for (int g = 0; g < p.h_ratio; ++g) {
@@ -270,7 +271,8 @@ struct BwdMainloop {
         // accumulator in flight beside P^T's would spill, so both wait for it.
         Tensor s = colrow_view(acc_s);
         Tensor dp = colrow_view(acc_dp);
-        const bool mask = pol.template bwd_needs_mask<kBlockM, kBlockN>(m, n_block);
+        // The element mask runs only where this warpgroup's 64 keys cross the diagonal or seqlen_k.
+        const bool mask = pol.template bwd_needs_mask<kBlockM, 64>(m, 2 * n_block + wg);
         const QueryStat<Coord> lse{smem.lse_log2[stage], tScS}, d_row{smem.dsum[stage], tScS};
         if constexpr (kOverlapP) {
           warpgroup_wait<1>();
@@ -291,25 +293,24 @@ struct BwdMainloop {
         wgmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
         Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
 
-        // dS^T to shared memory for dQ = dS K, once both warpgroups' last dQ has read it (each
-        // waited for its own below) and the last bulk reduce has read the dQ staging buffer;
-        // written before dK's GEMM takes rdS (a wgmma's register operand is not read meanwhile).
+        // dS^T to shared memory for dQ = dS K (while dV's GEMM runs), once both warpgroups' last
+        // dQ has read it (each waited for its own) and the last bulk reduce has read the dQ
+        // staging buffer. dQ's GEMM goes before dK's, so dQ is staged and added while dK's runs
+        // (whose register operand rdS is not written meanwhile).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         if (bulk_dq && tid == 0) bulk_wait_read();
 #endif
         sync_consumers();
         copy(rdS, tdSsdS);
         cutlass::arch::fence_view_async_shared();
-        warpgroup_fence_operand(tdKrdS);
-        wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
         sync_consumers();
         Tensor acc_dq = partition_fragment_C(mma_dq, TileQ{});
         wgmma<true>(mma_dq, tdQrdS, tdQrKt, acc_dq);
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(tdVrP);
         warpgroup_fence_operand(tdKrdS);
-        Ring::consumer_release(smem.ring, st);
-        st.advance();
+        wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
+        warpgroup_wait<1>();
+        warpgroup_fence_operand(tdVrP);
+        warpgroup_fence_operand(acc_dq);
 
         float* dq_dst = sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);
         if (bulk_dq) {
@@ -323,6 +324,10 @@ struct BwdMainloop {
                                          pol.template dq_turn<kBlockM, kBlockN>(m, n_block), tid,
                                          [] { sync_consumers(); });
         }
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tdKrdS);
+        Ring::consumer_release(smem.ring, st);
+        st.advance();
       }
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
