@@ -212,6 +212,11 @@ struct BwdMainloop {
     cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrier);
   }
 
+  // Releases a stage held past its block (stage >= 0).
+  __device__ static void release_stage(SharedStorage& smem, int stage) {
+    if (stage >= 0) Ring::consumer_release(smem.ring, stage);
+  }
+
   template <class AccKV>
   __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w,
                              const SeqBounds& sb, AccKV& acc_dk, AccKV& acc_dv,
@@ -251,6 +256,11 @@ struct BwdMainloop {
     const bool bulk_dq = !p.deterministic;
     const int wg = cutlass::canonical_warp_group_idx() - 1;  // keys [64 wg, 64 wg + 64) of the tile
     const int64_t token0 = sb.q_token(b);
+    // At block_m 64, dK's GEMM of a query block completes during the next block's S^T (wgmma
+    // batches complete in order), so its stage is released there: prev_stage, -1 before the first
+    // block. At 128 (hdim 64) dS^T held for it beside S^T and dP^T makes ptxas serialise the
+    // wgmmas, so each block waits for its dK.
+    int prev_stage = -1;
     Ring::Barrier::wait(&smem.kv_full, 0);
     for (int g = 0; g < p.h_ratio; ++g) {
       const int h = w.head * p.h_ratio + g;
@@ -277,6 +287,7 @@ struct BwdMainloop {
         if constexpr (kOverlapP) {
           warpgroup_wait<1>();
           warpgroup_fence_operand(acc_s);
+          release_stage(smem, prev_stage);
           pol.bwd_p(s, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale_log2, lse);
           warpgroup_wait<0>();
           warpgroup_fence_operand(acc_dp);
@@ -324,12 +335,18 @@ struct BwdMainloop {
                                          pol.template dq_turn<kBlockM, kBlockN>(m, n_block), tid,
                                          [] { sync_consumers(); });
         }
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(tdKrdS);
-        Ring::consumer_release(smem.ring, st);
+        if constexpr (kOverlapP) {
+          prev_stage = stage;
+        } else {
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tdKrdS);
+          Ring::consumer_release(smem.ring, st);
+        }
         st.advance();
       }
     }
+    warpgroup_wait<0>();  // the last dK (the epilogue reads acc_dk)
+    release_stage(smem, prev_stage);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (bulk_dq && tid == 0) bulk_wait_read();  // the CTA's shared memory outlives the reads
 #endif
