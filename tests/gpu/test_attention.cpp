@@ -538,9 +538,12 @@ TEST(AttentionGpuSmall, DenseCausalGqa) {
 }
 
 // Both forward paths under the sanitizer: partial tiles, causal with sq > sk (query blocks that
-// see no key), GQA, and 140 tiles on a 132-SM grid (CTAs that run a second tile).
+// see no key), GQA, and 140 tiles on a 132-SM grid (CTAs that run a second tile). The 300 x 200
+// GQA case runs the Hopper backward over 6 query blocks per key block across 2 heads (a stage
+// released one block late) with a last key block only one of whose 64-key halves is masked.
 TEST(AttentionGpuSmall, Sm90AndSm80Paths) {
   check_both_paths({{spec(DType::bf16, 2, 17, 33, 4, 2, 64, true), true},
+                    {spec(DType::bf16, 1, 300, 200, 4, 2, 64, false), true},
                     {spec(DType::bf16, 1, 200, 70, 2, 1, 128, true), true},
                     {spec(DType::bf16, 1, 16, 40, 140, 70, 64, false), false},
                     {varlen_spec(64, {3, 70, 0, 33}, {90, 5, 20, 1}, true), true},

@@ -212,6 +212,11 @@ struct BwdMainloop {
     cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrier);
   }
 
+  // Releases a stage held past its block (stage >= 0).
+  __device__ static void release_stage(SharedStorage& smem, int stage) {
+    if (stage >= 0) Ring::consumer_release(smem.ring, stage);
+  }
+
   template <class AccKV>
   __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w,
                              const SeqBounds& sb, AccKV& acc_dk, AccKV& acc_dv,
@@ -249,7 +254,13 @@ struct BwdMainloop {
     using Coord = decltype(tScS);
 
     const bool bulk_dq = !p.deterministic;
+    const int wg = cutlass::canonical_warp_group_idx() - 1;  // keys [64 wg, 64 wg + 64) of the tile
     const int64_t token0 = sb.q_token(b);
+    // At block_m 64, dK's GEMM of a query block completes during the next block's S^T (wgmma
+    // batches complete in order), so its stage is released there: prev_stage, -1 before the first
+    // block. At 128 (hdim 64) dS^T held for it beside S^T and dP^T makes ptxas serialise the
+    // wgmmas, so each block waits for its dK.
+    int prev_stage = -1;
     Ring::Barrier::wait(&smem.kv_full, 0);
     for (int g = 0; g < p.h_ratio; ++g) {
       const int h = w.head * p.h_ratio + g;
@@ -270,11 +281,13 @@ struct BwdMainloop {
         // accumulator in flight beside P^T's would spill, so both wait for it.
         Tensor s = colrow_view(acc_s);
         Tensor dp = colrow_view(acc_dp);
-        const bool mask = pol.template bwd_needs_mask<kBlockM, kBlockN>(m, n_block);
+        // The element mask runs only where this warpgroup's 64 keys cross the diagonal or seqlen_k.
+        const bool mask = pol.template bwd_needs_mask<kBlockM, 64>(m, 2 * n_block + wg);
         const QueryStat<Coord> lse{smem.lse_log2[stage], tScS}, d_row{smem.dsum[stage], tScS};
         if constexpr (kOverlapP) {
           warpgroup_wait<1>();
           warpgroup_fence_operand(acc_s);
+          release_stage(smem, prev_stage);
           pol.bwd_p(s, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale_log2, lse);
           warpgroup_wait<0>();
           warpgroup_fence_operand(acc_dp);
@@ -291,25 +304,24 @@ struct BwdMainloop {
         wgmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
         Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
 
-        // dS^T to shared memory for dQ = dS K, once both warpgroups' last dQ has read it (each
-        // waited for its own below) and the last bulk reduce has read the dQ staging buffer;
-        // written before dK's GEMM takes rdS (a wgmma's register operand is not read meanwhile).
+        // dS^T to shared memory for dQ = dS K (while dV's GEMM runs), once both warpgroups' last
+        // dQ has read it (each waited for its own) and the last bulk reduce has read the dQ
+        // staging buffer. dQ's GEMM goes before dK's, so dQ is staged and added while dK's runs
+        // (whose register operand rdS is not written meanwhile).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         if (bulk_dq && tid == 0) bulk_wait_read();
 #endif
         sync_consumers();
         copy(rdS, tdSsdS);
         cutlass::arch::fence_view_async_shared();
-        warpgroup_fence_operand(tdKrdS);
-        wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
         sync_consumers();
         Tensor acc_dq = partition_fragment_C(mma_dq, TileQ{});
         wgmma<true>(mma_dq, tdQrdS, tdQrKt, acc_dq);
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(tdVrP);
         warpgroup_fence_operand(tdKrdS);
-        Ring::consumer_release(smem.ring, st);
-        st.advance();
+        wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
+        warpgroup_wait<1>();
+        warpgroup_fence_operand(tdVrP);
+        warpgroup_fence_operand(acc_dq);
 
         float* dq_dst = sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);
         if (bulk_dq) {
@@ -323,8 +335,18 @@ struct BwdMainloop {
                                          pol.template dq_turn<kBlockM, kBlockN>(m, n_block), tid,
                                          [] { sync_consumers(); });
         }
+        if constexpr (kOverlapP) {
+          prev_stage = stage;
+        } else {
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tdKrdS);
+          Ring::consumer_release(smem.ring, st);
+        }
+        st.advance();
       }
     }
+    warpgroup_wait<0>();  // the last dK (the epilogue reads acc_dk)
+    release_stage(smem, prev_stage);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (bulk_dq && tid == 0) bulk_wait_read();  // the CTA's shared memory outlives the reads
 #endif

@@ -45,7 +45,10 @@ struct TmaRing {
     Barrier::wait(&s.full[st.stage], st.phase);
   }
   __device__ static void consumer_release(Storage& s, const State& st) {
-    Barrier::arrive(&s.empty[st.stage]);
+    consumer_release(s, st.stage);
+  }
+  __device__ static void consumer_release(Storage& s, int stage) {
+    Barrier::arrive(&s.empty[stage]);
   }
 };
 
