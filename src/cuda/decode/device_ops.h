@@ -8,12 +8,9 @@
 #include <cstdint>
 
 #include "cuda/common/acquire_release.h"
+#include "cuda/common/mbarrier.h"
 
 namespace flashkit::cuda::decoding {
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 // 16 bytes global -> shared, bypassing L1 (K/V are streamed once); src_bytes 0 writes zeros.
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {

@@ -85,6 +85,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
       tma_prefetch_map(&p.k_map);
       tma_prefetch_map(&p.v_map);
       for (int s = 0; s < Tr::kStages; ++s) mbar_init(full + s, 1);  // thread 0's expect_tx
+      fence_mbarrier_init();
     }
   }
   if constexpr (kLean || kTma) __syncthreads();

@@ -1,4 +1,5 @@
-// The Hopper copy-engine pieces of the v4 decode loads: mbarriers with transaction counts, tensor-
+// The Hopper copy-engine pieces of the v4 decode loads (the mbarriers themselves are
+// cuda/common/mbarrier.h): arrivals with transaction counts, tensor-
 // map (TMA) box copies global -> shared, the descriptor prefetch, and the proxy fence that orders
 // ordinary shared-memory writes before later TMA writes to the same bytes. sm_90 only: on older
 // targets these trap, and the host never launches the TMA kernels there (kernel.h).
@@ -15,9 +16,9 @@ namespace flashkit::cuda::decoding {
 #define FK_DECODE_TMA 1
 #endif
 
-__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+// Makes the mbarrier inits above it visible to the async (TMA) proxy.
+__device__ __forceinline__ void fence_mbarrier_init() {
 #ifdef FK_DECODE_TMA
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count));
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 #else
   __trap();
@@ -30,20 +31,6 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t by
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
                "r"(bytes)
                : "memory");
-#else
-  __trap();
-#endif
-}
-
-// Waits until the phase of parity `parity` has completed.
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-#ifdef FK_DECODE_TMA
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
 #else
   __trap();
 #endif
