@@ -22,9 +22,12 @@ using namespace flashkit::testing;
 
 namespace {
 
-bool compiled(DType dt, int hdim) {
+// Whether the build holds the kernels a case needs: minimal builds keep bf16 hdim 33..64 and
+// 97..128, and at 193..256 only the Hopper forward (plain scores; no sm80 kernel, no backward).
+bool compiled(DType dt, int hdim, bool hopper_forward_only = false) {
   if (build_info().kernel_set != "minimal") return true;
-  return dt == DType::bf16 && ((hdim > 32 && hdim <= 64) || (hdim > 96 && hdim <= 128));
+  return dt == DType::bf16 && ((hdim > 32 && hdim <= 64) || (hdim > 96 && hdim <= 128) ||
+                               (hopper_forward_only && hdim > 192));
 }
 
 // A device copy of a [b, s, h, d] host tensor in a head-major physical layout [b, h, s, d + 8],
@@ -153,9 +156,11 @@ void expect_grads_close(const AttentionCase& c, const GpuRun& g, double dk_floor
   expect_close("dv", g.dv, lv, rv);
 }
 
-void check_case(const AttentionSpec& s, uint64_t seed, bool strided = false, bool backward = true) {
+void check_case(const AttentionSpec& s, uint64_t seed, bool strided = false, bool backward = true,
+                bool hopper_forward_only = false) {
   SCOPED_TRACE(s.str() + (strided ? " strided" : ""));
-  if (!compiled(s.dtype, s.hdim)) GTEST_SKIP() << "kernel not in this build (minimal)";
+  if (!compiled(s.dtype, s.hdim, hopper_forward_only))
+    GTEST_SKIP() << "kernel not in this build (minimal)";
   AttentionCase c(s, seed);
   GpuRun g = run_gpu(c, strided, false, backward);
   expect_forward_close(c, g);
@@ -221,13 +226,20 @@ AttentionSpec varlen_spec(int d, std::vector<int> lens_q, std::vector<int> lens_
 // Runs each case with the Hopper forward demanded (an Error if it did not run) and with the
 // sm80-class kernels forced; both must match the reference. The backward runs on the forward's
 // LSE and O, so it checks them too; under "sm90" it is the Hopper backward for dense batches with
-// plain scores (variants and varlen fall back to the sm80 one).
+// plain scores (variants, varlen and hdim 193..256 fall back to the sm80 one). Minimal builds run
+// hdim 193..256 cases on the Hopper forward alone.
 void check_both_paths(const std::vector<std::pair<AttentionSpec, bool>>& cases, uint64_t seed) {
   if (!hopper_device()) GTEST_SKIP() << "no sm_90 device: the Hopper forward cannot run";
   for (const char* path : {"sm90", "sm80"}) {
     SCOPED_TRACE(path);
     ScopedPath scoped(path);
-    for (const auto& [s, backward] : cases) check_case(s, ++seed, false, backward);
+    const bool sm90 = std::string(path) == "sm90";
+    for (const auto& [s, backward] : cases) {
+      ++seed;
+      const bool fwd_only = !compiled(s.dtype, s.hdim) && compiled(s.dtype, s.hdim, true);
+      if (fwd_only && !sm90) continue;
+      check_case(s, seed, false, backward && !fwd_only, fwd_only);
+    }
   }
 }
 
@@ -379,11 +391,17 @@ TEST(AttentionGpuVariantsShapes, WindowDeterministicBitwiseEqual) {
 // Hopper forward (sm90/) against the reference, and the sm80 forward on the same cases: head dims
 // filling and not filling their bucket (TMA zero-fills the tail), odd lengths in both directions
 // with causal alignment, GQA/MQA, varlen, and more query tiles than SMs so every persistent CTA
-// runs several tiles through the same mbarrier rings.
+// runs several tiles through the same mbarrier rings. hdim 256 stages O in Q's buffer: tiles with
+// no live key block (causal, sq > sk) and CTAs running a second tile after one hand it on.
 TEST(AttentionGpuSm90, BothPathsMatchReference) {
   std::vector<std::pair<AttentionSpec, bool>> cases;
   for (bool causal : {false, true}) {
-    for (int d : {40, 64, 104, 128}) cases.push_back({spec(DType::bf16, 2, 300, 257, 4, 2, d, causal), true});
+    for (int d : {40, 64, 104, 128, 256})
+      cases.push_back({spec(DType::bf16, 2, 300, 257, 4, 2, d, causal), true});
+    cases.push_back({spec(DType::bf16, 1, 1000, 130, 2, 1, 200, causal), false});
+    cases.push_back({spec(DType::bf16, 1, 1, 1000, 3, 3, 256, causal), false});
+    cases.push_back({spec(DType::bf16, 1, 300, 100, 48, 16, 256, causal), false});  // 144 tiles
+    cases.push_back({varlen_spec(256, {1, 130, 200}, {140, 17, 300}, causal), false});
     cases.push_back({spec(DType::bf16, 1, 1000, 130, 2, 1, 128, causal), false});
     cases.push_back({spec(DType::bf16, 1, 1, 1000, 3, 3, 64, causal), false});
     cases.push_back({spec(DType::bf16, 3, 1100, 1100, 8, 2, 64, causal), false});
@@ -413,7 +431,9 @@ TEST(AttentionGpuSm90, VariantsBothPaths) {
 TEST(AttentionGpuSm90, Fp16BothPaths) {
   if (!compiled(DType::f16, 64)) GTEST_SKIP() << "f16 kernels not in this build (minimal)";
   check_both_paths({{spec(DType::f16, 2, 200, 333, 4, 2, 64, true), true},
-                    {spec(DType::f16, 2, 333, 200, 4, 4, 128, false), true}}, 4100);
+                    {spec(DType::f16, 2, 333, 200, 4, 4, 128, false), true},
+                    {spec(DType::f16, 2, 333, 200, 4, 2, 256, true), true},
+                    {spec(DType::f16, 1, 200, 333, 4, 4, 224, false), true}}, 4100);
 }
 
 // The Hopper backward against the sm80 one's cases: MQA with many query blocks per key block,
@@ -444,21 +464,25 @@ TEST(AttentionGpuSm90, BackwardDeterministicBothPaths) {
   }
 }
 
-// Asking for the Hopper forward where it has no kernel (hdim bucket 32) is an Error naming the
-// variable, not a silent fall-back; a bad value is one too.
+// Asking for the Hopper forward where it has no kernel (hdim bucket 32; hdim 256 with a score
+// modifier) is an Error naming the variable, not a silent fall-back; a bad value is one too.
 TEST(AttentionGpuSm90, ForcedPathErrors) {
   if (!hopper_device()) GTEST_SKIP() << "no sm_90 device";
-  AttentionCase c(spec(DType::bf16, 1, 16, 16, 2, 2, 32), 4200);
-  DeviceTensor q(c.q), k(c.k), v(c.v), out(c.q), lse(HostTensor(DType::f32, c.lse_shape()));
-  for (const char* path : {"sm90", "fastest"}) {
+  auto expect_error = [](int hdim, const char* path, const AttentionOptions& o) {
+    AttentionCase c(spec(DType::bf16, 1, 16, 16, 2, 2, hdim), 4200);
+    DeviceTensor q(c.q), k(c.k), v(c.v), out(c.q), lse(HostTensor(DType::f32, c.lse_shape()));
     ScopedPath scoped(path);
     try {
-      attention_forward(q, k, v, out, lse, {});
-      ADD_FAILURE() << "no error for FLASHKIT_ATTENTION_PATH=" << path;
+      attention_forward(q, k, v, out, lse, o);
+      ADD_FAILURE() << "no error for FLASHKIT_ATTENTION_PATH=" << path << " at hdim " << hdim;
     } catch (const Error& e) {
       EXPECT_EQ(std::string(e.what()).rfind("FLASHKIT_ATTENTION_PATH", 0), 0u) << e.what();
     }
-  }
+  };
+  for (const char* path : {"sm90", "fastest"}) expect_error(32, path, {});
+  AttentionOptions softcap;
+  softcap.softcap = 30.f;
+  expect_error(256, "sm90", softcap);
 }
 
 // Dropout: the GPU's returned mask equals the CPU backend's bit for bit (same Philox key: seed,
@@ -541,13 +565,17 @@ TEST(AttentionGpuSmall, DenseCausalGqa) {
 // see no key), GQA, and 140 tiles on a 132-SM grid (CTAs that run a second tile). The 300 x 200
 // GQA case runs the Hopper backward over 6 query blocks per key block across 2 heads (a stage
 // released one block late) with a last key block only one of whose 64-key halves is masked.
+// hdim 256 (O staged in Q's buffer): 144 tiles, the ones run second having no live key block.
 TEST(AttentionGpuSmall, Sm90AndSm80Paths) {
   check_both_paths({{spec(DType::bf16, 2, 17, 33, 4, 2, 64, true), true},
                     {spec(DType::bf16, 1, 300, 200, 4, 2, 64, false), true},
                     {spec(DType::bf16, 1, 200, 70, 2, 1, 128, true), true},
                     {spec(DType::bf16, 1, 16, 40, 140, 70, 64, false), false},
                     {varlen_spec(64, {3, 70, 0, 33}, {90, 5, 20, 1}, true), true},
-                    {varlen_spec(128, {130, 1, 64}, {17, 129, 200}, false), false}}, 4300);
+                    {varlen_spec(128, {130, 1, 64}, {17, 129, 200}, false), false},
+                    {spec(DType::bf16, 1, 200, 170, 2, 1, 256, true), true},
+                    {spec(DType::bf16, 1, 300, 40, 48, 16, 256, true), false},
+                    {varlen_spec(256, {3, 130, 0}, {90, 5, 20}, false), false}}, 4300);
 }
 
 // The score variants on both forward paths under the sanitizer: window edges, softcap, ALiBi,

@@ -124,6 +124,11 @@ unsigned score_mods(const AttentionOptions& o) {
          (o.dropout_p > 0.f ? m::kDropout : 0u) | (o.block_mask.defined() ? m::kBlockSparse : 0u);
 }
 
+[[noreturn]] void not_compiled(int hdim) {
+  fail("q: hdim ", hdim, " kernels are not compiled into this build (FLASHKIT_KERNELS=minimal "
+       "keeps hdim 33..64 and 97..128, and 193..256 on the Hopper forward with plain scores)");
+}
+
 // Calls f.operator()<Element, kHeadDim, Policy>() for the compiled kernel matching the problem:
 // plain (causal or not) without modifiers or window, a window-only or one-modifier policy, or
 // the all-in-one policy when several modifiers are on.
@@ -150,13 +155,11 @@ void dispatch(const AttentionShape& s, const AttentionOptions& o, F&& f) {
       case 32: return by_policy.template operator()<E, 32>();
       case 96: return by_policy.template operator()<E, 96>();
       case 192: return by_policy.template operator()<E, 192>();
-      case 256: return by_policy.template operator()<E, 256>();
 #endif
       case 64: return by_policy.template operator()<E, 64>();
       case 128: return by_policy.template operator()<E, 128>();
-      default:
-        fail("q: hdim ", s.hdim, " kernels are not compiled into this build (FLASHKIT_KERNELS=minimal"
-             " keeps hdim 33..64 and 97..128)");
+      case 256: return by_policy.template operator()<E, 256>();  // minimal: the Hopper forward only
+      default: not_compiled(s.hdim);
     }
   };
   if (s.dtype == DType::bf16) return by_hdim.template operator()<cutlass::bfloat16_t>();
@@ -167,24 +170,35 @@ void dispatch(const AttentionShape& s, const AttentionOptions& o, F&& f) {
 #endif
 }
 
-// The policies the Hopper forward is compiled for (scripts/gen_instantiations.py): all of them,
-// but minimal builds leave out the all-modifier one (combinations of modifiers).
-template <class P>
-constexpr bool kSm90Policy = true;
+// The sm80-class kernels of a build: every hdim bucket, but minimal builds keep 64 and 128 (bf16:
+// by_hdim never reaches an f16 instantiation there).
+template <int D>
 #ifdef FLASHKIT_KERNELS_MINIMAL
-template <>
-constexpr bool kSm90Policy<attn::GeneralScores<attn::mods::kAll>> = false;
+constexpr bool kSm80Built = D == 64 || D == 128;
+#else
+constexpr bool kSm80Built = true;
 #endif
 
-// The policies the Hopper backward is compiled for: the plain ones (gen_instantiations.py).
+// What the Hopper forward is compiled for (scripts/gen_instantiations.py): hdim 64 and 128 with
+// every policy, but minimal builds leave out the all-modifier one (combinations of modifiers);
+// hdim 256 with plain scores (causal or not).
 template <class P>
-constexpr bool kSm90BwdPolicy = false;
+constexpr bool kPlain = false;
 template <bool kCausal>
-constexpr bool kSm90BwdPolicy<attn::PlainScores<kCausal>> = true;
+constexpr bool kPlain<attn::PlainScores<kCausal>> = true;
+template <int D, class P>
+#ifdef FLASHKIT_KERNELS_MINIMAL
+constexpr bool kSm90Fwd = D == 256 ? kPlain<P>
+                                    : (D == 64 || D == 128) &&
+                                          !std::is_same_v<P, attn::GeneralScores<attn::mods::kAll>>;
+#else
+constexpr bool kSm90Fwd = D == 256 ? kPlain<P> : D == 64 || D == 128;
+#endif
 
 // Why the Hopper kernels cannot run this problem, or null when they can: sm_90a code in the build,
-// an sm_90 device, hdim bucket 64 or 128. The forward takes every compiled score policy (dense or
-// varlen); the backward only plain scores (causal or not) on dense batches.
+// an sm_90 device, hdim bucket 64 or 128, or 256 for the forward with plain scores. The forward
+// takes every compiled score policy (dense or varlen); the backward only plain scores (causal or
+// not, the kPlain policies) on dense batches.
 const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o, bool backward) {
   constexpr std::string_view archs = FLASHKIT_CUDA_ARCHS;
   if (archs.find("90a") == std::string_view::npos) return "this build has no sm_90a code";
@@ -193,10 +207,14 @@ const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o,
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, s.device_id));
   if (major != 9 || minor != 0) return "the device is not sm_90";
   const int b = attn::hdim_bucket(s.hdim);
-  if (b != 64 && b != 128) return "only head dims 33..64 and 97..128 have sm90 kernels";
+  const bool variant = score_mods(o) != 0 || o.window_left >= 0 || o.window_right >= 0;
+  if (b == 256 && !backward && variant)
+    return "head dims 193..256 have an sm90 forward for plain scores (causal or not) only";
+  if (b != 64 && b != 128 && (b != 256 || backward))
+    return backward ? "only head dims 33..64 and 97..128 have an sm90 backward"
+                    : "only head dims 33..64, 97..128 and 193..256 have an sm90 forward";
   if (backward) {
-    if (score_mods(o) != 0 || o.window_left >= 0 || o.window_right >= 0)
-      return "score variants have no sm90 backward";
+    if (variant) return "score variants have no sm90 backward";
     if (s.varlen) return "varlen batches have no sm90 backward";
     return nullptr;
   }
@@ -241,9 +259,10 @@ void attention_forward(const AttentionShape& s, const TensorView& q, const Tenso
   auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
   const bool sm90 = use_sm90(s, opts, false);
   dispatch(s, opts, [&]<class E, int D, class P>() {
-    if constexpr ((D == 64 || D == 128) && kSm90Policy<P>)
+    if constexpr (kSm90Fwd<D, P>)
       if (sm90) return attn::run_fwd_sm90<E, D, P>(a, stream);
-    attn::run_fwd_sm80<E, D, P>(a, stream);
+    if constexpr (kSm80Built<D>) attn::run_fwd_sm80<E, D, P>(a, stream);
+    else not_compiled(s.hdim);
   });
   if (opts.dropout_mask_out.defined()) {
     const TensorView& m = opts.dropout_mask_out;  // dense [b, h, sq, sk] (validated)
@@ -277,9 +296,10 @@ void attention_backward(const AttentionShape& s, const TensorView& q, const Tens
                           "attention_backward");
   const bool sm90 = use_sm90(s, opts, true);
   dispatch(s, opts, [&]<class E, int D, class P>() {
-    if constexpr ((D == 64 || D == 128) && kSm90BwdPolicy<P>)
+    if constexpr ((D == 64 || D == 128) && kPlain<P>)
       if (sm90) return attn::run_bwd_sm90<E, D, P>(a, stream);
-    attn::run_bwd_sm80<E, D, P>(a, stream);
+    if constexpr (kSm80Built<D>) attn::run_bwd_sm80<E, D, P>(a, stream);
+    else not_compiled(s.hdim);
   });
 }
 

@@ -25,7 +25,8 @@ constexpr unsigned kSoftcap = 1, kAlibi = 2, kDropout = 4, kBlockSparse = 8, kAl
 template <class Element, int kHeadDim, class Policy>
 void run_fwd_sm80(const AttnArguments& a, cudaStream_t stream);
 
-// Hopper forward (sm90/): hdim 64 and 128, every score policy, dense or varlen batches.
+// Hopper forward (sm90/): hdim 64 and 128 with every score policy, hdim 256 with the plain ones
+// (PlainScores); dense or varlen batches.
 template <class Element, int kHeadDim, class Policy>
 void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream);
 

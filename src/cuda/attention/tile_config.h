@@ -42,16 +42,20 @@ constexpr TileConfig tile_config(Pass pass, int hdim, DType dtype, bool causal) 
 // and 2 stages 192 KB of the 227 KB), GEMMs issued in turns between the warpgroups (`pingpong`).
 // hdim 64 with plain scores, causal or not, takes 3 warpgroups (192 rows, 160 registers a
 // thread): its softmax weighs more per FLOP (dense measured +16-19%; bench/NOTES-attention.md).
+// hdim 256 (plain scores only) stages O in Q's buffer (`o_in_q`): Q 64 KB + 2 stages of 80-key
+// K and V tiles 160 KB = 224 KB, where a separate O tile (64 KB more) would not fit.
 struct Sm90FwdTiles {
   int block_m, block_n, stages;
   bool pingpong;
+  bool o_in_q = false;
 };
 // Score modifiers (`plain` false: GeneralScores) take 128 rows at hdim 64 too: 160 registers a
 // thread leave them no room, and block masks need tiles inside one 128 x 128 mask block.
 constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool plain) {
   if (hdim <= 64)
     return plain ? Sm90FwdTiles{192, 128, 3, true} : Sm90FwdTiles{128, 128, 3, true};
-  return {128, 128, 2, true};
+  if (hdim <= 128) return {128, 128, 2, true};
+  return {128, 80, 2, true, true};
 }
 
 // The Hopper backward (sm90/bwd_*.h): key blocks of 128 rows (64 per consumer warpgroup), query

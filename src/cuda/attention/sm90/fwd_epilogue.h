@@ -4,7 +4,10 @@
 // The store of one tile overlaps the next tile's mainloop; its buffer is reused only after
 // the bulk store has read it. Varlen tiles end inside the token tensor, where TMA would not clip:
 // the consumers store their sequence's rows from shared memory with 16-byte stores instead.
+// With Mainloop::kOInQ (hdim 256) O is staged in Q's buffer, handed back to the producer once read.
 #pragma once
+#include <type_traits>
+
 #include <cutlass/arch/barrier.h>
 
 #include "cuda/attention/params.h"
@@ -31,9 +34,17 @@ struct FwdEpilogue {
   using VarlenStore = decltype(make_tiled_copy(Copy_Atom<UniversalCopy<uint128_t>, Element>{},
                                                StoreThreads{}, Layout<Shape<_1, _8>>{}));
 
-  struct SharedStorage {
+  struct OwnTile {
     alignas(1024) Element o[cosize_v<LayoutO>];
   };
+  struct InQ {};
+  using SharedStorage = std::conditional_t<Mainloop::kOInQ, InQ, OwnTile>;
+  using MainloopStorage = typename Mainloop::SharedStorage;
+  static_assert(!Mainloop::kOInQ || cosize_v<LayoutO> == cosize_v<typename Mainloop::LayoutQ>);
+  __device__ static Element* staging(SharedStorage& smem, MainloopStorage& ms) {
+    if constexpr (Mainloop::kOInQ) return ms.q;
+    else return smem.o;
+  }
   struct Params {
     TmaO tma_o;
     Element* o;  // varlen stores
@@ -55,9 +66,12 @@ struct FwdEpilogue {
     prefetch_tma_descriptor(p.tma_o.get_tma_descriptor());
   }
 
+  // Every consumer thread, after the mainloop's last wgmma (so, past the first barrier below,
+  // no wgmma of the tile reads Q's buffer any more when kOInQ stages O there).
   template <class AccO, class Softmax>
-  __device__ static void store(const Params& p, SharedStorage& smem, const WorkTile& w,
-                               const SeqBounds& sb, AccO& acc_o, Softmax& softmax, int tid) {
+  __device__ static void store(const Params& p, SharedStorage& smem, MainloopStorage& ms,
+                               const WorkTile& w, const SeqBounds& sb, AccO& acc_o,
+                               Softmax& softmax, int tid) {
     typename Mainloop::TiledMmaPV mma;
     auto thr = mma.get_thread_slice(tid);
     Tensor o = rowcol_view(acc_o);
@@ -76,7 +90,7 @@ struct FwdEpilogue {
     }
 
     Tensor rO = sm80::convert<Element>(acc_o);
-    Tensor sO = make_tensor(make_smem_ptr(smem.o), LayoutO{});
+    Tensor sO = make_tensor(make_smem_ptr(staging(smem, ms)), LayoutO{});
     if (tid == 0) tma_store_wait<0>();  // the previous tile's store has read sO
     cutlass::arch::NamedBarrier::sync(kThreads, kBarrier);
     copy(rO, thr.partition_C(sO));
@@ -99,6 +113,7 @@ struct FwdEpilogue {
         for (int k = 0; k < size<2>(tOg); ++k)
           if (get<1>(tOc(0, m, k)) < p.head_dim) copy(st, tOs(_, m, k), tOg(_, m, k));
       }
+      if constexpr (Mainloop::kOInQ) Mainloop::release_q(ms);  // this thread's reads are done
       return;
     }
     if (tid == 0) {
@@ -107,6 +122,12 @@ struct FwdEpilogue {
       auto c = p.tma_o.get_slice(_0{});
       copy(p.tma_o, c.partition_S(sO), c.partition_D(gO));
       tma_store_arrive();
+    }
+    // kOInQ: the next tile's Q may land in the buffer once the bulk store has read all of O (the
+    // others have written their part and fenced it before the barrier above).
+    if constexpr (Mainloop::kOInQ) {
+      if (tid == 0) tma_store_wait<0>();
+      Mainloop::release_q(ms);
     }
   }
   // Before the CTA exits: its last bulk store must have finished reading shared memory.

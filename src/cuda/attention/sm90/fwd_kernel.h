@@ -75,7 +75,7 @@ struct FwdKernel {
             Shape<Int<Mainloop::kBlockM>, Int<Mainloop::kHeadDim>>{});
         typename Mainloop::Softmax softmax;
         Mainloop::mma(p.mainloop, smem.mainloop, w, sb, acc_o, softmax, pipe, turns, tid);
-        Epilogue::store(p.epilogue, smem.epilogue, w, sb, acc_o, softmax, tid);
+        Epilogue::store(p.epilogue, smem.epilogue, smem.mainloop, w, sb, acc_o, softmax, tid);
       }
       turns.finish();
       Epilogue::finish(tid);

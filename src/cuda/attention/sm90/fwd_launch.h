@@ -15,8 +15,11 @@ namespace flashkit::cuda::attn {
 template <class Element, int kHeadDim, class Policy>
 void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   constexpr Sm90FwdTiles t = sm90_fwd_tiles(kHeadDim, Policy::kPlain);
-  using Mainloop = sm90::FwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.stages, t.pingpong, Policy>;
+  using Mainloop = sm90::FwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.stages, t.pingpong,
+                                     t.o_in_q, Policy>;
   using Kernel = sm90::FwdKernel<Mainloop, sm90::FwdEpilogue<Mainloop>, StaticPersistentScheduler>;
+  static_assert(Kernel::kSmemBytes <= 227 * 1024,
+                "sm90 forward tiles exceed the 227 KB of shared memory a CTA may use");
   int device = 0, sms = 0;
   FK_CUDA_CHECK(cudaGetDevice(&device));
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));

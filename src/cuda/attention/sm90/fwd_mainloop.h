@@ -5,6 +5,9 @@
 // softmax of one key block overlapping the P V product of the previous one.
 // The score Policy (score_policy.h: PlainScores or GeneralScores, the sm80 forward's hooks) picks
 // the key blocks (block-sparse skips included), masks and modifies scores, and drops P.
+// Q's buffer passes between producer and consumers through q_full / q_empty; with kOInQ (hdim
+// 256, where a separate O tile does not fit) the epilogue stages O in it and frees it only once
+// the TMA store has read O, so every tile, one without live key blocks too, takes it in turn.
 #pragma once
 #include <cmath>
 
@@ -56,12 +59,28 @@ template <bool kEnabled, int kWarpgroups>
 struct PingPong {
   static constexpr uint32_t kBarrier = 1;  // named barrier ids 1.. (0: the epilogue's)
   int wg;                                  // this consumer warpgroup, 0 .. kWarpgroups-1
+  // Calls f(wg). With two warpgroups wg is a compile-time constant on each branch, so the barrier
+  // ids are immediates, not registers kept (or spilled) across the mainloop (hdim 256: 9 -> 6
+  // local loads per key block, 3 -> 0 stores); with three the branches cost the 160-register
+  // hdim 64 kernel more spills than they save (60 -> 88 B), so it keeps the register.
+  template <class F>
+  __device__ __forceinline__ void with_wg(F f) const {
+    if constexpr (kWarpgroups == 2) {
+      if (wg == 0) f(_0{});
+      else f(_1{});
+    } else {
+      f(wg);
+    }
+  }
   __device__ __forceinline__ void wait_turn() const {
-    if constexpr (kEnabled) cutlass::arch::NamedBarrier::sync(256, kBarrier + wg);
+    if constexpr (kEnabled)
+      with_wg([](auto w) { cutlass::arch::NamedBarrier::sync(256, kBarrier + int(w)); });
   }
   __device__ __forceinline__ void pass_turn() const {
     if constexpr (kEnabled)
-      cutlass::arch::NamedBarrier::arrive(256, kBarrier + (wg + 1) % kWarpgroups);
+      with_wg([](auto w) {
+        cutlass::arch::NamedBarrier::arrive(256, kBarrier + (int(w) + 1) % kWarpgroups);
+      });
   }
   // Warpgroup 0 goes first; at the end it takes the last turn passed to it, so every arrival
   // is matched before the CTA exits.
@@ -74,12 +93,13 @@ struct PingPong {
 };
 
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kPingPong_,
-          class Policy_>
+          bool kOInQ_, class Policy_>
 struct FwdMainloop {
   using Element = Element_;
   using Policy = Policy_;
   static constexpr int kHeadDim = kHeadDim_, kBlockM = kBlockM_, kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
+  static constexpr bool kOInQ = kOInQ_;  // the epilogue stages O in Q's buffer
   static constexpr int kConsumerWarpgroups = kBlockM / 64;  // 64 query rows each
   using Turns = PingPong<kPingPong_, kConsumerWarpgroups>;
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
@@ -148,6 +168,8 @@ struct FwdMainloop {
     Ring::Barrier::init(&smem.q_full, 1);
     Ring::Barrier::init(&smem.q_empty, kConsumerThreads);
   }
+  // Consumers, kOInQ: this thread no longer touches Q's buffer (the epilogue's O staged in it).
+  __device__ static void release_q(SharedStorage& smem) { Ring::Barrier::arrive(&smem.q_empty); }
   __device__ static void prefetch_descriptors(const Params& p) {
     prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
@@ -173,13 +195,16 @@ struct FwdMainloop {
 
   // Producer (the whole warp: a block mask's skip scan is a warp ballot; `leader` issues every
   // wait and copy): Q once the consumers are done with the last one, then K and V of every live
-  // key block, last to first, each as soon as its stage is free.
+  // key block, last to first, each as soon as its stage is free (with kOInQ Q after the first K).
+  // With kOInQ a tile without live key blocks gets Q's buffer too (no copy: a bare arrival
+  // completes q_full), for its epilogue.
   __device__ static void load(const Params& p, SharedStorage& smem, const WorkTile& w,
                               const SeqBounds& sb, PipelineState& st, bool leader) {
     const Policy pol = policy(p, sb, w);
     const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
     int n = first_live(pol, kr, w.block);
-    if (n < kr.begin) return;
+    const bool live = n >= kr.begin;
+    if (!live && !kOInQ) return;
     const int kv_head = w.head / (p.heads / p.kv_heads);
     const int b = sb.varlen ? 0 : w.batch;
     Tensor mQ = p.tma_q.get_tma_tensor(GmemShape{p.rows_q, p.head_dim, p.heads, p.tma_batch});
@@ -202,16 +227,28 @@ struct FwdMainloop {
     Tensor tVg = cv.partition_S(gV);
     Tensor tVs = cv.partition_D(sV);
 
-    if (leader) {
-      Ring::Barrier::wait(&smem.q_empty, (st.q_tiles & 1) ^ 1);
-      Ring::Barrier::arrive_and_expect_tx(&smem.q_full, kBytesQ);
-      copy(p.tma_q.with(smem.q_full), cq.partition_S(gQ), cq.partition_D(sQ));
-    }
-    ++st.q_tiles;
-    for (; n >= kr.begin; n = next_live(pol, kr, w.block, n)) {
+    auto load_q = [&] {
+      if (leader) {
+        Ring::Barrier::wait(&smem.q_empty, (st.q_tiles & 1) ^ 1);
+        if (live) {
+          Ring::Barrier::arrive_and_expect_tx(&smem.q_full, kBytesQ);
+          copy(p.tma_q.with(smem.q_full), cq.partition_S(gQ), cq.partition_D(sQ));
+        } else {
+          Ring::Barrier::arrive(&smem.q_full);
+        }
+      }
+      ++st.q_tiles;
+    };
+    // With kOInQ the buffer comes free only at the end of the last tile's epilogue: the first K
+    // goes ahead of Q, so that its load overlaps that epilogue.
+    if (!kOInQ || !live) load_q();
+    for (bool first = true; n >= kr.begin; n = next_live(pol, kr, w.block, n), first = false) {
       if (leader) {
         uint64_t& kb = Ring::producer_acquire(smem.k_ring, st.k, kBytesKV);
         copy(p.tma_k.with(kb), tKg(_, _, _, n), tKs(_, _, _, st.k.stage));
+      }
+      if (kOInQ && first) load_q();
+      if (leader) {
         uint64_t& vb = Ring::producer_acquire(smem.v_ring, st.v, kBytesKV);
         copy(p.tma_v.with(vb), tVg(_, _, _, n), tVs(_, _, _, st.v.stage));
       }
@@ -221,7 +258,8 @@ struct FwdMainloop {
   }
 
   // Consumers (tid in [0, kConsumerThreads)): acc_o un-scaled O of the tile's rows, softmax its stats. A tile
-  // whose rows see no key leaves acc_o = 0 and the stats empty (the epilogue writes 0, -inf).
+  // whose rows see no key leaves acc_o = 0 and the stats empty (the epilogue writes 0, -inf);
+  // with kOInQ it still waits for Q's buffer, where its epilogue stages those zeros.
   template <class AccO>
   __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w,
                              const SeqBounds& sb, AccO& acc_o, Softmax& softmax, PipelineState& st,
@@ -230,7 +268,10 @@ struct FwdMainloop {
     const Policy pol = policy(p, sb, w);
     const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
     int n = first_live(pol, kr, w.block);
-    if (n < kr.begin) return;
+    if (n < kr.begin) {
+      if constexpr (kOInQ) Ring::Barrier::wait(&smem.q_full, st.q_tiles++ & 1);
+      return;
+    }
     const int row0 = w.block * kBlockM;
 
     TiledMmaQK mma_qk;
@@ -256,8 +297,8 @@ struct FwdMainloop {
       Ring::consumer_release(smem.k_ring, st.k);
       st.k.advance();
       // After the tile's last S, Q is free: the producer loads the next tile's Q while this
-      // warpgroup finishes the last P V and the epilogue.
-      if (last) Ring::Barrier::arrive(&smem.q_empty);
+      // warpgroup finishes the last P V and the epilogue (with kOInQ, once O's store has read it).
+      if (last && !kOInQ) Ring::Barrier::arrive(&smem.q_empty);
       Tensor s = rowcol_view(acc_s);
       const bool masked = pol.template fwd_needs_mask<kBlockM, kBlockN>(w.block, n);
       pol.fwd_scores(s, cS, row0, n * kBlockN, masked, p.scale);
