@@ -161,13 +161,17 @@ TEST(DecodePlan, CheckerCatchesBrokenPlans) {
 }
 
 TEST(DecodePlan, AutoPicksTheMeasuredFastestSchedule) {
-  // The H200 measurements in bench/NOTES-decode.md: single when every tile is one LeanTile,
-  // else split-KV (as fast as Lean or faster at every measured shape).
+  // The H200 measurements in bench/NOTES-decode.md (v4, runs B-C): single when every tile is one
+  // LeanTile; else Lean at hdim 65-128, split-KV at hdim <= 64 and 256.
   DecodeProblem p{.batch = 64, .q_len = 1, .num_q_heads = 32, .num_kv_heads = 8, .hdim = 128};
   EXPECT_EQ(make_decode_plan(p, std::vector<int>(64, 100), {132, 1}).schedule, DecodeSchedule::single);
-  EXPECT_EQ(make_decode_plan(p, std::vector<int>(64, 4096), {132, 1}).schedule, DecodeSchedule::split_kv);
+  EXPECT_EQ(make_decode_plan(p, std::vector<int>(64, 4096), {132, 1}).schedule, DecodeSchedule::lean);
   p.batch = 1;
-  EXPECT_EQ(make_decode_plan(p, {65536}, {132, 1}).schedule, DecodeSchedule::split_kv);
+  EXPECT_EQ(make_decode_plan(p, {65536}, {132, 1}).schedule, DecodeSchedule::lean);
+  for (int d : {64, 256}) {
+    p.hdim = d;
+    EXPECT_EQ(make_decode_plan(p, {65536}, {132, 1}).schedule, DecodeSchedule::split_kv) << d;
+  }
 }
 
 TEST(DecodePlan, ErrorsNameTheArgument) {
