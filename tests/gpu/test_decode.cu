@@ -256,7 +256,8 @@ TEST(DecodeGpu, RunsWhileAnotherKernelHoldsPartOfTheGpu) {
 }
 
 // Small shapes for compute-sanitizer: a Lean grid with hosts, peers and finishing CTAs, split-KV
-// with empty splits, single; paged and dense; q_len 3.
+// with one split per tile (written directly; several: SplitKvMergesInKernel), single; paged and
+// dense; q_len 3.
 TEST(DecodeGpuSmall, AllSchedules) {
   for (int ps : {0, 16}) {
     DecodeCase c{.batch = 2, .q_len = 3, .hq = 4, .hkv = 2, .d = 64, .dtype = DType::bf16,
