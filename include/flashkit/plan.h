@@ -16,7 +16,7 @@ namespace flashkit {
 enum class DecodeSchedule : uint8_t {
   automatic,  // resolved by make_decode_plan to one of the three below
   single,     // one CTA per (sequence, KV head, row block) walking its whole cache
-  split_kv,   // FlashDecoding: fixed splits per sequence + a separate merge (merge_states)
+  split_kv,   // FlashDecoding: fixed splits per sequence, merged by each tile's last split CTA
   lean,       // LeanAttention: persistent stream-K over LeanTiles, host-CTA reduction
 };
 const char* schedule_name(DecodeSchedule s);
@@ -104,7 +104,7 @@ struct DecodePlan {
   std::vector<int> kv_lengths;
   int lean_tile = 0;   // tokens per LeanTile
   int row_blocks = 0;  // ceil(rows / kDecodeRowsPerBlock)
-  int grid = 0;        // CTAs launched by the attention kernel (split-KV: + a merge kernel)
+  int grid = 0;        // CTAs of the one decode kernel launch
 
   // Output tiles in (seq, kv_head, row_block) order, which is also the stream-K order.
   std::vector<DecodeTile> tiles;
@@ -112,8 +112,8 @@ struct DecodePlan {
 
   // split_kv: every tile has num_splits partials; split s of sequence b is splits[b*num_splits+s].
   // CTA index = tile * num_splits + split; its rows' partials land at [split, b, token, head] of
-  // o_parts [P, batch, q_len, heads, hdim] / lse_parts [P, batch, q_len, heads], which
-  // merge_states folds (P = num_splits).
+  // o_parts [P, batch, q_len, heads, hdim] / lse_parts [P, batch, q_len, heads] (merge_states'
+  // layout, P = num_splits), which the tile's last split CTA to finish folds on the GPU.
   int num_splits = 0;
   std::vector<KvSplit> splits;
 

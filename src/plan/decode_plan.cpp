@@ -117,8 +117,9 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
   if (schedule == DecodeSchedule::automatic) {
     // Every tile a single LeanTile: nothing to split. Otherwise, from the H200 sweep of the v4
     // kernels (bench/NOTES-decode.md): Lean at hdim 65-128, where it was 0-12% faster than
-    // split-KV (most at 1k-8k: its reduce is in the kernel, split-KV's merge a second launch);
-    // split-KV at hdim <= 64, where Lean was 0-8% slower, and at hdim 256 (not yet measured).
+    // split-KV (most at 1k-8k, where v4's split-KV still merged in a second launch; v5 merges in
+    // the kernel: re-measure); split-KV at hdim <= 64, where Lean was 0-8% slower, and at hdim
+    // 256 (not yet measured).
     const bool lean_wins = problem.hdim > 64 && problem.hdim <= 128;
     schedule = max_iters == 1 ? DecodeSchedule::single
                               : lean_wins ? DecodeSchedule::lean : DecodeSchedule::split_kv;

@@ -1,12 +1,14 @@
 // GPU decode (src/cuda/decode/) for every schedule against the fp64 CPU reference on fresh random
 // inputs, outputs poisoned first: dense/paged/ragged/GQA/MQA/q_len > 1, fp16/bf16, hdim 64/128/256,
 // growing scores (the conditional rescale), NaN in every cache row past the lengths;
-// results independent of the CTA count; repeated runs and CUDA-graph replays (the epoch-reset
-// flags); decode while another kernel holds part of the GPU; merge_states; GPU-only errors.
+// results independent of the CTA count (Lean, split-KV); repeated runs and CUDA-graph replays
+// (Lean's epoch-reset flags, split-KV's self-resetting arrival counters); decode while another
+// kernel holds part of the GPU; merge_states; GPU-only errors.
 // Tests named *Small* also run under compute-sanitizer (tests/gpu/run).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 #include <vector>
 
 #include "decode_case.h"
@@ -91,18 +93,31 @@ TEST(DecodeGpu, QueryTokensAndMqa) {
           "q_len " + std::to_string(q_len));
 }
 
+// Lean over 1 to 264 CTAs and split-KV over 1 to 109 splits per tile (its merge in the kernel);
+// the last split-KV plan has more CTAs than the GPU holds at once: nobody waits, so it still runs.
 TEST(DecodeGpu, ResultIndependentOfCtaCount) {
   DecodeCase c{.batch = 2, .q_len = 1, .hq = 8, .hkv = 2, .d = 128, .dtype = DType::bf16,
                .page_size = 16, .lens = {20000, 3000}, .seed = 3};
   GpuInputs in(c);
   HostTensor base = check(in, make_decode_plan(in.host.problem, c.lens, {132, 1}, DecodeSchedule::single), "single");
-  for (DeviceInfo dev : {DeviceInfo{1, 1}, DeviceInfo{7, 1}, DeviceInfo{33, 2}, DeviceInfo{132, 2}}) {
-    DecodePlan plan = make_decode_plan(in.host.problem, c.lens, dev, DecodeSchedule::lean);
-    HostTensor o = check(in, plan, "lean");
+  auto compare = [&](const DecodePlan& plan) {
+    HostTensor o = check(in, plan, schedule_name(plan.schedule));
     double diff = 0;
     for (int64_t i = 0; i < o.numel(); ++i) diff = std::max(diff, double(std::fabs(o.get(i) - base.get(i))));
     EXPECT_LE(diff, 1.6e-2) << plan.describe();  // a bf16 ulp at |x| < 2 after fp32 reassociation
+  };
+  for (DeviceInfo dev : {DeviceInfo{1, 1}, DeviceInfo{7, 1}, DeviceInfo{33, 2}, DeviceInfo{132, 2}})
+    compare(make_decode_plan(in.host.problem, c.lens, dev, DecodeSchedule::lean));
+  std::set<int> splits;
+  for (DeviceInfo dev : {DeviceInfo{1, 1}, DeviceInfo{7, 1}, DeviceInfo{33, 2}, DeviceInfo{132, 2},
+                         DeviceInfo{4000, 2}}) {
+    DecodePlan plan = make_decode_plan(in.host.problem, c.lens, dev, DecodeSchedule::split_kv);
+    splits.insert(plan.num_splits);
+    compare(plan);
   }
+  EXPECT_EQ(splits.size(), 5u);  // 1 (written directly), 3, 15, 57, 109
+  const DeviceInfo gpu = decode_device_info(in.host.problem, Device::cuda);
+  EXPECT_GT(*splits.rbegin() * 4, gpu.sm_count * gpu.ctas_per_sm);  // 436 CTAs: more than one wave
 }
 
 // Scores that keep growing along the cache (keys scaled up to 9x towards the end): each warp's
@@ -151,20 +166,22 @@ TEST(DecodeGpu, CacheSlackNeverLeaks) {
     }
 }
 
-// Flags are never reset by a memset: each launch bumps the epoch. Run the same plan many times
-// with fresh queries, then replay it from a CUDA graph.
+// Sync words are never reset by a memset: each Lean launch bumps the epoch, and each split-KV
+// tile's last split zeroes its arrival counter (a stale one would leave the output unwritten).
+// Run the same plan many times with fresh queries, then replay it from a CUDA graph.
 TEST(DecodeGpu, RepeatedRunsAndGraphReplay) {
   DecodeCase c{.batch = 3, .q_len = 2, .hq = 16, .hkv = 4, .d = 128, .dtype = DType::bf16,
                .page_size = 32, .lens = {5000, 1300, 77}, .seed = 9};
   GpuInputs in(c);
-  DecodePlan plan = make_decode_plan(in.host.problem, c.lens, decode_device_info(in.host.problem, Device::cuda),
-                                     DecodeSchedule::lean);
-  ASSERT_GT(plan.num_partial_slots, 0);
   std::mt19937_64 rng(77);
-  for (int i = 0; i < 4; ++i) {
-    in.host.q.fill_normal(rng);
-    in.q.upload(in.host.q);
-    check(in, plan, "run " + std::to_string(i));
+  for (DecodeSchedule s : {DecodeSchedule::lean, DecodeSchedule::split_kv}) {
+    DecodePlan plan = make_decode_plan(in.host.problem, c.lens, decode_device_info(in.host.problem, Device::cuda), s);
+    ASSERT_GT(s == DecodeSchedule::lean ? plan.num_partial_slots : plan.num_splits - 1, 0) << plan.describe();
+    for (int i = 0; i < 4; ++i) {
+      in.host.q.fill_normal(rng);
+      in.q.upload(in.host.q);
+      check(in, plan, "run " + std::to_string(i));
+    }
   }
   for (DecodeSchedule s : {DecodeSchedule::lean, DecodeSchedule::split_kv}) {
     DecodePlan p = make_decode_plan(in.host.problem, c.lens, decode_device_info(in.host.problem, Device::cuda), s);
@@ -239,13 +256,27 @@ TEST(DecodeGpu, RunsWhileAnotherKernelHoldsPartOfTheGpu) {
 }
 
 // Small shapes for compute-sanitizer: a Lean grid with hosts, peers and finishing CTAs, split-KV
-// with empty splits, single; paged and dense; q_len 3.
+// with one split per tile (written directly; several: SplitKvMergesInKernel), single; paged and
+// dense; q_len 3.
 TEST(DecodeGpuSmall, AllSchedules) {
   for (int ps : {0, 16}) {
     DecodeCase c{.batch = 2, .q_len = 3, .hq = 4, .hkv = 2, .d = 64, .dtype = DType::bf16,
                  .page_size = ps, .lens = {700, 90}, .seed = 31};
     GpuInputs in(c);
     for (DecodeSchedule s : kAll) check(in, make_decode_plan(in.host.problem, c.lens, {3, 1}, s), "small");
+  }
+}
+
+// Split-KV with several splits per tile, some empty (the length-90 sequence has one LeanTile for
+// three splits): the in-kernel merge and its counters under the sanitizers, run twice.
+TEST(DecodeGpuSmall, SplitKvMergesInKernel) {
+  for (int ps : {0, 16}) {
+    DecodeCase c{.batch = 2, .q_len = 3, .hq = 4, .hkv = 2, .d = 64, .dtype = DType::bf16,
+                 .page_size = ps, .lens = {700, 90}, .seed = 33};
+    GpuInputs in(c);
+    DecodePlan plan = make_decode_plan(in.host.problem, c.lens, {16, 1}, DecodeSchedule::split_kv);
+    ASSERT_EQ(plan.num_splits, 3) << plan.describe();
+    for (int i = 0; i < 2; ++i) check(in, plan, "split run " + std::to_string(i));
   }
 }
 

@@ -1,6 +1,6 @@
 // cuda::decode and cuda::decode_device_info (launch.h): picks the (dtype, hdim) KernelSet, fills
-// DecodeParams from the tensors, the plan's device copy and the workspace, launches the plan's
-// schedule, and for split-KV the merge_states kernel over the partials.
+// DecodeParams from the tensors, the plan's device copy and the workspace, and launches the
+// plan's schedule: one kernel (split-KV merges in it too).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -132,15 +132,6 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   p.kv_box = decoding::encode_kv_maps(p, k, v, box) ? box : 0;
 
   with_kernels(pr.dtype, pr.hdim, Launch{p, plan.schedule, stream});
-  if (plan.schedule == DecodeSchedule::split_kv) {
-    const int64_t P = plan.num_splits, b = pr.batch, t = pr.q_len, h = pr.num_q_heads, d = pr.hdim;
-    TensorView o_parts = TensorView::of(p.part_o, DType::f32, {P, b, t, h, d}, Device::cuda, device);
-    TensorView lse_parts = TensorView::of(p.part_lse, DType::f32, {P, b, t, h}, Device::cuda, device);
-    // decode's lse is [b, h, t]; merge_states walks [b, t, h]
-    TensorView lse_bth = TensorView::strided(lse.data, DType::f32, {b, t, h},
-                                             {lse.stride[0], lse.stride[2], lse.stride[1]}, Device::cuda, device);
-    cuda::merge_states(o_parts, lse_parts, out, lse_bth, stream);
-  }
 }
 
 }  // namespace flashkit::cuda

@@ -1,8 +1,8 @@
 // The decode kernel: one template over a tile scheduler (schedulers.h) and the loader (TMA on
 // sm_90, cp.async elsewhere). Each segment a scheduler hands out runs the same mainloop
-// (attend.h); the result goes to the output, a split-KV partial, or Lean's host/peer reduction,
-// where partials carry only the tile's existing rows. Included by the instantiation files in
-// src/cuda/instantiations/decode_*.cu.
+// (attend.h); the result goes to the output, or to a partial that the tile's last split CTA
+// (split-KV) or its host CTA (Lean) folds in with reduce_partials; partials carry only the tile's
+// existing rows. Included by the instantiation files in src/cuda/instantiations/decode_*.cu.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -38,9 +38,36 @@ __device__ void write_output(const DecodeParams& p, const DecodeTile& t, int r, 
   if (c == 0) p.lse[t.seq * p.l_sb + ri.head * p.l_sh + ri.token * p.l_st] = lse;
 }
 
-// Lean host: fold the peers' (O, lse) partials of this tile into the CTA's own result, row by
-// row, in two passes so that no load waits on the previous peer's merge: the lse of every peer
-// (merge_stats gives the tile's lse), then each peer's O weighted by exp(lse_k - lse).
+// One element of a tile's result from normalised partials over disjoint keys: the caller's own
+// (own_o, own_lse; lse -inf for none) and `count` in the workspace (partial k's O at
+// po + k * o_step, its lse at pl + k * l_step). Two passes, so that no load waits on the previous
+// partial's merge: the lse of every partial (merge_stats gives the tile's lse), then each O
+// weighted by exp(lse_k - lse). The workspace is read through L2 (__ldcg): other CTAs wrote it.
+struct Reduced {
+  float o, lse;
+};
+__device__ __forceinline__ Reduced reduce_partials(float own_o, float own_lse, const float* po,
+                                                   const float* pl, int64_t o_step,
+                                                   int64_t l_step, int count) {
+  SoftmaxStat all = stat_from_lse(own_lse);
+#pragma unroll 4
+  for (int k = 0; k < count; ++k)
+    all = merge_stats(all, stat_from_lse(__ldcg(pl + k * l_step))).merged;
+  const float lse = stat_lse(all);
+  float acc = 0.f;
+  if (lse != -INFINITY) {
+    acc = own_lse == -INFINITY ? 0.f : own_o * __expf(own_lse - lse);
+#pragma unroll 4
+    for (int k = 0; k < count; ++k) {
+      const float lk = __ldcg(pl + k * l_step);
+      const float ok = __ldcg(po + k * o_step);
+      acc += lk == -INFINITY ? 0.f : ok * __expf(lk - lse);
+    }
+  }
+  return Reduced{acc, lse};
+}
+
+// Lean host: its own result plus the peers' partials, which sit in consecutive slots.
 template <class T, int D, bool kTma>
 __device__ void lean_reduce(const DecodeParams& p, const DecodeTile& tile, int n,
                             const SegmentResult<T, D, kTma>& res) {
@@ -48,24 +75,42 @@ __device__ void lean_reduce(const DecodeParams& p, const DecodeTile& tile, int n
   const int peers = tile.finishing_cta - tile.host_cta;
   for (int i = threadIdx.x; i < n; i += Traits<T, D, kTma>::kThreads) {
     const int r = i / D;
-    const float* plse = p.part_lse + tile.first_peer_slot * kRows + r;
-    const float* po = p.part_o + static_cast<int64_t>(tile.first_peer_slot) * kRows * D + i;
-    SoftmaxStat all = stat_from_lse(res.lse[r]);
-#pragma unroll 4
-    for (int k = 0; k < peers; ++k)
-      all = merge_stats(all, stat_from_lse(__ldcg(plse + k * kRows))).merged;
-    const float lse = stat_lse(all);
-    float acc = 0.f;
-    if (lse != -INFINITY) {
-      acc = res.lse[r] == -INFINITY ? 0.f : res.o[i] * __expf(res.lse[r] - lse);
-#pragma unroll 4
-      for (int k = 0; k < peers; ++k) {
-        const float lk = __ldcg(plse + k * kRows);
-        const float ok = __ldcg(po + static_cast<int64_t>(k) * kRows * D);
-        acc += lk == -INFINITY ? 0.f : ok * __expf(lk - lse);
-      }
-    }
-    write_output<T, D>(p, tile, r, i % D, acc, lse);
+    const Reduced x = reduce_partials(
+        res.o[i], res.lse[r], p.part_o + static_cast<int64_t>(tile.first_peer_slot) * kRows * D + i,
+        p.part_lse + tile.first_peer_slot * kRows + r, kRows * D, kRows, peers);
+    write_output<T, D>(p, tile, r, i % D, x.o, x.lse);
+  }
+}
+
+// Split-KV: write this split's partial to [split, b, token, head] (merge_states' layout) and
+// count it in; the last of the tile's splits to arrive (flags[tile] acting as its counter) folds
+// all of them, its own included, and resets the counter for the next launch. Nobody waits.
+template <class T, int D, bool kTma>
+__device__ void split_finish(const DecodeParams& p, const DecodeTile& tile, int tile_index,
+                             int split, int n, const SegmentResult<T, D, kTma>& res) {
+  __shared__ bool last;
+  const int64_t step = static_cast<int64_t>(p.batch) * p.q_len * p.num_q_heads;  // one split
+  auto row_of = [&](int r) {
+    const RowIndex ri = row_index(p, tile, r);
+    return (static_cast<int64_t>(tile.seq) * p.q_len + ri.token) * p.num_q_heads + ri.head;
+  };
+  for (int i = threadIdx.x; i < n; i += Traits<T, D, kTma>::kThreads) {
+    const int64_t row = split * step + row_of(i / D);
+    p.part_o[row * D + i % D] = res.o[i];
+    if (i % D == 0) p.part_lse[row] = res.lse[i / D];
+  }
+  __syncthreads();  // the CTA's writes precede thread 0's release
+  if (threadIdx.x == 0) {
+    last = fetch_add_acq_rel(&p.flags[tile_index], 1u) == static_cast<unsigned>(p.num_splits) - 1u;
+    if (last) p.flags[tile_index] = 0u;  // every split has arrived: no one else touches it
+  }
+  __syncthreads();  // thread 0's acquire precedes the CTA's reads
+  if (!last) return;
+  for (int i = threadIdx.x; i < n; i += Traits<T, D, kTma>::kThreads) {
+    const int64_t row = row_of(i / D);
+    const Reduced x = reduce_partials(0.f, -INFINITY, p.part_o + row * D + i % D,
+                                      p.part_lse + row, step * D, step, p.num_splits);
+    write_output<T, D>(p, tile, i / D, i % D, x.o, x.lse);
   }
 }
 
@@ -101,16 +146,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
       for (int i = tid; i < n; i += Tr::kThreads)
         write_output<T, D>(p, tile, i / D, i % D, res.o[i], res.lse[i / D]);
     } else if (w.role == Role::split_partial) {
-      for (int i = tid; i < n; i += Tr::kThreads) {
-        const int r = i / D, c = i % D;
-        const RowIndex ri = row_index(p, tile, r);
-        const int64_t row =
-            ((static_cast<int64_t>(w.slot) * p.batch + tile.seq) * p.q_len + ri.token) *
-                p.num_q_heads +
-            ri.head;
-        p.part_o[row * D + c] = res.o[i];
-        if (c == 0) p.part_lse[row] = res.lse[r];
-      }
+      split_finish<T, D, kTma>(p, tile, w.tile, w.slot, n, res);
     } else if (w.role == Role::lean_partial) {
       for (int i = tid; i < n; i += Tr::kThreads) {
         p.part_o[static_cast<int64_t>(w.slot) * Tr::kRows * D + i] = res.o[i];

@@ -1,5 +1,6 @@
-// GPU merge_states (include/flashkit/decode.h), also split-KV decode's merge kernel: one warp per
-// output row folds the P parts with merge_stats (stat_from_lse of each part), lanes own columns.
+// GPU merge_states (include/flashkit/decode.h): one warp per output row folds the P parts with
+// merge_stats (stat_from_lse of each part), lanes own columns. (Split-KV decode merges inside its
+// kernel, kernel.h, in the same layout.)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

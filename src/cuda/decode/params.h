@@ -39,8 +39,9 @@ struct DecodeParams {
   const int* kv_lengths;
   int num_splits;
   int grid;
-  // Lean synchronisation, owned by the plan's device copy (zeroed once at upload): one flag per
-  // CTA, the launch epoch and the arrival counter that advances it.
+  // Synchronisation words owned by the plan's device copy (zeroed once at upload). Lean: one flag
+  // per CTA, the launch epoch and the arrival counter that advances it. Split-KV: flags[tile]
+  // counts the tile's finished splits; the last one resets it to 0.
   unsigned* flags;
   unsigned* epoch;
   unsigned* arrived;

@@ -1,5 +1,6 @@
-// The device copy of a DecodePlan: its arrays and Lean's flags/epoch, uploaded once per plan (and
-// device) on first use and freed with the plan's last copy. Used by dispatch.cu.
+// The device copy of a DecodePlan: its arrays and the sync words (Lean's flags/epoch, split-KV's
+// per-tile arrival counters), uploaded once per plan (and device) on first use and freed with the
+// plan's last copy. Used by dispatch.cu.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -12,7 +13,7 @@ struct PlanOnDevice {
   const LeanCta* ctas = nullptr;
   const KvSplit* splits = nullptr;
   const int* kv_lengths = nullptr;
-  unsigned* flags = nullptr;  // [grid], zero at upload
+  unsigned* flags = nullptr;  // [grid] (split-KV: grid >= tiles), zero at upload
   unsigned* epoch = nullptr;
   unsigned* arrived = nullptr;
 };

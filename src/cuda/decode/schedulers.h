@@ -1,7 +1,8 @@
 // The three decode schedules as tile schedulers of one kernel (kernel.h): each hands a CTA its
 // segments (a tile and a token range) and says what to do with the result. They differ only here.
 //   Single:  CTA i = tile i, the whole cache, written directly.
-//   SplitKv: CTA i = split i % P of tile i / P (FlashDecoding), a partial for merge_states.
+//   SplitKv: CTA i = split i % P of tile i / P (FlashDecoding), a partial that the tile's last
+//            split to finish folds (P = 1: written directly).
 //   Lean:    CTA i walks LeanTiles [begin, end) in stream-K order (LeanAttention); a segment that
 //            starts inside a tile is a peer's partial, one that starts a tile is its host's.
 #pragma once
@@ -13,7 +14,7 @@ namespace flashkit::cuda::decoding {
 
 enum class Role : int {
   direct,         // the whole tile: write O and LSE
-  split_partial,  // split-KV: write (O, lse) to o_parts / lse_parts
+  split_partial,  // split-KV: write (O, lse) to o_parts / lse_parts; the last split reduces
   lean_partial,   // Lean peer: write to its slot, raise its flag
   lean_host,      // Lean host that is not the finishing CTA: wait for peers, reduce, write
 };
@@ -46,7 +47,7 @@ struct SplitKvScheduler {
     const KvSplit s = p.splits[p.tiles[w.tile].seq * p.num_splits + w.slot];
     w.lo = s.begin;
     w.hi = s.end;
-    w.role = Role::split_partial;
+    w.role = p.num_splits > 1 ? Role::split_partial : Role::direct;
     w.valid = true;
     return w;
   }
