@@ -156,11 +156,9 @@ void expect_grads_close(const AttentionCase& c, const GpuRun& g, double dk_floor
   expect_close("dv", g.dv, lv, rv);
 }
 
-void check_case(const AttentionSpec& s, uint64_t seed, bool strided = false, bool backward = true,
-                bool hopper_forward_only = false) {
-  SCOPED_TRACE(s.str() + (strided ? " strided" : ""));
-  if (!compiled(s.dtype, s.hdim, hopper_forward_only))
-    GTEST_SKIP() << "kernel not in this build (minimal)";
+// Runs the case (forward, and the backward unless told not to) and checks it against the
+// reference; the caller knows the build has its kernels.
+void run_and_check(const AttentionSpec& s, uint64_t seed, bool strided = false, bool backward = true) {
   AttentionCase c(s, seed);
   GpuRun g = run_gpu(c, strided, false, backward);
   expect_forward_close(c, g);
@@ -170,6 +168,14 @@ void check_case(const AttentionSpec& s, uint64_t seed, bool strided = false, boo
   // happens to compute dP and D identically (noise 0), so the 1e-5 floor is raised for this case.
   const bool constant_softmax = s.seqlen_k == 1 && !s.causal && !s.varlen();
   expect_grads_close(c, g, constant_softmax ? 1e-4 : 1e-5);
+}
+
+void check_case(const AttentionSpec& s, uint64_t seed, bool strided = false, bool backward = true,
+                bool hopper_forward_only = false) {
+  SCOPED_TRACE(s.str() + (strided ? " strided" : ""));
+  if (!compiled(s.dtype, s.hdim, hopper_forward_only))
+    GTEST_SKIP() << "kernel not in this build (minimal)";
+  run_and_check(s, seed, strided, backward);
 }
 
 // Deterministic mode: `runs` backward runs give the same bits, and they are right.
@@ -464,8 +470,8 @@ TEST(AttentionGpuSm90, BackwardDeterministicBothPaths) {
   }
 }
 
-// Asking for the Hopper forward where it has no kernel (hdim bucket 32; hdim 256 with a score
-// modifier) is an Error naming the variable, not a silent fall-back; a bad value is one too.
+// Asking for the Hopper forward where it has no kernel (hdim above 128 with a score modifier) is
+// an Error naming the variable, not a silent fall-back; a bad value is one too.
 TEST(AttentionGpuSm90, ForcedPathErrors) {
   if (!hopper_device()) GTEST_SKIP() << "no sm_90 device";
   auto expect_error = [](int hdim, const char* path, const AttentionOptions& o) {
@@ -479,10 +485,35 @@ TEST(AttentionGpuSm90, ForcedPathErrors) {
       EXPECT_EQ(std::string(e.what()).rfind("FLASHKIT_ATTENTION_PATH", 0), 0u) << e.what();
     }
   };
-  for (const char* path : {"sm90", "fastest"}) expect_error(32, path, {});
+  expect_error(32, "fastest", {});
   AttentionOptions softcap;
   softcap.softcap = 30.f;
   expect_error(256, "sm90", softcap);
+  expect_error(192, "sm90", softcap);
+}
+
+// Head dims of the sm80 path's 32, 96 and 192 buckets on the Hopper kernels, padded up to 64, 128
+// and 256 (built in minimal builds too): dims filling their sm80 bucket and not, odd lengths,
+// GQA, causal with sq != sk; forward and backward up to 128, the forward alone above.
+static void check_padded_buckets(const std::vector<std::pair<AttentionSpec, bool>>& cases, uint64_t seed) {
+  if (!hopper_device()) GTEST_SKIP() << "no sm_90 device: the Hopper kernels cannot run";
+  ScopedPath scoped("sm90");
+  for (const auto& [s, backward] : cases) {
+    SCOPED_TRACE(s.str());
+    run_and_check(s, ++seed, false, backward);
+  }
+}
+
+TEST(AttentionGpuSm90, PaddedBuckets) {
+  std::vector<std::pair<AttentionSpec, bool>> cases;
+  for (bool causal : {false, true}) {
+    cases.push_back({spec(DType::bf16, 2, 300, 257, 4, 2, 32, causal), true});
+    cases.push_back({spec(DType::bf16, 1, 1000, 130, 6, 2, 72, causal), true});
+    cases.push_back({spec(DType::bf16, 2, 257, 700, 4, 1, 96, causal), true});
+    cases.push_back({spec(DType::bf16, 1, 300, 257, 4, 2, 136, causal), false});
+    cases.push_back({spec(DType::bf16, 2, 500, 333, 4, 2, 192, causal), false});
+  }
+  check_padded_buckets(cases, 4800);
 }
 
 // Dropout: the GPU's returned mask equals the CPU backend's bit for bit (same Philox key: seed,
@@ -592,6 +623,14 @@ TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
                     {variant_spec(DType::bf16, 128, dropout, 40, 75), true},
                     {variant_spec(DType::bf16, 64, sparse, 150, 300), true}},
                    4500);
+}
+
+// The padded Hopper buckets under the sanitizer: hdim 32 and 96 forward and backward (causal,
+// sq > sk), hdim 160 forward.
+TEST(AttentionGpuSmall, Sm90PaddedBuckets) {
+  check_padded_buckets({{spec(DType::bf16, 1, 90, 70, 4, 2, 32, true), true},
+                        {spec(DType::bf16, 2, 70, 130, 2, 1, 96, false), true},
+                        {spec(DType::bf16, 1, 150, 60, 2, 2, 160, true), false}}, 4900);
 }
 
 // Both backward kernels in deterministic mode under the sanitizer (the dQ turns), partial tiles.

@@ -126,14 +126,15 @@ unsigned score_mods(const AttentionOptions& o) {
 
 [[noreturn]] void not_compiled(int hdim) {
   fail("q: hdim ", hdim, " kernels are not compiled into this build (FLASHKIT_KERNELS=minimal "
-       "keeps hdim 33..64 and 97..128, and 193..256 on the Hopper forward with plain scores)");
+       "keeps hdim 33..64 and 97..128; on Hopper every hdim <= 128, and <= 256 for the forward "
+       "with plain scores)");
 }
 
-// Calls f.operator()<Element, kHeadDim, Policy>() for the compiled kernel matching the problem:
-// plain (causal or not) without modifiers or window, a window-only or one-modifier policy, or
-// the all-in-one policy when several modifiers are on.
+// Calls f.operator()<Element, kHeadDim = bucket, Policy>() for the compiled kernel matching the
+// problem: plain (causal or not) without modifiers or window, a window-only or one-modifier policy,
+// or the all-in-one policy when several modifiers are on.
 template <class F>
-void dispatch(const AttentionShape& s, const AttentionOptions& o, F&& f) {
+void dispatch(const AttentionShape& s, const AttentionOptions& o, int bucket, F&& f) {
   auto by_policy = [&]<class E, int D>() {
     namespace m = attn::mods;
     using attn::GeneralScores;
@@ -150,7 +151,7 @@ void dispatch(const AttentionShape& s, const AttentionOptions& o, F&& f) {
     }
   };
   auto by_hdim = [&]<class E>() {
-    switch (attn::hdim_bucket(s.hdim)) {
+    switch (bucket) {
 #ifndef FLASHKIT_KERNELS_MINIMAL
       case 32: return by_policy.template operator()<E, 32>();
       case 96: return by_policy.template operator()<E, 96>();
@@ -195,8 +196,13 @@ constexpr bool kSm90Fwd = D == 256 ? kPlain<P>
 constexpr bool kSm90Fwd = D == 256 ? kPlain<P> : D == 64 || D == 128;
 #endif
 
+// The Hopper kernels come in three head-dim buckets: 64, 128 and 256. Head dims of the sm80
+// path's 32, 96 and 192 buckets run in the next one up, their tail zero-filled by TMA (the extra
+// FLOPs cost less than the sm80 kernel's lower speed: bench/NOTES-attention.md).
+int sm90_bucket(int hdim) { return hdim <= 64 ? 64 : hdim <= 128 ? 128 : 256; }
+
 // Why the Hopper kernels cannot run this problem, or null when they can: sm_90a code in the build,
-// an sm_90 device, hdim bucket 64 or 128, or 256 for the forward with plain scores. The forward
+// an sm_90 device, hdim <= 128, or <= 256 for the forward with plain scores. The forward
 // takes every compiled score policy (dense or varlen); the backward only plain scores (causal or
 // not, the kPlain policies) on dense batches.
 const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o, bool backward) {
@@ -206,13 +212,11 @@ const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o,
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, s.device_id));
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, s.device_id));
   if (major != 9 || minor != 0) return "the device is not sm_90";
-  const int b = attn::hdim_bucket(s.hdim);
+  const int b = sm90_bucket(s.hdim);
   const bool variant = score_mods(o) != 0 || o.window_left >= 0 || o.window_right >= 0;
-  if (b == 256 && !backward && variant)
-    return "head dims 193..256 have an sm90 forward for plain scores (causal or not) only";
-  if (b != 64 && b != 128 && (b != 256 || backward))
-    return backward ? "only head dims 33..64 and 97..128 have an sm90 backward"
-                    : "only head dims 33..64, 97..128 and 193..256 have an sm90 forward";
+  if (b == 256 && backward) return "head dims above 128 have no sm90 backward";
+  if (b == 256 && variant)
+    return "head dims above 128 have an sm90 forward for plain scores (causal or not) only";
   if (backward) {
     if (variant) return "score variants have no sm90 backward";
     if (s.varlen) return "varlen batches have no sm90 backward";
@@ -258,7 +262,7 @@ void attention_forward(const AttentionShape& s, const TensorView& q, const Tenso
   AttnArguments a = arguments(s, q, k, v, out, lse, opts);
   auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
   const bool sm90 = use_sm90(s, opts, false);
-  dispatch(s, opts, [&]<class E, int D, class P>() {
+  dispatch(s, opts, sm90 ? sm90_bucket(s.hdim) : attn::hdim_bucket(s.hdim), [&]<class E, int D, class P>() {
     if constexpr (kSm90Fwd<D, P>)
       if (sm90) return attn::run_fwd_sm90<E, D, P>(a, stream);
     if constexpr (kSm80Built<D>) attn::run_fwd_sm80<E, D, P>(a, stream);
@@ -271,9 +275,11 @@ void attention_forward(const AttentionShape& s, const TensorView& q, const Tenso
   }
 }
 
+// Sized for the larger of the two buckets the backward may run in (sm80's or the Hopper one's, which
+// is never smaller), so the size does not depend on the device or on FLASHKIT_ATTENTION_PATH.
 size_t attention_backward_workspace_bytes(const AttentionShape& s, const AttentionOptions&) {
-  return attn::bwd_workspace_layout(s.batch, s.heads, s.total_q, s.seqlen_q, attn::hdim_bucket(s.hdim))
-      .bytes;
+  const int b = s.hdim <= 128 ? sm90_bucket(s.hdim) : attn::hdim_bucket(s.hdim);
+  return attn::bwd_workspace_layout(s.batch, s.heads, s.total_q, s.seqlen_q, b).bytes;
 }
 
 void attention_backward(const AttentionShape& s, const TensorView& q, const TensorView& k,
@@ -295,7 +301,7 @@ void attention_backward(const AttentionShape& s, const TensorView& q, const Tens
   a.workspace = workspace(opts.workspace, attention_backward_workspace_bytes(s, opts), opts.stream,
                           "attention_backward");
   const bool sm90 = use_sm90(s, opts, true);
-  dispatch(s, opts, [&]<class E, int D, class P>() {
+  dispatch(s, opts, sm90 ? sm90_bucket(s.hdim) : attn::hdim_bucket(s.hdim), [&]<class E, int D, class P>() {
     if constexpr ((D == 64 || D == 128) && kPlain<P>)
       if (sm90) return attn::run_bwd_sm90<E, D, P>(a, stream);
     if constexpr (kSm80Built<D>) attn::run_bwd_sm80<E, D, P>(a, stream);
