@@ -1,5 +1,6 @@
 """Decode attention side by side on one GPU (run by tests/gpu/run --bench bench/decode.py, with
---out DIR): flashkit's three schedules (single, split-KV, Lean) against PyTorch SDPA's flash, cuDNN
+--out DIR): flashkit's four schedules (single; split-KV, FlashDecoding's splits merged in the
+kernel; flash_decoding, the same splits merged by a second kernel, the paper's baseline; Lean) against PyTorch SDPA's flash, cuDNN
 and efficient backends on a trimmed version of the LeanAttention paper's sweep (context 1k..512k,
 heads 16..128, batch 1..16, hdim 64 and 128; q_len 1, bf16, dense cache). Median of per-call CUDA
 event times with L2 flushed between calls; TB/s counts the bytes of K and V read. Writes
@@ -119,7 +120,7 @@ def main():
         lse = torch.empty(b, h, 1, device=dev, dtype=torch.float32)
         row = {"batch": b, "heads": h, "kv_heads": h, "ctx": ctx, "hdim": d, "kv_bytes": kv_bytes, "us": {}}
         ref = None
-        for sched in ["single", "split_kv", "lean", "auto"]:
+        for sched in ["single", "split_kv", "flash_decoding", "lean", "auto"]:
             if C is None:
                 row["us"]["flashkit_" + sched] = cli_us(b, h, ctx, d, sched)
                 continue
@@ -153,6 +154,7 @@ def main():
         print(f"d{d} b{b} h{h} ctx{ctx}: " + "  ".join(
             f"{n}={u:.1f}us" if u else f"{n}=n/a" for n, u in row["us"].items()) +
             f"  lean TB/s={row['TBps']['flashkit_lean']:.2f}  lean/split={row['us']['flashkit_split_kv'] / row['us']['flashkit_lean']:.2f}x"
+            f"  lean/fd={row['us']['flashkit_flash_decoding'] / row['us']['flashkit_lean']:.2f}x"
             f"  auto/cudnn={(row['us'].get('torch_cudnn') or math.nan) / row['us']['flashkit_auto']:.2f}x"
             f"  lean/best-torch={best_torch / row['us']['flashkit_lean']:.2f}x  [{row.get('split_kv_plan', '')}]",
             flush=True)
@@ -174,14 +176,15 @@ def plot(rows, path, gpu):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(15, 5), sharey=True)
-    peers = ["flashkit_single", "flashkit_split_kv", "torch_flash", "torch_cudnn", "torch_efficient"]
+    peers = ["flashkit_single", "flashkit_split_kv", "flashkit_flash_decoding", "torch_flash", "torch_cudnn",
+             "torch_efficient"]
     for ax, d in zip(axes, HDIMS):
         sub = [r for r in rows if r["hdim"] == d]
         x = range(len(sub))
-        width = 0.16
+        width = 0.13
         for i, p in enumerate(peers):
             ys = [(r["us"][p] / r["us"]["flashkit_lean"]) if r["us"].get(p) else 0 for r in sub]
-            ax.bar([xi + (i - 2) * width for xi in x], ys, width, label=f"Lean vs {p}")
+            ax.bar([xi + (i - 2.5) * width for xi in x], ys, width, label=f"Lean vs {p}")
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_xticks(list(x))
         ax.set_xticklabels([f"b{r['batch']} h{r['heads']}\n{r['ctx'] // 1024}k" for r in sub], fontsize=7)

@@ -16,6 +16,7 @@ const char* schedule_name(DecodeSchedule s) {
     case DecodeSchedule::automatic: return "auto";
     case DecodeSchedule::single: return "single";
     case DecodeSchedule::split_kv: return "split_kv";
+    case DecodeSchedule::flash_decoding: return "flash_decoding";
     case DecodeSchedule::lean: return "lean";
   }
   return "?";
@@ -25,8 +26,9 @@ DecodeSchedule parse_schedule(const std::string& name, const char* what) {
   if (name == "auto" || name == "automatic") return DecodeSchedule::automatic;
   if (name == "single") return DecodeSchedule::single;
   if (name == "split_kv" || name == "split") return DecodeSchedule::split_kv;
+  if (name == "flash_decoding") return DecodeSchedule::flash_decoding;
   if (name == "lean") return DecodeSchedule::lean;
-  fail(what, ": expected auto, single, split_kv or lean, got '", name, "'");
+  fail(what, ": expected auto, single, split_kv, flash_decoding or lean, got '", name, "'");
 }
 
 namespace {
@@ -130,7 +132,7 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
     plan.grid = static_cast<int>(num_tiles);
     for (int64_t i = 0; i < num_tiles; ++i)
       plan.tiles[i].host_cta = plan.tiles[i].finishing_cta = static_cast<int>(i);
-  } else if (schedule == DecodeSchedule::split_kv) {
+  } else if (is_split_kv(schedule)) {
     int p = choose_num_splits(num_tiles, static_cast<int>(std::min<int64_t>(capacity, INT32_MAX)),
                               std::min(max_iters, 128));
     plan.num_splits = p;
@@ -182,7 +184,7 @@ std::string DecodePlan::describe() const {
                         schedule_name(schedule), grid, device.sm_count, device.ctas_per_sm, tiles.size(),
                         total_iters, lean_tile);
   std::string r(buf, std::min<size_t>(n, sizeof buf - 1));
-  if (schedule == DecodeSchedule::split_kv) {
+  if (is_split_kv(schedule)) {
     std::snprintf(buf, sizeof buf, ", %d splits per sequence", num_splits);
     r += buf;
   }

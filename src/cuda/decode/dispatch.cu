@@ -1,6 +1,7 @@
 // cuda::decode and cuda::decode_device_info (launch.h): picks the (dtype, hdim) KernelSet, fills
 // DecodeParams from the tensors, the plan's device copy and the workspace, and launches the
-// plan's schedule: one kernel (split-KV merges in it too).
+// plan's schedule: one kernel (split-KV merges in it too), and for flash_decoding the public
+// merge_states kernel after it.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -115,6 +116,7 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   p.batch = pr.batch, p.lean_tile = plan.lean_tile;
   p.tiles = dp.tiles, p.ctas = dp.ctas, p.splits = dp.splits, p.kv_lengths = dp.kv_lengths;
   p.num_splits = plan.num_splits, p.grid = plan.grid;
+  p.merge_in_kernel = plan.schedule == DecodeSchedule::split_kv;
   p.flags = dp.flags, p.epoch = dp.epoch, p.arrived = dp.arrived;
   const int64_t part_rows = plan.schedule == DecodeSchedule::lean
                                 ? int64_t{plan.num_partial_slots} * kDecodeRowsPerBlock
@@ -132,6 +134,19 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   p.kv_box = decoding::encode_kv_maps(p, k, v, box) ? box : 0;
 
   with_kernels(pr.dtype, pr.hdim, Launch{p, plan.schedule, stream});
+  if (plan.schedule == DecodeSchedule::flash_decoding && plan.num_splits > 1) {
+    // FlashDecoding's second kernel: merge_states over the partials [P, batch, q_len, heads]
+    // into out [batch, q_len, heads, hdim] and lse, viewed as [batch, q_len, heads].
+    const int64_t np = plan.num_splits, b = pr.batch, t = pr.q_len, h = pr.num_q_heads, d = pr.hdim;
+    const TensorView o_parts =
+        TensorView::of(p.part_o, DType::f32, {np, b, t, h, d}, Device::cuda, device);
+    const TensorView lse_parts =
+        TensorView::of(p.part_lse, DType::f32, {np, b, t, h}, Device::cuda, device);
+    const TensorView lse_bth = TensorView::strided(lse.data, DType::f32, {b, t, h},
+                                                   {lse.stride[0], lse.stride[2], lse.stride[1]},
+                                                   Device::cuda, device);
+    cuda::merge_states(o_parts, lse_parts, out, lse_bth, stream);  // no re-validation: built here
+  }
 }
 
 }  // namespace flashkit::cuda

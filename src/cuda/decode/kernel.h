@@ -85,6 +85,7 @@ __device__ void lean_reduce(const DecodeParams& p, const DecodeTile& tile, int n
 // Split-KV: write this split's partial to [split, b, token, head] (merge_states' layout) and
 // count it in; the last of the tile's splits to arrive (flags[tile] acting as its counter) folds
 // all of them, its own included, and resets the counter for the next launch. Nobody waits.
+// FlashDecoding (merge_in_kernel 0) stops after the write: its merge is the next launch.
 template <class T, int D, bool kTma>
 __device__ void split_finish(const DecodeParams& p, const DecodeTile& tile, int tile_index,
                              int split, int n, const SegmentResult<T, D, kTma>& res) {
@@ -99,6 +100,7 @@ __device__ void split_finish(const DecodeParams& p, const DecodeTile& tile, int 
     p.part_o[row * D + i % D] = res.o[i];
     if (i % D == 0) p.part_lse[row] = res.lse[i / D];
   }
+  if (!p.merge_in_kernel) return;
   __syncthreads();  // the CTA's writes precede thread 0's release
   if (threadIdx.x == 0) {
     last = fetch_add_acq_rel(&p.flags[tile_index], 1u) == static_cast<unsigned>(p.num_splits) - 1u;
@@ -213,6 +215,7 @@ void KernelSet<T, D>::launch(const DecodeParams& p, DecodeSchedule s, cudaStream
       launch_loader<T, D, SingleScheduler>(p, stream);
       break;
     case DecodeSchedule::split_kv:
+    case DecodeSchedule::flash_decoding:  // the same kernel; p.merge_in_kernel tells them apart
       launch_loader<T, D, SplitKvScheduler>(p, stream);
       break;
     default:

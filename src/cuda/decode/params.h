@@ -38,6 +38,9 @@ struct DecodeParams {
   const KvSplit* splits;
   const int* kv_lengths;
   int num_splits;
+  // Split CTAs (num_splits > 1): 1 (split_kv) counts in and the tile's last split merges; 0
+  // (flash_decoding) leaves the partials to the merge_states launch that follows.
+  int merge_in_kernel;
   int grid;
   // Synchronisation words owned by the plan's device copy (zeroed once at upload). Lean: one flag
   // per CTA, the launch epoch and the arrival counter that advances it. Split-KV: flags[tile]

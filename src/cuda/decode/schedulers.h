@@ -2,7 +2,8 @@
 // segments (a tile and a token range) and says what to do with the result. They differ only here.
 //   Single:  CTA i = tile i, the whole cache, written directly.
 //   SplitKv: CTA i = split i % P of tile i / P (FlashDecoding), a partial that the tile's last
-//            split to finish folds (P = 1: written directly).
+//            split to finish folds, or (flash_decoding) a second kernel folds (P = 1: written
+//            directly).
 //   Lean:    CTA i walks LeanTiles [begin, end) in stream-K order (LeanAttention); a segment that
 //            starts inside a tile is a peer's partial, one that starts a tile is its host's.
 #pragma once
@@ -14,7 +15,8 @@ namespace flashkit::cuda::decoding {
 
 enum class Role : int {
   direct,         // the whole tile: write O and LSE
-  split_partial,  // split-KV: write (O, lse) to o_parts / lse_parts; the last split reduces
+  split_partial,  // split-KV: write (O, lse) to o_parts / lse_parts; the last split (or the
+                  // flash_decoding merge launch) reduces
   lean_partial,   // Lean peer: write to its slot, raise its flag
   lean_host,      // Lean host that is not the finishing CTA: wait for peers, reduce, write
 };
