@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "api/validate.h"
 #include "flashkit/plan.h"
@@ -70,6 +72,14 @@ int choose_num_splits(int64_t tiles, int capacity, int max_splits) {
   return 1;
 }
 
+// split_kv only, with FLASHKIT_DECODE_SPLIT_RULE=wave (an A/B knob, read at every plan): the most
+// splits that keep tiles x splits within one wave of co-resident CTAs, instead of FA2's rule
+// above. flash_decoding always keeps FA2's rule: it is the FlashDecoding baseline.
+bool one_wave_split_rule() {
+  const char* e = std::getenv("FLASHKIT_DECODE_SPLIT_RULE");
+  return e && std::strcmp(e, "wave") == 0;
+}
+
 // Which CTA holds iteration `it` when `total` iterations are dealt to `grid` CTAs, the first
 // `rem` of them getting one more than the rest.
 int cta_of(int64_t it, int64_t base, int64_t rem) {
@@ -133,8 +143,11 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
     for (int64_t i = 0; i < num_tiles; ++i)
       plan.tiles[i].host_cta = plan.tiles[i].finishing_cta = static_cast<int>(i);
   } else if (is_split_kv(schedule)) {
+    const int max_splits = std::min(max_iters, 128);
     int p = choose_num_splits(num_tiles, static_cast<int>(std::min<int64_t>(capacity, INT32_MAX)),
-                              std::min(max_iters, 128));
+                              max_splits);
+    if (schedule == DecodeSchedule::split_kv && one_wave_split_rule())
+      p = static_cast<int>(std::clamp<int64_t>(capacity / num_tiles, 1, max_splits));
     plan.num_splits = p;
     plan.grid = static_cast<int>(num_tiles * p);
     plan.num_partial_slots = plan.grid;

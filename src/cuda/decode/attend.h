@@ -105,7 +105,8 @@ __device__ void load_cp_async(const DecodeParams& p, const DecodeTile& tile, con
 }
 
 // TMA loader (one thread): the boxes of chunk `chunk` that start before the segment's end (one
-// per page run when paged; pages past the end are never looked up), completing on `full`.
+// per page run when paged; pages past the end are never looked up), completing on `full`, their
+// L2 lines marked evict-first unless FLASHKIT_DECODE_EVICT_FIRST=0 (p.kv_evict_first).
 template <class T, int D>
 __device__ void load_tma(const DecodeParams& p, const DecodeTile& tile, const Segment& sg,
                          int chunk, T* ks, uint64_t* full) {
@@ -115,6 +116,7 @@ __device__ void load_tma(const DecodeParams& p, const DecodeTile& tile, const Se
   const int boxes = min(Tr::kTokens / box, (sg.hi - base + box - 1) / box);
   mbar_arrive_expect_tx(full, static_cast<uint32_t>(boxes * 2 * kSlabs * box * 64 * sizeof(T)));
   T* vs = ks + Tr::kTileElems;
+  const uint64_t policy = l2_kv_policy(p.kv_evict_first);
   for (int b = 0; b < boxes; ++b) {
     const int j = base + b * box;
     int outer = tile.seq, tok = j;
@@ -125,8 +127,8 @@ __device__ void load_tma(const DecodeParams& p, const DecodeTile& tile, const Se
 #pragma unroll
     for (int s = 0; s < kSlabs; ++s) {
       const int off = s * Tr::kTokens * 64 + b * box * 64;
-      tma_load_4d(ks + off, &p.k_map, full, s * 64, tile.kv_head, tok, outer);
-      tma_load_4d(vs + off, &p.v_map, full, s * 64, tile.kv_head, tok, outer);
+      tma_load_4d(ks + off, &p.k_map, full, s * 64, tile.kv_head, tok, outer, policy);
+      tma_load_4d(vs + off, &p.v_map, full, s * 64, tile.kv_head, tok, outer, policy);
     }
   }
 }

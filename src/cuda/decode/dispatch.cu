@@ -6,7 +6,6 @@
 #include <cuda_fp16.h>
 
 #include <cstdlib>
-#include <cstring>
 
 #include "api/validate.h"
 #include "cuda/common/check.h"
@@ -22,6 +21,13 @@ namespace flashkit::cuda {
 using decoding::KernelSet;
 
 namespace {
+
+// An integer environment knob for A/B runs, read at every call (a getenv, ~0.1 us), so one
+// process can time the choices side by side on the same inputs (bench/decode.py --variants).
+int env_int(const char* name, int fallback) {
+  const char* e = std::getenv(name);
+  return e && *e ? std::atoi(e) : fallback;
+}
 
 // Calls fn.template operator()<T, D>() for the compiled (dtype, hdim); an Error otherwise.
 template <class Fn>
@@ -114,9 +120,13 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   p.scale = scale;
   p.q_len = pr.q_len, p.group = pr.group(), p.rows = pr.rows(), p.num_q_heads = pr.num_q_heads;
   p.batch = pr.batch, p.lean_tile = plan.lean_tile;
+  p.num_kv_heads = pr.num_kv_heads, p.row_blocks = plan.row_blocks;
   p.tiles = dp.tiles, p.ctas = dp.ctas, p.splits = dp.splits, p.kv_lengths = dp.kv_lengths;
   p.num_splits = plan.num_splits, p.grid = plan.grid;
   p.merge_in_kernel = plan.schedule == DecodeSchedule::split_kv;
+  // FLASHKIT_DECODE_SPLIT_ORDER=1: split_kv's CTAs split-major (an A/B knob); flash_decoding
+  // always keeps FA2's order.
+  p.split_major = env_int("FLASHKIT_DECODE_SPLIT_ORDER", 0) == 1 && plan.schedule == DecodeSchedule::split_kv;
   p.flags = dp.flags, p.epoch = dp.epoch, p.arrived = dp.arrived;
   const int64_t part_rows = plan.schedule == DecodeSchedule::lean
                                 ? int64_t{plan.num_partial_slots} * kDecodeRowsPerBlock
@@ -125,13 +135,13 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   p.part_lse = part ? part + part_rows * pr.hdim : nullptr;
 
   // sm_90: K/V by tensor-map boxes when the cache layout allows; otherwise cp.async (kv_box 0).
-  // FLASHKIT_DECODE_TMA=0 (read once) keeps cp.async everywhere, for A/B runs of the two loaders.
-  static const bool tma_allowed = [] {
-    const char* e = std::getenv("FLASHKIT_DECODE_TMA");
-    return !e || std::strcmp(e, "0") != 0;
-  }();
+  // A/B knobs: FLASHKIT_DECODE_TMA=0 keeps cp.async everywhere; FLASHKIT_DECODE_EVICT_FIRST=0
+  // gives the TMA boxes normal L2 priority; FLASHKIT_DECODE_L2_PROMO (0, 64, 128, 256 bytes)
+  // overrides the maps' L2 fill size (tensor_maps.h).
+  const bool tma_allowed = env_int("FLASHKIT_DECODE_TMA", 1) != 0;
   const int box = tma_allowed ? with_kernels(pr.dtype, pr.hdim, TmaBox{plan}) : 0;
-  p.kv_box = decoding::encode_kv_maps(p, k, v, box) ? box : 0;
+  p.kv_box = decoding::encode_kv_maps(p, k, v, box, env_int("FLASHKIT_DECODE_L2_PROMO", -1)) ? box : 0;
+  p.kv_evict_first = env_int("FLASHKIT_DECODE_EVICT_FIRST", 1) != 0;
 
   with_kernels(pr.dtype, pr.hdim, Launch{p, plan.schedule, stream});
   if (plan.schedule == DecodeSchedule::flash_decoding && plan.num_splits > 1) {

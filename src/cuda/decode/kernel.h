@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
   const Scheduler sched;
   int it = 0;  // ring position over all of this CTA's segments
   for (Work w = sched.first(p); w.valid; w = sched.next(p, w)) {
-    const DecodeTile tile = p.tiles[w.tile];
+    const DecodeTile tile = sched.tile(p, w.tile);
     attend<T, D, kTma>(p, tile, w.lo, w.hi, area, full, it);
     const SegmentResult<T, D, kTma> res(area);
     // Only rows that exist are written, to the output and to partials alike.

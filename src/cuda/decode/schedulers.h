@@ -30,11 +30,23 @@ struct Work {
   bool valid = false;
 };
 
+// (seq, kv_head, row_block) of tile i from the plan's tile order, without a global load: single
+// and split-KV CTAs need no other tile field, so their first dependent loads (the plan's and the
+// caller's lengths, right after an L2 flush a DRAM round trip each) are one level deep.
+__device__ __forceinline__ DecodeTile tile_at(const DecodeParams& p, int i) {
+  DecodeTile t;
+  t.seq = i / (p.num_kv_heads * p.row_blocks);
+  t.kv_head = i / p.row_blocks % p.num_kv_heads;
+  t.row_block = i % p.row_blocks;
+  return t;
+}
+
 struct SingleScheduler {
+  __device__ DecodeTile tile(const DecodeParams& p, int i) const { return tile_at(p, i); }
   __device__ Work first(const DecodeParams& p) const {
     Work w;
     w.tile = blockIdx.x;
-    w.hi = p.kv_lengths[p.tiles[w.tile].seq];
+    w.hi = p.kv_lengths[tile_at(p, w.tile).seq];
     w.valid = true;
     return w;
   }
@@ -42,11 +54,13 @@ struct SingleScheduler {
 };
 
 struct SplitKvScheduler {
+  __device__ DecodeTile tile(const DecodeParams& p, int i) const { return tile_at(p, i); }
   __device__ Work first(const DecodeParams& p) const {
     Work w;
-    w.tile = blockIdx.x / p.num_splits;
-    w.slot = blockIdx.x % p.num_splits;
-    const KvSplit s = p.splits[p.tiles[w.tile].seq * p.num_splits + w.slot];
+    const int tiles = p.grid / p.num_splits;
+    w.tile = p.split_major ? blockIdx.x % tiles : blockIdx.x / p.num_splits;
+    w.slot = p.split_major ? blockIdx.x / tiles : blockIdx.x % p.num_splits;
+    const KvSplit s = p.splits[tile_at(p, w.tile).seq * p.num_splits + w.slot];
     w.lo = s.begin;
     w.hi = s.end;
     w.role = p.num_splits > 1 ? Role::split_partial : Role::direct;
@@ -57,6 +71,7 @@ struct SplitKvScheduler {
 };
 
 struct LeanScheduler {
+  __device__ DecodeTile tile(const DecodeParams& p, int i) const { return p.tiles[i]; }
   __device__ Work segment(const DecodeParams& p, int it, int tile) const {
     const LeanCta cta = p.ctas[blockIdx.x];
     Work w;
