@@ -135,10 +135,11 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
       fence_mbarrier_init();
     }
   }
-  if constexpr (kLean || kTma) __syncthreads();
   const Scheduler sched;
+  Work w = sched.first(p);  // its plan loads overlap thread 0's epoch load and barrier inits
+  if constexpr (kLean || kTma) __syncthreads();
   int it = 0;  // ring position over all of this CTA's segments
-  for (Work w = sched.first(p); w.valid; w = sched.next(p, w)) {
+  for (; w.valid; w = sched.next(p, w)) {
     const DecodeTile tile = sched.tile(p, w.tile);
     attend<T, D, kTma>(p, tile, w.lo, w.hi, area, full, it);
     const SegmentResult<T, D, kTma> res(area);

@@ -71,12 +71,19 @@ struct SplitKvScheduler {
 };
 
 struct LeanScheduler {
-  __device__ DecodeTile tile(const DecodeParams& p, int i) const { return p.tiles[i]; }
+  // The stream-K fields from the plan; (seq, kv_head, row_block) from the index, so the loads that
+  // need the sequence (its lengths) do not wait for this one.
+  __device__ DecodeTile tile(const DecodeParams& p, int i) const {
+    DecodeTile t = p.tiles[i];
+    const DecodeTile a = tile_at(p, i);
+    t.seq = a.seq, t.kv_head = a.kv_head, t.row_block = a.row_block;
+    return t;
+  }
   __device__ Work segment(const DecodeParams& p, int it, int tile) const {
     const LeanCta cta = p.ctas[blockIdx.x];
     Work w;
     if (it >= cta.end) return w;
-    const DecodeTile t = p.tiles[tile];
+    const DecodeTile t = this->tile(p, tile);
     const int stop = min(cta.end, t.first_iter + t.num_iters);
     w.tile = tile;
     w.lo = (it - t.first_iter) * p.lean_tile;
