@@ -135,13 +135,15 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   p.part_lse = part ? part + part_rows * pr.hdim : nullptr;
 
   // sm_90: K/V by tensor-map boxes when the cache layout allows; otherwise cp.async (kv_box 0).
+  // K/V lines are marked evict-first when one CTA reads each (one row block per KV head); with
+  // several row blocks their CTAs read the same K/V side by side and should find it in L2.
   // A/B knobs: FLASHKIT_DECODE_TMA=0 keeps cp.async everywhere; FLASHKIT_DECODE_EVICT_FIRST=0
   // gives the TMA boxes normal L2 priority; FLASHKIT_DECODE_L2_PROMO (0, 64, 128, 256 bytes)
   // overrides the maps' L2 fill size (tensor_maps.h).
   const bool tma_allowed = env_int("FLASHKIT_DECODE_TMA", 1) != 0;
   const int box = tma_allowed ? with_kernels(pr.dtype, pr.hdim, TmaBox{plan}) : 0;
   p.kv_box = decoding::encode_kv_maps(p, k, v, box, env_int("FLASHKIT_DECODE_L2_PROMO", -1)) ? box : 0;
-  p.kv_evict_first = env_int("FLASHKIT_DECODE_EVICT_FIRST", 1) != 0;
+  p.kv_evict_first = plan.row_blocks == 1 && env_int("FLASHKIT_DECODE_EVICT_FIRST", 1) != 0;
 
   with_kernels(pr.dtype, pr.hdim, Launch{p, plan.schedule, stream});
   if (plan.schedule == DecodeSchedule::flash_decoding && plan.num_splits > 1) {

@@ -14,7 +14,7 @@ struct DecodeParams {
   // boxes of kv_box tokens x 64 dims. kv_box 0: the maps are unset and the cp.async path runs.
   CUtensorMap k_map, v_map;
   int kv_box;
-  int kv_evict_first;  // TMA boxes carry an L2 evict-first policy (FLASHKIT_DECODE_EVICT_FIRST)
+  int kv_evict_first;  // TMA boxes' L2 policy: 1 evict-first (K/V read by one CTA), 0 normal
   const void* q;
   int64_t q_sb, q_st, q_sh;  // batch, token, head
   const void* k;
