@@ -106,15 +106,17 @@ __device__ void load_cp_async(const DecodeParams& p, const DecodeTile& tile, con
 
 // TMA loader (one thread): the boxes of chunk `chunk` that start before the segment's end (one
 // per page run when paged; pages past the end are never looked up), completing on `full`, their
-// L2 lines marked evict-first unless FLASHKIT_DECODE_EVICT_FIRST=0 (p.kv_evict_first).
-template <class T, int D>
+// L2 lines marked evict-first when p.kv_evict_first. kL2Only: the same boxes prefetched into L2
+// only (ks and full unused), for a chunk that a later call loads.
+template <class T, int D, bool kL2Only = false>
 __device__ void load_tma(const DecodeParams& p, const DecodeTile& tile, const Segment& sg,
                          int chunk, T* ks, uint64_t* full) {
   using Tr = Traits<T, D, true>;
   constexpr int kSlabs = D / 64;
   const int box = p.kv_box, base = sg.lo + chunk * Tr::kTokens;
   const int boxes = min(Tr::kTokens / box, (sg.hi - base + box - 1) / box);
-  mbar_arrive_expect_tx(full, static_cast<uint32_t>(boxes * 2 * kSlabs * box * 64 * sizeof(T)));
+  if constexpr (!kL2Only)
+    mbar_arrive_expect_tx(full, static_cast<uint32_t>(boxes * 2 * kSlabs * box * 64 * sizeof(T)));
   T* vs = ks + Tr::kTileElems;
   const uint64_t policy = l2_kv_policy(p.kv_evict_first);
   for (int b = 0; b < boxes; ++b) {
@@ -127,8 +129,13 @@ __device__ void load_tma(const DecodeParams& p, const DecodeTile& tile, const Se
 #pragma unroll
     for (int s = 0; s < kSlabs; ++s) {
       const int off = s * Tr::kTokens * 64 + b * box * 64;
-      tma_load_4d(ks + off, &p.k_map, full, s * 64, tile.kv_head, tok, outer, policy);
-      tma_load_4d(vs + off, &p.v_map, full, s * 64, tile.kv_head, tok, outer, policy);
+      if constexpr (kL2Only) {
+        tma_prefetch_l2_4d(&p.k_map, s * 64, tile.kv_head, tok, outer);
+        tma_prefetch_l2_4d(&p.v_map, s * 64, tile.kv_head, tok, outer);
+      } else {
+        tma_load_4d(ks + off, &p.k_map, full, s * 64, tile.kv_head, tok, outer, policy);
+        tma_load_4d(vs + off, &p.v_map, full, s * 64, tile.kv_head, tok, outer, policy);
+      }
     }
   }
 }
@@ -160,7 +167,15 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
   auto issue = [&](int chunk) {  // chunk of this segment into ring position it + chunk
     T* ks = pipe + (it + chunk) % kStages * Tr::kStageElems;
     if constexpr (kTma) {
-      if (tid == 0) load_tma<T, D>(p, tile, sg, chunk, ks, full + (it + chunk) % kStages);
+      if (tid == 0) {
+        load_tma<T, D>(p, tile, sg, chunk, ks, full + (it + chunk) % kStages);
+        // FLASHKIT_DECODE_L2_PREFETCH = n > 0: chunk + n of the segment into L2 now, so more of
+        // the stream is in flight than the ring holds (an A/B knob; not at hdim 256, whose Lean
+        // kernel is at the register limit).
+        if constexpr (D <= 128)
+          if (p.l2_prefetch > 0 && chunk + p.l2_prefetch < sg.chunks)
+            load_tma<T, D, true>(p, tile, sg, chunk + p.l2_prefetch, nullptr, nullptr);
+      }
     } else {
       load_cp_async<T, D>(p, tile, sg, chunk, ks);
     }

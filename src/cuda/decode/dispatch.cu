@@ -139,11 +139,13 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   // several row blocks their CTAs read the same K/V side by side and should find it in L2.
   // A/B knobs: FLASHKIT_DECODE_TMA=0 keeps cp.async everywhere; FLASHKIT_DECODE_EVICT_FIRST=0
   // gives the TMA boxes normal L2 priority; FLASHKIT_DECODE_L2_PROMO (0, 64, 128, 256 bytes)
-  // overrides the maps' L2 fill size (tensor_maps.h).
+  // overrides the maps' L2 fill size (tensor_maps.h); FLASHKIT_DECODE_L2_PREFETCH=n prefetches
+  // each segment's chunks n stages ahead of the ring into L2 (attend.h).
   const bool tma_allowed = env_int("FLASHKIT_DECODE_TMA", 1) != 0;
   const int box = tma_allowed ? with_kernels(pr.dtype, pr.hdim, TmaBox{plan}) : 0;
   p.kv_box = decoding::encode_kv_maps(p, k, v, box, env_int("FLASHKIT_DECODE_L2_PROMO", -1)) ? box : 0;
   p.kv_evict_first = plan.row_blocks == 1 && env_int("FLASHKIT_DECODE_EVICT_FIRST", 1) != 0;
+  p.l2_prefetch = env_int("FLASHKIT_DECODE_L2_PREFETCH", 0);
 
   with_kernels(pr.dtype, pr.hdim, Launch{p, plan.schedule, stream});
   if (plan.schedule == DecodeSchedule::flash_decoding && plan.num_splits > 1) {

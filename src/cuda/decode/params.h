@@ -15,6 +15,7 @@ struct DecodeParams {
   CUtensorMap k_map, v_map;
   int kv_box;
   int kv_evict_first;  // TMA boxes' L2 policy: 1 evict-first (K/V read by one CTA), 0 normal
+  int l2_prefetch;     // > 0: with chunk c's boxes, chunk c + l2_prefetch is prefetched into L2
   const void* q;
   int64_t q_sb, q_st, q_sh;  // batch, token, head
   const void* k;

@@ -52,6 +52,20 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, u
 #endif
 }
 
+// The same box into L2 only (no shared memory, nothing to wait for): a later tma_load_4d of it
+// then hits L2.
+__device__ __forceinline__ void tma_prefetch_l2_4d(const CUtensorMap* map, int c0, int c1, int c2,
+                                                   int c3) {
+#ifdef FK_DECODE_TMA
+  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+
 // K/V are read once: with evict_first their L2 lines go first, before data others wrote or will
 // reuse (dirty lines that would otherwise be written back while decode streams, the partials, Q);
 // otherwise the normal priority, like a copy without a hint.
