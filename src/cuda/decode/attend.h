@@ -76,6 +76,16 @@ struct SegmentResult {
 struct Segment {
   int lo, hi, len, chunks;
 };
+template <int kTokens>
+__device__ __forceinline__ Segment make_segment(const DecodeParams& p, const DecodeTile& tile,
+                                                int lo, int hi) {
+  Segment sg;
+  sg.len = max(0, min(p.seqlens[tile.seq * p.seqlens_s], p.kv_lengths[tile.seq]));
+  sg.lo = lo;
+  sg.hi = min(hi, sg.len);
+  sg.chunks = sg.hi > lo ? (sg.hi - lo + kTokens - 1) / kTokens : 0;
+  return sg;
+}
 
 // cp.async loader (v2): all threads copy chunk `chunk` of the segment, zeros past its end.
 template <class T, int D>
@@ -140,6 +150,18 @@ __device__ void load_tma(const DecodeParams& p, const DecodeTile& tile, const Se
   }
 }
 
+// FLASHKIT_DECODE_L2_PREFETCH = n > 0 (TMA, hdim <= 128), thread 0: the first n chunks of a
+// CTA's next segment into L2 while this one's result is written, so its ring restarts from L2.
+template <class T, int D, bool kTma>
+__device__ void prefetch_segment_start(const DecodeParams& p, const DecodeTile& tile, int lo,
+                                       int hi) {
+  if constexpr (kTma && D <= 128) {
+    const Segment sg = make_segment<Traits<T, D, true>::kTokens>(p, tile, lo, hi);
+    for (int c = 0; c < min(p.l2_prefetch, sg.chunks); ++c)
+      load_tma<T, D, true>(p, tile, sg, c, nullptr, nullptr);
+  }
+}
+
 // A row's reference max moves only when its max grows by more than 2^8: until then
 // exp2(s - m) <= 256 cannot overflow fp32 sums or bf16/fp16 P, and O, l need no rescale (FA4's
 // conditional rescaling), so most blocks cost no shuffles and no O multiplies.
@@ -158,11 +180,7 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
   T* qs = reinterpret_cast<T*>(area + Tr::kAreaBytes);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
   const int row0 = tile.row_block * Tr::kRows;
-  Segment sg;
-  sg.len = max(0, min(p.seqlens[tile.seq * p.seqlens_s], p.kv_lengths[tile.seq]));
-  sg.lo = lo;
-  sg.hi = min(hi, sg.len);
-  sg.chunks = sg.hi > lo ? (sg.hi - lo + Tr::kTokens - 1) / Tr::kTokens : 0;
+  const Segment sg = make_segment<Tr::kTokens>(p, tile, lo, hi);
 
   auto issue = [&](int chunk) {  // chunk of this segment into ring position it + chunk
     T* ks = pipe + (it + chunk) % kStages * Tr::kStageElems;

@@ -142,6 +142,12 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
   for (; w.valid; w = sched.next(p, w)) {
     const DecodeTile tile = sched.tile(p, w.tile);
     attend<T, D, kTma>(p, tile, w.lo, w.hi, area, full, it);
+    if constexpr (kLean && kTma) {  // only Lean CTAs have more than one segment
+      if (tid == 0 && p.l2_prefetch > 0) {
+        const Work nw = sched.next(p, w);
+        if (nw.valid) prefetch_segment_start<T, D, kTma>(p, sched.tile(p, nw.tile), nw.lo, nw.hi);
+      }
+    }
     const SegmentResult<T, D, kTma> res(area);
     // Only rows that exist are written, to the output and to partials alike.
     const int n = min(Tr::kRows, p.rows - tile.row_block * Tr::kRows) * D;
