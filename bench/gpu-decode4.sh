@@ -14,7 +14,7 @@ PYTHONPATH=python timeout 60 python3 -m pytest -q -k "dense_and_paged or cuda_gr
   tests/python/test_torch_decode.py > "$out/t/pytest.log" 2>&1; tail -2 "$out/t/pytest.log"
 v="split_kv@$E=0,lean@$E=0,split_kv@$R=wave+$O=1,split_kv@$O=1,split_kv@$R=wave"
 v="$v,split_kv@$P=128,split_kv@$P=0,cudnn@flush=read,split_kv@flush=read,split_kv@$E=0+flush=read"
-v="$v,split_kv@$F=2,split_kv@$F=4,lean@$F=4"
+v="$v,split_kv@$F=2,split_kv@$F=4,lean@$F=4,split_kv@$R=wave+$O=1+$F=4"
 PYTHONPATH=python PYTHONUNBUFFERED=1 timeout 170 python3 bench/decode.py --out "$out" --quick \
   --headmajor --variants "$v" > "$out/decode-quick.log" 2>&1
 grep -E "^d(64|128) " "$out/decode-quick.log" | cut -c1-900
