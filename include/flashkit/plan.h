@@ -113,7 +113,8 @@ struct DecodePlan {
   int row_blocks = 0;  // ceil(rows / kDecodeRowsPerBlock)
   int grid = 0;        // CTAs of the one decode kernel launch
 
-  // Output tiles in (seq, kv_head, row_block) order, which is also the stream-K order.
+  // Output tiles in (seq, kv_head, row_block) order, which is also the stream-K order (the GPU
+  // kernel derives a tile's (seq, kv_head, row_block) from its index: keep this order).
   std::vector<DecodeTile> tiles;
   int total_iters = 0;  // sum of tiles' num_iters
 

@@ -1,9 +1,9 @@
 // The three decode schedules as tile schedulers of one kernel (kernel.h): each hands a CTA its
 // segments (a tile and a token range) and says what to do with the result. They differ only here.
 //   Single:  CTA i = tile i, the whole cache, written directly.
-//   SplitKv: CTA i = split i % P of tile i / P (FlashDecoding), a partial that the tile's last
-//            split to finish folds, or (flash_decoding) a second kernel folds (P = 1: written
-//            directly).
+//   SplitKv: CTA i = split i % P of tile i / P (FlashDecoding; split-major, split i / tiles of
+//            tile i % tiles, with p.split_major), a partial that the tile's last split to finish
+//            folds, or (flash_decoding) a second kernel folds (P = 1: written directly).
 //   Lean:    CTA i walks LeanTiles [begin, end) in stream-K order (LeanAttention); a segment that
 //            starts inside a tile is a peer's partial, one that starts a tile is its host's.
 #pragma once
@@ -30,9 +30,9 @@ struct Work {
   bool valid = false;
 };
 
-// (seq, kv_head, row_block) of tile i from the plan's tile order, without a global load: single
-// and split-KV CTAs need no other tile field, so their first dependent loads (the plan's and the
-// caller's lengths, right after an L2 flush a DRAM round trip each) are one level deep.
+// (seq, kv_head, row_block) of tile i from the plan's tile order, without a global load: the
+// loads that need the sequence (its lengths; right after an L2 flush a DRAM round trip each) do
+// not wait for a tile record. Single and split-KV CTAs need no other tile field.
 __device__ __forceinline__ DecodeTile tile_at(const DecodeParams& p, int i) {
   DecodeTile t;
   t.seq = i / (p.num_kv_heads * p.row_blocks);
