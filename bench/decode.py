@@ -66,9 +66,12 @@ SHAPES = [  # (batch, heads, ctx): anchors first, then the paper's context/heads
     (8, 64, 16384), (1, 128, 32768),
 ]
 HDIMS = [64, 128]
-# --quick: the shapes the issue's performance bar names (8k anchor, >= 64k, Lean vs split-KV).
+# --quick: the shapes the issue's performance bar names (8k anchor, >= 64k, Lean vs split-KV),
+# and two whose tiles just exceed one wave of 264 CTAs (272, 288: FA2's rule keeps one split, so
+# split-KV runs a second wave of 8 / 24 CTAs), where stream-K's balance should show most.
 QUICK = [(1, 56, 8192, 64), (1, 56, 65536, 64), (1, 56, 65536, 128), (1, 16, 524288, 64),
-         (4, 32, 131072, 128), (3, 40, 16384, 64), (1, 128, 32768, 128), (16, 128, 4096, 64)]
+         (4, 32, 131072, 128), (3, 40, 16384, 64), (1, 128, 32768, 128), (16, 128, 4096, 64),
+         (17, 16, 32768, 64), (9, 32, 16384, 128)]
 REPEATS = 15
 FLUSH_READ = False
 
