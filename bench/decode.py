@@ -1,9 +1,15 @@
 """Decode attention side by side on one GPU (run by tests/gpu/run --bench bench/decode.py, with
---out DIR): flashkit's three schedules (single, split-KV, Lean) against PyTorch SDPA's flash, cuDNN
+--out DIR): flashkit's four schedules (single; split-KV, FlashDecoding's splits merged in the
+kernel; flash_decoding, the same splits merged by a second kernel, the paper's baseline; Lean) against PyTorch SDPA's flash, cuDNN
 and efficient backends on a trimmed version of the LeanAttention paper's sweep (context 1k..512k,
 heads 16..128, batch 1..16, hdim 64 and 128; q_len 1, bf16, dense cache). Median of per-call CUDA
-event times with L2 flushed between calls; TB/s counts the bytes of K and V read. Writes
-<date>-<gpu>-decode.json and a speedup plot (like the paper's Figure 7) into --out."""
+event times with L2 flushed between calls (--flush write, the protocol: a 256 MiB memset, which
+leaves L2 full of dirty lines; --flush read: a 256 MiB read, clean lines); TB/s counts the bytes of
+K and V read. --headmajor adds flashkit split-KV/Lean on the same data stored [b, h, ctx, d]
+(torch's layout) as a strided view. --variants "split_kv@FLASHKIT_DECODE_EVICT_FIRST=0,
+cudnn@flush=read,..." times more columns per shape in the same process on the same inputs: a
+schedule (or cudnn) with library knobs (read by flashkit at every call) and/or its own flush.
+Writes <date>-<gpu>-decode.json and a speedup plot (like the paper's Figure 7) into --out."""
 import argparse
 import faulthandler
 import glob
@@ -60,10 +66,42 @@ SHAPES = [  # (batch, heads, ctx): anchors first, then the paper's context/heads
     (8, 64, 16384), (1, 128, 32768),
 ]
 HDIMS = [64, 128]
-# --quick: the shapes the issue's performance bar names (8k anchor, >= 64k, Lean vs split-KV).
+# --quick: the shapes the issue's performance bar names (8k anchor, >= 64k, Lean vs split-KV),
+# and two whose tiles just exceed one wave of 264 CTAs (272, 288: FA2's rule keeps one split, so
+# split-KV runs a second wave of 8 / 24 CTAs), where stream-K's balance should show most.
 QUICK = [(1, 56, 8192, 64), (1, 56, 65536, 64), (1, 56, 65536, 128), (1, 16, 524288, 64),
-         (4, 32, 131072, 128), (3, 40, 16384, 64), (1, 128, 32768, 128), (16, 128, 4096, 64)]
+         (4, 32, 131072, 128), (3, 40, 16384, 64), (1, 128, 32768, 128), (16, 128, 4096, 64),
+         (17, 16, 32768, 64), (9, 32, 16384, 128)]
 REPEATS = 15
+FLUSH_READ = False
+
+
+def parse_variant(spec):
+    """'split_kv@K=V+K2=V2' -> ('split_kv', {K: V, K2: V2}); the key 'flush' is the bench's own."""
+    sched, _, knobs = spec.partition("@")
+    return sched, dict(kv.split("=", 1) for kv in knobs.split("+") if kv)
+
+
+def with_env(knobs, fn):
+    """fn() with the FLASHKIT_* knobs set (and FLUSH_READ for flush=read), then restored."""
+    global FLUSH_READ
+    saved, flush_read = {k_: os.environ.get(k_) for k_ in knobs}, FLUSH_READ
+    for k_, v_ in knobs.items():
+        if k_ == "flush":
+            FLUSH_READ = v_ == "read"
+        else:
+            os.environ[k_] = v_
+    try:
+        return fn()
+    finally:
+        FLUSH_READ = flush_read
+        for k_, v_ in saved.items():
+            if k_ == "flush":
+                continue
+            if v_ is None:
+                os.environ.pop(k_, None)
+            else:
+                os.environ[k_] = v_
 
 
 def timed(fn, flush):
@@ -71,7 +109,10 @@ def timed(fn, flush):
         fn()
     times = []
     for _ in range(REPEATS):
-        flush.zero_()
+        if FLUSH_READ:
+            flush.sum(dtype=torch.int32)  # reads 256 MiB: L2 left holding clean lines
+        else:
+            flush.zero_()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn()
@@ -87,7 +128,12 @@ def main():
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--budget", type=float, default=200, help="seconds; later shapes are skipped")
+    ap.add_argument("--flush", choices=["write", "read"], default="write")
+    ap.add_argument("--headmajor", action="store_true")
+    ap.add_argument("--variants", default="", help="comma list of SCHED@KNOB=VAL+KNOB=VAL (see top)")
     args = ap.parse_args()
+    global FLUSH_READ
+    FLUSH_READ = args.flush == "read"
     os.makedirs(args.out, exist_ok=True)
     dev = torch.device("cuda")
     gpu = torch.cuda.get_device_name()
@@ -104,8 +150,11 @@ def main():
     rows = []
     t_start = time.time()
     todo = QUICK if args.quick else [(b, h, ctx, d) for (b, h, ctx) in SHAPES for d in HDIMS]
+    variants = [parse_variant(s) for s in args.variants.split(",") if s]
     tag = gpu.replace("NVIDIA ", "").replace(" ", "-").lower()
     path = os.path.join(args.out, f"2026-11-21-{tag}-decode.json")
+    knobs = {k_: v_ for k_, v_ in os.environ.items() if k_.startswith("FLASHKIT_DECODE_")}
+    print("knobs:", knobs, "flush:", args.flush)
     for (b, h, ctx, d) in todo:
         if time.time() - t_start > args.budget:
             print("time budget reached, skipping", (b, h, ctx, d))
@@ -119,7 +168,7 @@ def main():
         lse = torch.empty(b, h, 1, device=dev, dtype=torch.float32)
         row = {"batch": b, "heads": h, "kv_heads": h, "ctx": ctx, "hdim": d, "kv_bytes": kv_bytes, "us": {}}
         ref = None
-        for sched in ["single", "split_kv", "lean", "auto"]:
+        for sched in ["single", "split_kv", "flash_decoding", "lean", "auto"]:
             if C is None:
                 row["us"]["flashkit_" + sched] = cli_us(b, h, ctx, d, sched)
                 continue
@@ -132,6 +181,16 @@ def main():
                 row.setdefault("max_diff_vs_single", {})[sched] = (out.float() - ref.float()).abs().max().item()
             if sched != "single":
                 row[sched + "_plan"] = repr(plan)
+        if args.headmajor and C is not None:  # the same values stored [b, h, ctx, d], viewed [b, ctx, h, d]
+            khm = k.transpose(1, 2).contiguous().transpose(1, 2)
+            vhm = v.transpose(1, 2).contiguous().transpose(1, 2)
+            for sched in ["split_kv", "lean"]:
+                plan = C.make_decode_plan(b, 1, h, h, d, "bfloat16", [ctx] * b, schedule=sched, device="cuda")
+                fn = lambda: C.decode(q, khm, vhm, lens, None, out, lse, plan, 0.0, stream)
+                row["us"][f"flashkit_{sched}_headmajor"] = timed(fn, flush)
+                if ref is not None:
+                    row.setdefault("max_diff_vs_single", {})[sched + "_headmajor"] = (out.float() - ref.float()).abs().max().item()
+            del khm, vhm
         # torch in its native contiguous [b, h, s, d] layout
         qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
         for name, backend in [("torch_flash", SDPBackend.FLASH_ATTENTION),
@@ -146,25 +205,45 @@ def main():
             except RuntimeError as e:
                 row["us"][name] = None
                 row.setdefault("errors", {})[name] = str(e).splitlines()[0][:160]
+        for spec, (sched, kn) in zip(args.variants.split(","), variants):
+            if sched == "cudnn":
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    row["us"][spec] = with_env(kn, lambda: timed(
+                        lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt), flush))
+                continue
+            if C is None:
+                continue
+
+            def run_variant():
+                plan = C.make_decode_plan(b, 1, h, h, d, "bfloat16", [ctx] * b, schedule=sched, device="cuda")
+                row[spec + "_plan"] = repr(plan)
+                us = timed(lambda: C.decode(q, k, v, lens, None, out, lse, plan, 0.0, stream), flush)
+                row.setdefault("max_diff_vs_single", {})[spec] = (out.float() - ref.float()).abs().max().item()
+                return us
+            row["us"][spec] = with_env(kn, run_variant)
         row["TBps"] = {k_: (kv_bytes / (us * 1e-6) / 1e12 if us else None) for k_, us in row["us"].items()}
         rows.append(row)
-        dump(path, gpu, rows)  # after every row: a run stopped at its time limit keeps them
-        best_torch = min([u for n, u in row["us"].items() if n.startswith("torch") and u] or [math.nan])
+        dump(path, gpu, rows, knobs, args.flush)  # after every row: a stopped run keeps them
+        u = row["us"]
+        best = min(v_ for n, v_ in u.items() if n.startswith("flashkit_") and v_ and "headmajor" not in n)
         print(f"d{d} b{b} h{h} ctx{ctx}: " + "  ".join(
-            f"{n}={u:.1f}us" if u else f"{n}=n/a" for n, u in row["us"].items()) +
-            f"  lean TB/s={row['TBps']['flashkit_lean']:.2f}  lean/split={row['us']['flashkit_split_kv'] / row['us']['flashkit_lean']:.2f}x"
-            f"  auto/cudnn={(row['us'].get('torch_cudnn') or math.nan) / row['us']['flashkit_auto']:.2f}x"
-            f"  lean/best-torch={best_torch / row['us']['flashkit_lean']:.2f}x  [{row.get('split_kv_plan', '')}]",
-            flush=True)
+            f"{n}={v_:.1f}us" if v_ else f"{n}=n/a" for n, v_ in u.items()) +
+            f"  best TB/s={kv_bytes / (best * 1e-6) / 1e12:.2f}  lean TB/s={row['TBps']['flashkit_lean']:.2f}"
+            f"  lean/split={u['flashkit_split_kv'] / u['flashkit_lean']:.2f}x"
+            f"  lean/fd={u['flashkit_flash_decoding'] / u['flashkit_lean']:.2f}x"
+            f"  cudnn/best={(u.get('torch_cudnn') or math.nan) / best:.2f}x"
+            f"  maxdiff={max((row.get('max_diff_vs_single') or {0: 0}).values()):.2g}"
+            f"  [{row.get('split_kv_plan', '')}]", flush=True)
         del q, k, v, out, qt, kt, vt
         torch.cuda.empty_cache()
     print("wrote", path)
     plot(rows, os.path.join(args.out, f"2026-11-21-{tag}-decode-speedup.png"), gpu)
 
 
-def dump(path, gpu, rows):
+def dump(path, gpu, rows, knobs, flush):
     result = {"gpu": gpu, "torch": torch.__version__, "dtype": "bfloat16", "q_len": 1, "repeats": REPEATS,
-              "timing": "median of per-call CUDA events, 256 MiB L2 flush between calls", "rows": rows}
+              "timing": f"median of per-call CUDA events, 256 MiB L2 flush ({flush}) between calls",
+              "knobs": knobs, "rows": rows}
     with open(path, "w") as f:
         json.dump(result, f, indent=1)
 
@@ -174,14 +253,15 @@ def plot(rows, path, gpu):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(15, 5), sharey=True)
-    peers = ["flashkit_single", "flashkit_split_kv", "torch_flash", "torch_cudnn", "torch_efficient"]
+    peers = ["flashkit_single", "flashkit_split_kv", "flashkit_flash_decoding", "torch_flash", "torch_cudnn",
+             "torch_efficient"]
     for ax, d in zip(axes, HDIMS):
         sub = [r for r in rows if r["hdim"] == d]
         x = range(len(sub))
-        width = 0.16
+        width = 0.13
         for i, p in enumerate(peers):
             ys = [(r["us"][p] / r["us"]["flashkit_lean"]) if r["us"].get(p) else 0 for r in sub]
-            ax.bar([xi + (i - 2) * width for xi in x], ys, width, label=f"Lean vs {p}")
+            ax.bar([xi + (i - 2.5) * width for xi in x], ys, width, label=f"Lean vs {p}")
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_xticks(list(x))
         ax.set_xticklabels([f"b{r['batch']} h{r['heads']}\n{r['ctx'] // 1024}k" for r in sub], fontsize=7)

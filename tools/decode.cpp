@@ -126,7 +126,8 @@ std::vector<Row> run_decode(const Context& ctx) {
   }
   const double tol = testing::decode_tolerance(exact, naive);
   std::vector<Row> rows;
-  for (DecodeSchedule s : {DecodeSchedule::lean, DecodeSchedule::split_kv, DecodeSchedule::single}) {
+  for (DecodeSchedule s : {DecodeSchedule::lean, DecodeSchedule::split_kv, DecodeSchedule::flash_decoding,
+                           DecodeSchedule::single}) {
     DecodePlan plan = make_decode_plan(in.problem, c.lens, device_for(ctx, in.problem), s);
     in.out.poison();
     in.lse.poison();
@@ -150,7 +151,7 @@ int bench_decode(const std::vector<std::string>& args, const Context& ctx) {
     if (a == "--help" || a == "-h") {
       std::puts("flashkit bench decode [--batch 1] [--ctx 8192] [--heads 32] [--kv-heads 8]\n"
                 "  [--hdim 128] [--q-len 1] [--page-size 0 (dense)] [--dtype bf16|f16|f32]\n"
-                "  [--schedule auto|single|split_kv|lean] [--repeats 20] [--device cpu|cuda]\n"
+                "  [--schedule auto|single|split_kv|flash_decoding|lean] [--repeats 20] [--device cpu|cuda]\n"
                 "  [--head-major 1: dense cache stored [b, kv_heads, ctx, hdim], passed as a strided view]\n"
                 "prints the plan, microseconds per call and GB/s of K/V read");
       return 0;

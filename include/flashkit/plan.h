@@ -1,7 +1,8 @@
 // DecodePlan: the host-computed schedule `decode` runs (plan -> run). make_decode_plan() turns a
-// problem, the per-sequence KV lengths and the device's co-resident CTA count into one of three
-// schedules: single (one CTA per output tile), split-KV (FlashDecoding) or Lean (LeanAttention
-// stream-K). A plan is plain data, reusable across layers and decode steps; see decode.h.
+// problem, the per-sequence KV lengths and the device's co-resident CTA count into one of four
+// schedules: single (one CTA per output tile), split-KV (FlashDecoding's splits, merged in the
+// kernel), FlashDecoding (the same splits and a separate merge kernel, the paper's baseline) or
+// Lean (LeanAttention stream-K). A plan is plain data, reusable across layers and decode steps.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -14,13 +15,19 @@
 namespace flashkit {
 
 enum class DecodeSchedule : uint8_t {
-  automatic,  // resolved by make_decode_plan to one of the three below
-  single,     // one CTA per (sequence, KV head, row block) walking its whole cache
-  split_kv,   // FlashDecoding: fixed splits per sequence, merged by each tile's last split CTA
-  lean,       // LeanAttention: persistent stream-K over LeanTiles, host-CTA reduction
+  automatic,       // resolved by make_decode_plan to one of the four below
+  single,          // one CTA per (sequence, KV head, row block) walking its whole cache
+  split_kv,        // FlashDecoding's splits per sequence, merged by each tile's last split CTA
+  flash_decoding,  // the same splits, merged by a second launch (merge_states): FlashDecoding
+  lean,            // LeanAttention: persistent stream-K over LeanTiles, host-CTA reduction
 };
 const char* schedule_name(DecodeSchedule s);
-// "single" | "split_kv" | "split" | "lean" | "auto"; anything else is an Error naming `what`.
+// split_kv and flash_decoding share their plan (splits) and their kernel; only the merge differs.
+constexpr bool is_split_kv(DecodeSchedule s) {
+  return s == DecodeSchedule::split_kv || s == DecodeSchedule::flash_decoding;
+}
+// "single" | "split_kv" | "split" | "flash_decoding" | "lean" | "auto"; anything else is an Error
+// naming `what`.
 DecodeSchedule parse_schedule(const std::string& name, const char* what = "schedule");
 
 // The shape of a decode call (decode.h documents the tensors).
@@ -106,20 +113,23 @@ struct DecodePlan {
   int row_blocks = 0;  // ceil(rows / kDecodeRowsPerBlock)
   int grid = 0;        // CTAs of the one decode kernel launch
 
-  // Output tiles in (seq, kv_head, row_block) order, which is also the stream-K order.
+  // Output tiles in (seq, kv_head, row_block) order, which is also the stream-K order (the GPU
+  // kernel derives a tile's (seq, kv_head, row_block) from its index: keep this order).
   std::vector<DecodeTile> tiles;
   int total_iters = 0;  // sum of tiles' num_iters
 
-  // split_kv: every tile has num_splits partials; split s of sequence b is splits[b*num_splits+s].
-  // CTA index = tile * num_splits + split; its rows' partials land at [split, b, token, head] of
-  // o_parts [P, batch, q_len, heads, hdim] / lse_parts [P, batch, q_len, heads] (merge_states'
-  // layout, P = num_splits), which the tile's last split CTA to finish folds on the GPU.
+  // split_kv / flash_decoding: every tile has num_splits partials; split s of sequence b is
+  // splits[b*num_splits+s]. CTA index = tile * num_splits + split; its rows' partials land at
+  // [split, b, token, head] of o_parts [P, batch, q_len, heads, hdim] / lse_parts
+  // [P, batch, q_len, heads] (merge_states' layout, P = num_splits), which split_kv's last split
+  // CTA of each tile folds in the kernel and flash_decoding's merge_states launch folds after it.
+  // With num_splits 1 both write O directly (no partial, no merge).
   int num_splits = 0;
   std::vector<KvSplit> splits;
 
   // lean: per-CTA iteration ranges (sizes differ by <= 1) and the partial slots.
   std::vector<LeanCta> ctas;
-  int num_partial_slots = 0;  // lean: CTAs with a partial; split_kv: tiles * num_splits
+  int num_partial_slots = 0;  // lean: CTAs with a partial; split_kv/flash_decoding: tiles * P
 
   std::shared_ptr<detail::PlanDeviceCache> device_cache = std::make_shared<detail::PlanDeviceCache>();
 

@@ -172,6 +172,7 @@ size_t decode_workspace_bytes(const DecodePlan& plan) {
     case DecodeSchedule::lean:
       return static_cast<size_t>(plan.num_partial_slots) * kDecodeRowsPerBlock * row;
     case DecodeSchedule::split_kv:
+    case DecodeSchedule::flash_decoding:
       return static_cast<size_t>(plan.num_splits) * p.batch * p.q_len * p.num_q_heads * row;
     default: return 0;
   }

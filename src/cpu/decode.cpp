@@ -1,5 +1,5 @@
 // CPU decode (decode.h). The plan's schedule becomes a list of segments (tile, token range):
-// single = one per tile, split-KV = its splits, Lean = each CTA's per-tile pieces. Segments run
+// single = one per tile, split-KV and FlashDecoding = their splits, Lean = each CTA's per-tile pieces. Segments run
 // in parallel, each an online softmax over key chunks for all rows of its tile (the query heads
 // of one KV head x the query tokens), so K/V are read once per KV head. Tiles then merge their
 // segments with merge_stats in CTA order (the host's first), as the GPU's reductions do.
@@ -45,6 +45,7 @@ std::vector<Segment> segments_of(const DecodePlan& plan, std::vector<int>& first
       }
       break;
     case DecodeSchedule::split_kv:
+    case DecodeSchedule::flash_decoding:
       for (size_t t = 0; t < plan.tiles.size(); ++t)
         for (int s = 0; s < plan.num_splits; ++s) {
           const KvSplit& sp = plan.splits[static_cast<size_t>(plan.tiles[t].seq) * plan.num_splits + s];

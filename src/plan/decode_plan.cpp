@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "api/validate.h"
 #include "flashkit/plan.h"
@@ -16,6 +18,7 @@ const char* schedule_name(DecodeSchedule s) {
     case DecodeSchedule::automatic: return "auto";
     case DecodeSchedule::single: return "single";
     case DecodeSchedule::split_kv: return "split_kv";
+    case DecodeSchedule::flash_decoding: return "flash_decoding";
     case DecodeSchedule::lean: return "lean";
   }
   return "?";
@@ -25,8 +28,9 @@ DecodeSchedule parse_schedule(const std::string& name, const char* what) {
   if (name == "auto" || name == "automatic") return DecodeSchedule::automatic;
   if (name == "single") return DecodeSchedule::single;
   if (name == "split_kv" || name == "split") return DecodeSchedule::split_kv;
+  if (name == "flash_decoding") return DecodeSchedule::flash_decoding;
   if (name == "lean") return DecodeSchedule::lean;
-  fail(what, ": expected auto, single, split_kv or lean, got '", name, "'");
+  fail(what, ": expected auto, single, split_kv, flash_decoding or lean, got '", name, "'");
 }
 
 namespace {
@@ -66,6 +70,14 @@ int choose_num_splits(int64_t tiles, int capacity, int max_splits) {
   for (int s = 1; s <= max_splits; ++s)
     if (eff(s) >= 0.85 * best) return s;
   return 1;
+}
+
+// split_kv only, with FLASHKIT_DECODE_SPLIT_RULE=wave (an A/B knob, read at every plan): the most
+// splits that keep tiles x splits within one wave of co-resident CTAs, instead of FA2's rule
+// above. flash_decoding always keeps FA2's rule: it is the FlashDecoding baseline.
+bool one_wave_split_rule() {
+  const char* e = std::getenv("FLASHKIT_DECODE_SPLIT_RULE");
+  return e && std::strcmp(e, "wave") == 0;
 }
 
 // Which CTA holds iteration `it` when `total` iterations are dealt to `grid` CTAs, the first
@@ -130,9 +142,12 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
     plan.grid = static_cast<int>(num_tiles);
     for (int64_t i = 0; i < num_tiles; ++i)
       plan.tiles[i].host_cta = plan.tiles[i].finishing_cta = static_cast<int>(i);
-  } else if (schedule == DecodeSchedule::split_kv) {
+  } else if (is_split_kv(schedule)) {
+    const int max_splits = std::min(max_iters, 128);
     int p = choose_num_splits(num_tiles, static_cast<int>(std::min<int64_t>(capacity, INT32_MAX)),
-                              std::min(max_iters, 128));
+                              max_splits);
+    if (schedule == DecodeSchedule::split_kv && one_wave_split_rule())
+      p = static_cast<int>(std::clamp<int64_t>(capacity / num_tiles, 1, max_splits));
     plan.num_splits = p;
     plan.grid = static_cast<int>(num_tiles * p);
     plan.num_partial_slots = plan.grid;
@@ -182,7 +197,7 @@ std::string DecodePlan::describe() const {
                         schedule_name(schedule), grid, device.sm_count, device.ctas_per_sm, tiles.size(),
                         total_iters, lean_tile);
   std::string r(buf, std::min<size_t>(n, sizeof buf - 1));
-  if (schedule == DecodeSchedule::split_kv) {
+  if (is_split_kv(schedule)) {
     std::snprintf(buf, sizeof buf, ", %d splits per sequence", num_splits);
     r += buf;
   }

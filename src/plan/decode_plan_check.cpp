@@ -137,7 +137,8 @@ std::string check_decode_plan(const DecodePlan& p) {
         if (p.tiles[i].host_cta != static_cast<int>(i) || p.tiles[i].finishing_cta != static_cast<int>(i))
           return cat("single: tile ", i, " not its own CTA");
       return "";
-    case DecodeSchedule::split_kv: return check_split(p);
+    case DecodeSchedule::split_kv:
+    case DecodeSchedule::flash_decoding: return check_split(p);
     case DecodeSchedule::lean: return check_lean(p);
   }
   return "unknown schedule";

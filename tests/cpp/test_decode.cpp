@@ -15,7 +15,8 @@ using namespace flashkit::testing;
 namespace {
 
 const DecodeSchedule kSchedules[] = {DecodeSchedule::single, DecodeSchedule::split_kv,
-                                     DecodeSchedule::lean, DecodeSchedule::automatic};
+                                     DecodeSchedule::flash_decoding, DecodeSchedule::lean,
+                                     DecodeSchedule::automatic};
 
 void run_and_check(const DecodeCase& c, DeviceInfo dev, DecodeSchedule s, const char* what) {
   DecodeInputs in = make_decode_inputs(c);
@@ -78,7 +79,7 @@ TEST(Decode, ResultIndependentOfSplitsAndCtas) {
   std::vector<double> ref(in.out.numel());
   for (int64_t i = 0; i < in.out.numel(); ++i) ref[i] = in.out.get(i);
   for (DeviceInfo dev : {DeviceInfo{1, 1}, DeviceInfo{2, 1}, DeviceInfo{7, 3}, DeviceInfo{132, 4}})
-    for (DecodeSchedule s : {DecodeSchedule::split_kv, DecodeSchedule::lean}) {
+    for (DecodeSchedule s : {DecodeSchedule::split_kv, DecodeSchedule::flash_decoding, DecodeSchedule::lean}) {
       DecodePlan plan = make_decode_plan(in.problem, c.lens, dev, s);
       in.out.poison();
       decode(in.q, in.k, in.v, in.seqlens, in.table, in.out, in.lse, plan);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 
 #include "flashkit/errors.h"
@@ -56,8 +57,8 @@ TEST(DecodePlan, InvariantsHoldOnRandomProblems) {
   std::mt19937_64 rng(2026);
   for (int i = 0; i < 400; ++i) {
     Case c = random_case(rng);
-    for (DecodeSchedule s : {DecodeSchedule::single, DecodeSchedule::split_kv, DecodeSchedule::lean,
-                             DecodeSchedule::automatic}) {
+    for (DecodeSchedule s : {DecodeSchedule::single, DecodeSchedule::split_kv, DecodeSchedule::flash_decoding,
+                             DecodeSchedule::lean, DecodeSchedule::automatic}) {
       DecodePlan plan = make_decode_plan(c.problem, c.lengths, c.dev, s);
       ASSERT_EQ(check_decode_plan(plan), "") << "case " << i << " " << plan.describe();
       ASSERT_NE(plan.schedule, DecodeSchedule::automatic);
@@ -126,6 +127,29 @@ TEST(DecodePlan, SplitKvCoversEachSequence) {
   EXPECT_EQ(plan.splits[plan.num_splits].end - plan.splits[plan.num_splits].begin, 1);  // seq 1
 }
 
+// FlashDecoding (separate merge kernel) and split-KV (merge in the kernel) are one plan: the same
+// FA2-rule split count, splits, grid and partial layout; only the requested/resolved name differs.
+TEST(DecodePlan, FlashDecodingSharesSplitKvPlan) {
+  if (std::getenv("FLASHKIT_DECODE_SPLIT_RULE")) GTEST_SKIP() << "split_kv's A/B split rule is set";
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 200; ++i) {
+    Case c = random_case(rng);
+    const DecodePlan a = make_decode_plan(c.problem, c.lengths, c.dev, DecodeSchedule::split_kv);
+    const DecodePlan b = make_decode_plan(c.problem, c.lengths, c.dev, DecodeSchedule::flash_decoding);
+    ASSERT_EQ(b.schedule, DecodeSchedule::flash_decoding);
+    ASSERT_EQ(a.num_splits, b.num_splits) << i;
+    ASSERT_EQ(a.grid, b.grid) << i;
+    ASSERT_EQ(a.num_partial_slots, b.num_partial_slots) << i;
+    ASSERT_EQ(a.splits.size(), b.splits.size()) << i;
+    for (size_t k = 0; k < a.splits.size(); ++k)
+      ASSERT_TRUE(a.splits[k].begin == b.splits[k].begin && a.splits[k].end == b.splits[k].end) << i;
+  }
+  EXPECT_EQ(parse_schedule("flash_decoding"), DecodeSchedule::flash_decoding);
+  EXPECT_STREQ(schedule_name(DecodeSchedule::flash_decoding), "flash_decoding");
+  EXPECT_TRUE(is_split_kv(DecodeSchedule::flash_decoding) && is_split_kv(DecodeSchedule::split_kv));
+  EXPECT_FALSE(is_split_kv(DecodeSchedule::lean) || is_split_kv(DecodeSchedule::single));
+}
+
 TEST(DecodePlan, LeanTileWidthPerHdim) {
   EXPECT_EQ(lean_tile_tokens(64), 256);
   EXPECT_EQ(lean_tile_tokens(128), 128);
@@ -158,6 +182,10 @@ TEST(DecodePlan, CheckerCatchesBrokenPlans) {
   ASSERT_EQ(check_decode_plan(split), "");
   split.splits[1].end -= 1;
   EXPECT_NE(check_decode_plan(split), "");
+  DecodePlan fd = make_decode_plan(p, {700, 5000, 1, 130, 2600}, DeviceInfo{132, 1}, DecodeSchedule::flash_decoding);
+  ASSERT_EQ(check_decode_plan(fd), "");
+  fd.grid += 1;
+  EXPECT_NE(check_decode_plan(fd), "");
 }
 
 TEST(DecodePlan, AutoPicksTheMeasuredFastestSchedule) {

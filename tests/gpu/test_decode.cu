@@ -1,8 +1,9 @@
 // GPU decode (src/cuda/decode/) for every schedule against the fp64 CPU reference on fresh random
 // inputs, outputs poisoned first: dense/paged/ragged/GQA/MQA/q_len > 1, fp16/bf16, hdim 64/128/256,
 // growing scores (the conditional rescale), NaN in every cache row past the lengths;
-// results independent of the CTA count (Lean, split-KV); repeated runs and CUDA-graph replays
-// (Lean's epoch-reset flags, split-KV's self-resetting arrival counters); decode while another
+// results independent of the CTA count (Lean, split-KV, FlashDecoding); repeated runs and
+// CUDA-graph replays (Lean's epoch-reset flags, split-KV's self-resetting arrival counters,
+// FlashDecoding's two launches); decode while another
 // kernel holds part of the GPU; merge_states; GPU-only errors.
 // Tests named *Small* also run under compute-sanitizer (tests/gpu/run).
 #include <gtest/gtest.h>
@@ -59,7 +60,8 @@ HostTensor check(GpuInputs& in, const DecodePlan& plan, const std::string& what)
   return in.host.out;
 }
 
-const DecodeSchedule kAll[] = {DecodeSchedule::single, DecodeSchedule::split_kv, DecodeSchedule::lean};
+const DecodeSchedule kAll[] = {DecodeSchedule::single, DecodeSchedule::split_kv,
+                               DecodeSchedule::flash_decoding, DecodeSchedule::lean};
 
 void sweep(const DecodeCase& c, const std::string& what) {
   GpuInputs in(c);
@@ -93,8 +95,9 @@ TEST(DecodeGpu, QueryTokensAndMqa) {
           "q_len " + std::to_string(q_len));
 }
 
-// Lean over 1 to 264 CTAs and split-KV over 1 to 109 splits per tile (its merge in the kernel);
-// the last split-KV plan has more CTAs than the GPU holds at once: nobody waits, so it still runs.
+// Lean over 1 to 264 CTAs, split-KV (merge in the kernel) and FlashDecoding (merge_states after
+// it) over 1 to 109 splits per tile; the last split plans have more CTAs than the GPU holds at
+// once: nobody waits, so they still run.
 TEST(DecodeGpu, ResultIndependentOfCtaCount) {
   DecodeCase c{.batch = 2, .q_len = 1, .hq = 8, .hkv = 2, .d = 128, .dtype = DType::bf16,
                .page_size = 16, .lens = {20000, 3000}, .seed = 3};
@@ -114,6 +117,9 @@ TEST(DecodeGpu, ResultIndependentOfCtaCount) {
     DecodePlan plan = make_decode_plan(in.host.problem, c.lens, dev, DecodeSchedule::split_kv);
     splits.insert(plan.num_splits);
     compare(plan);
+    DecodePlan fd = make_decode_plan(in.host.problem, c.lens, dev, DecodeSchedule::flash_decoding);
+    EXPECT_EQ(fd.num_splits, plan.num_splits);  // the same splits, only the merge differs
+    compare(fd);
   }
   EXPECT_EQ(splits.size(), 5u);  // 1 (written directly), 3, 15, 57, 109
   const DeviceInfo gpu = decode_device_info(in.host.problem, Device::cuda);
@@ -168,13 +174,16 @@ TEST(DecodeGpu, CacheSlackNeverLeaks) {
 
 // Sync words are never reset by a memset: each Lean launch bumps the epoch, and each split-KV
 // tile's last split zeroes its arrival counter (a stale one would leave the output unwritten).
-// Run the same plan many times with fresh queries, then replay it from a CUDA graph.
+// FlashDecoding's two launches are captured together. Run the same plan many times with fresh
+// queries, then replay it from a CUDA graph.
 TEST(DecodeGpu, RepeatedRunsAndGraphReplay) {
   DecodeCase c{.batch = 3, .q_len = 2, .hq = 16, .hkv = 4, .d = 128, .dtype = DType::bf16,
                .page_size = 32, .lens = {5000, 1300, 77}, .seed = 9};
   GpuInputs in(c);
   std::mt19937_64 rng(77);
-  for (DecodeSchedule s : {DecodeSchedule::lean, DecodeSchedule::split_kv}) {
+  const DecodeSchedule kSplitting[] = {DecodeSchedule::lean, DecodeSchedule::split_kv,
+                                       DecodeSchedule::flash_decoding};
+  for (DecodeSchedule s : kSplitting) {
     DecodePlan plan = make_decode_plan(in.host.problem, c.lens, decode_device_info(in.host.problem, Device::cuda), s);
     ASSERT_GT(s == DecodeSchedule::lean ? plan.num_partial_slots : plan.num_splits - 1, 0) << plan.describe();
     for (int i = 0; i < 4; ++i) {
@@ -183,7 +192,7 @@ TEST(DecodeGpu, RepeatedRunsAndGraphReplay) {
       check(in, plan, "run " + std::to_string(i));
     }
   }
-  for (DecodeSchedule s : {DecodeSchedule::lean, DecodeSchedule::split_kv}) {
+  for (DecodeSchedule s : kSplitting) {
     DecodePlan p = make_decode_plan(in.host.problem, c.lens, decode_device_info(in.host.problem, Device::cuda), s);
     cudaStream_t stream;
     FK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -204,7 +213,8 @@ TEST(DecodeGpu, RepeatedRunsAndGraphReplay) {
       in.fetch();
       auto exact = cpu::reference_decode(in.host.q, in.host.k, in.host.v, in.host.seqlens, in.host.table_view(), 0.f);
       auto naive = cpu::reference_decode(in.host.q, in.host.k, in.host.v, in.host.seqlens, in.host.table_view(), 0.f, true);
-      EXPECT_LE(max_abs_err(in.host.out, exact.out), decode_tolerance(exact, naive)) << "replay " << i;
+      EXPECT_LE(max_abs_err(in.host.out, exact.out), decode_tolerance(exact, naive))
+          << "replay " << i << " " << p.describe();
     }
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
@@ -268,15 +278,18 @@ TEST(DecodeGpuSmall, AllSchedules) {
 }
 
 // Split-KV with several splits per tile, some empty (the length-90 sequence has one LeanTile for
-// three splits): the in-kernel merge and its counters under the sanitizers, run twice.
-TEST(DecodeGpuSmall, SplitKvMergesInKernel) {
+// three splits): the in-kernel merge and its counters, and FlashDecoding's partials + merge_states
+// launch, under the sanitizers, each run twice.
+TEST(DecodeGpuSmall, SplitKvMergesInKernelAndAfter) {
   for (int ps : {0, 16}) {
     DecodeCase c{.batch = 2, .q_len = 3, .hq = 4, .hkv = 2, .d = 64, .dtype = DType::bf16,
                  .page_size = ps, .lens = {700, 90}, .seed = 33};
     GpuInputs in(c);
-    DecodePlan plan = make_decode_plan(in.host.problem, c.lens, {16, 1}, DecodeSchedule::split_kv);
-    ASSERT_EQ(plan.num_splits, 3) << plan.describe();
-    for (int i = 0; i < 2; ++i) check(in, plan, "split run " + std::to_string(i));
+    for (DecodeSchedule s : {DecodeSchedule::split_kv, DecodeSchedule::flash_decoding}) {
+      DecodePlan plan = make_decode_plan(in.host.problem, c.lens, {16, 1}, s);
+      ASSERT_EQ(plan.num_splits, 3) << plan.describe();
+      for (int i = 0; i < 2; ++i) check(in, plan, "split run " + std::to_string(i));
+    }
   }
 }
 

@@ -83,7 +83,7 @@ def decode_reference(q, k, v, lens):
     return out
 
 
-@pytest.mark.parametrize("schedule", ["auto", "split_kv", "lean"])
+@pytest.mark.parametrize("schedule", ["auto", "split_kv", "flash_decoding", "lean"])
 def test_decode_dense_and_paged(schedule):
     rng = np.random.default_rng(3)
     b, t, hq, hkv, d, ctx, page = 3, 2, 8, 2, 32, 96, 16

@@ -24,7 +24,7 @@ def reference(q, k, v, lens):
     return out, lse
 
 
-@pytest.mark.parametrize("schedule", ["single", "split_kv", "lean", "auto"])
+@pytest.mark.parametrize("schedule", ["single", "split_kv", "flash_decoding", "lean", "auto"])
 def test_decode_matches_reference(schedule):
     rng = np.random.default_rng(0)
     b, t, hq, hkv, d = 3, 2, 8, 2, 32

@@ -46,7 +46,7 @@ def paged(k, v, page, seed):
 
 
 @pytest.mark.parametrize("device", devices())
-@pytest.mark.parametrize("schedule", ["auto", "split_kv", "lean"])
+@pytest.mark.parametrize("schedule", ["auto", "split_kv", "flash_decoding", "lean"])
 def test_decode_dense_and_paged(device, schedule):
     b, t, hq, hkv, d, ctx = 3, 2, 8, 2, 64, 512
     lens = [7, 512, 300]
@@ -64,7 +64,7 @@ def test_decode_dense_and_paged(device, schedule):
 
 
 @cuda_only
-@pytest.mark.parametrize("schedule", ["split_kv", "lean"])
+@pytest.mark.parametrize("schedule", ["split_kv", "flash_decoding", "lean"])
 def test_decode_cuda_graph_replays_new_inputs(schedule):
     b, t, hq, hkv, d, ctx = 4, 1, 16, 4, 128, 1024
     q = make("cuda", b, t, hq, d, seed=5)

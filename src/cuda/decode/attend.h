@@ -76,6 +76,16 @@ struct SegmentResult {
 struct Segment {
   int lo, hi, len, chunks;
 };
+template <int kTokens>
+__device__ __forceinline__ Segment make_segment(const DecodeParams& p, const DecodeTile& tile,
+                                                int lo, int hi) {
+  Segment sg;
+  sg.len = max(0, min(p.seqlens[tile.seq * p.seqlens_s], p.kv_lengths[tile.seq]));
+  sg.lo = lo;
+  sg.hi = min(hi, sg.len);
+  sg.chunks = sg.hi > lo ? (sg.hi - lo + kTokens - 1) / kTokens : 0;
+  return sg;
+}
 
 // cp.async loader (v2): all threads copy chunk `chunk` of the segment, zeros past its end.
 template <class T, int D>
@@ -105,16 +115,20 @@ __device__ void load_cp_async(const DecodeParams& p, const DecodeTile& tile, con
 }
 
 // TMA loader (one thread): the boxes of chunk `chunk` that start before the segment's end (one
-// per page run when paged; pages past the end are never looked up), completing on `full`.
-template <class T, int D>
+// per page run when paged; pages past the end are never looked up), completing on `full`, their
+// L2 lines marked evict-first when p.kv_evict_first. kL2Only: the same boxes prefetched into L2
+// only (ks and full unused), for a chunk that a later call loads.
+template <class T, int D, bool kL2Only = false>
 __device__ void load_tma(const DecodeParams& p, const DecodeTile& tile, const Segment& sg,
                          int chunk, T* ks, uint64_t* full) {
   using Tr = Traits<T, D, true>;
   constexpr int kSlabs = D / 64;
   const int box = p.kv_box, base = sg.lo + chunk * Tr::kTokens;
   const int boxes = min(Tr::kTokens / box, (sg.hi - base + box - 1) / box);
-  mbar_arrive_expect_tx(full, static_cast<uint32_t>(boxes * 2 * kSlabs * box * 64 * sizeof(T)));
+  if constexpr (!kL2Only)
+    mbar_arrive_expect_tx(full, static_cast<uint32_t>(boxes * 2 * kSlabs * box * 64 * sizeof(T)));
   T* vs = ks + Tr::kTileElems;
+  const uint64_t policy = l2_kv_policy(p.kv_evict_first);
   for (int b = 0; b < boxes; ++b) {
     const int j = base + b * box;
     int outer = tile.seq, tok = j;
@@ -125,9 +139,26 @@ __device__ void load_tma(const DecodeParams& p, const DecodeTile& tile, const Se
 #pragma unroll
     for (int s = 0; s < kSlabs; ++s) {
       const int off = s * Tr::kTokens * 64 + b * box * 64;
-      tma_load_4d(ks + off, &p.k_map, full, s * 64, tile.kv_head, tok, outer);
-      tma_load_4d(vs + off, &p.v_map, full, s * 64, tile.kv_head, tok, outer);
+      if constexpr (kL2Only) {
+        tma_prefetch_l2_4d(&p.k_map, s * 64, tile.kv_head, tok, outer);
+        tma_prefetch_l2_4d(&p.v_map, s * 64, tile.kv_head, tok, outer);
+      } else {
+        tma_load_4d(ks + off, &p.k_map, full, s * 64, tile.kv_head, tok, outer, policy);
+        tma_load_4d(vs + off, &p.v_map, full, s * 64, tile.kv_head, tok, outer, policy);
+      }
     }
+  }
+}
+
+// FLASHKIT_DECODE_L2_PREFETCH = n > 0 (TMA, hdim <= 128), thread 0: the first n chunks of a
+// CTA's next segment into L2 while this one's result is written, so its ring restarts from L2.
+template <class T, int D, bool kTma>
+__device__ void prefetch_segment_start(const DecodeParams& p, const DecodeTile& tile, int lo,
+                                       int hi) {
+  if constexpr (kTma && D <= 128) {
+    const Segment sg = make_segment<Traits<T, D, true>::kTokens>(p, tile, lo, hi);
+    for (int c = 0; c < min(p.l2_prefetch, sg.chunks); ++c)
+      load_tma<T, D, true>(p, tile, sg, c, nullptr, nullptr);
   }
 }
 
@@ -149,16 +180,20 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
   T* qs = reinterpret_cast<T*>(area + Tr::kAreaBytes);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
   const int row0 = tile.row_block * Tr::kRows;
-  Segment sg;
-  sg.len = max(0, min(p.seqlens[tile.seq * p.seqlens_s], p.kv_lengths[tile.seq]));
-  sg.lo = lo;
-  sg.hi = min(hi, sg.len);
-  sg.chunks = sg.hi > lo ? (sg.hi - lo + Tr::kTokens - 1) / Tr::kTokens : 0;
+  const Segment sg = make_segment<Tr::kTokens>(p, tile, lo, hi);
 
   auto issue = [&](int chunk) {  // chunk of this segment into ring position it + chunk
     T* ks = pipe + (it + chunk) % kStages * Tr::kStageElems;
     if constexpr (kTma) {
-      if (tid == 0) load_tma<T, D>(p, tile, sg, chunk, ks, full + (it + chunk) % kStages);
+      if (tid == 0) {
+        load_tma<T, D>(p, tile, sg, chunk, ks, full + (it + chunk) % kStages);
+        // FLASHKIT_DECODE_L2_PREFETCH = n > 0: chunk + n of the segment into L2 now, so more of
+        // the stream is in flight than the ring holds (an A/B knob; not at hdim 256, whose Lean
+        // kernel is at the register limit).
+        if constexpr (D <= 128)
+          if (p.l2_prefetch > 0 && chunk + p.l2_prefetch < sg.chunks)
+            load_tma<T, D, true>(p, tile, sg, chunk + p.l2_prefetch, nullptr, nullptr);
+      }
     } else {
       load_cp_async<T, D>(p, tile, sg, chunk, ks);
     }

@@ -1,11 +1,11 @@
 // cuda::decode and cuda::decode_device_info (launch.h): picks the (dtype, hdim) KernelSet, fills
 // DecodeParams from the tensors, the plan's device copy and the workspace, and launches the
-// plan's schedule: one kernel (split-KV merges in it too).
+// plan's schedule: one kernel (split-KV merges in it too), and for flash_decoding the public
+// merge_states kernel after it.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdlib>
-#include <cstring>
 
 #include "api/validate.h"
 #include "cuda/common/check.h"
@@ -21,6 +21,13 @@ namespace flashkit::cuda {
 using decoding::KernelSet;
 
 namespace {
+
+// An integer environment knob for A/B runs, read at every call (a getenv, ~0.1 us), so one
+// process can time the choices side by side on the same inputs (bench/decode.py --variants).
+int env_int(const char* name, int fallback) {
+  const char* e = std::getenv(name);
+  return e && *e ? std::atoi(e) : fallback;
+}
 
 // Calls fn.template operator()<T, D>() for the compiled (dtype, hdim); an Error otherwise.
 template <class Fn>
@@ -113,8 +120,13 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   p.scale = scale;
   p.q_len = pr.q_len, p.group = pr.group(), p.rows = pr.rows(), p.num_q_heads = pr.num_q_heads;
   p.batch = pr.batch, p.lean_tile = plan.lean_tile;
+  p.num_kv_heads = pr.num_kv_heads, p.row_blocks = plan.row_blocks;
   p.tiles = dp.tiles, p.ctas = dp.ctas, p.splits = dp.splits, p.kv_lengths = dp.kv_lengths;
   p.num_splits = plan.num_splits, p.grid = plan.grid;
+  p.merge_in_kernel = plan.schedule == DecodeSchedule::split_kv;
+  // FLASHKIT_DECODE_SPLIT_ORDER=1: split_kv's CTAs split-major (an A/B knob); flash_decoding
+  // always keeps FA2's order.
+  p.split_major = env_int("FLASHKIT_DECODE_SPLIT_ORDER", 0) == 1 && plan.schedule == DecodeSchedule::split_kv;
   p.flags = dp.flags, p.epoch = dp.epoch, p.arrived = dp.arrived;
   const int64_t part_rows = plan.schedule == DecodeSchedule::lean
                                 ? int64_t{plan.num_partial_slots} * kDecodeRowsPerBlock
@@ -123,15 +135,32 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   p.part_lse = part ? part + part_rows * pr.hdim : nullptr;
 
   // sm_90: K/V by tensor-map boxes when the cache layout allows; otherwise cp.async (kv_box 0).
-  // FLASHKIT_DECODE_TMA=0 (read once) keeps cp.async everywhere, for A/B runs of the two loaders.
-  static const bool tma_allowed = [] {
-    const char* e = std::getenv("FLASHKIT_DECODE_TMA");
-    return !e || std::strcmp(e, "0") != 0;
-  }();
+  // K/V lines are marked evict-first when one CTA reads each (one row block per KV head); with
+  // several row blocks their CTAs read the same K/V side by side and should find it in L2.
+  // A/B knobs: FLASHKIT_DECODE_TMA=0 keeps cp.async everywhere; FLASHKIT_DECODE_EVICT_FIRST=0
+  // gives the TMA boxes normal L2 priority; FLASHKIT_DECODE_L2_PROMO (0, 64, 128, 256 bytes)
+  // overrides the maps' L2 fill size (tensor_maps.h); FLASHKIT_DECODE_L2_PREFETCH=n prefetches
+  // each segment's chunks n stages ahead of the ring into L2 (attend.h).
+  const bool tma_allowed = env_int("FLASHKIT_DECODE_TMA", 1) != 0;
   const int box = tma_allowed ? with_kernels(pr.dtype, pr.hdim, TmaBox{plan}) : 0;
-  p.kv_box = decoding::encode_kv_maps(p, k, v, box) ? box : 0;
+  p.kv_box = decoding::encode_kv_maps(p, k, v, box, env_int("FLASHKIT_DECODE_L2_PROMO", -1)) ? box : 0;
+  p.kv_evict_first = plan.row_blocks == 1 && env_int("FLASHKIT_DECODE_EVICT_FIRST", 1) != 0;
+  p.l2_prefetch = env_int("FLASHKIT_DECODE_L2_PREFETCH", 0);
 
   with_kernels(pr.dtype, pr.hdim, Launch{p, plan.schedule, stream});
+  if (plan.schedule == DecodeSchedule::flash_decoding && plan.num_splits > 1) {
+    // FlashDecoding's second kernel: merge_states over the partials [P, batch, q_len, heads]
+    // into out [batch, q_len, heads, hdim] and lse, viewed as [batch, q_len, heads].
+    const int64_t np = plan.num_splits, b = pr.batch, t = pr.q_len, h = pr.num_q_heads, d = pr.hdim;
+    const TensorView o_parts =
+        TensorView::of(p.part_o, DType::f32, {np, b, t, h, d}, Device::cuda, device);
+    const TensorView lse_parts =
+        TensorView::of(p.part_lse, DType::f32, {np, b, t, h}, Device::cuda, device);
+    const TensorView lse_bth = TensorView::strided(lse.data, DType::f32, {b, t, h},
+                                                   {lse.stride[0], lse.stride[2], lse.stride[1]},
+                                                   Device::cuda, device);
+    cuda::merge_states(o_parts, lse_parts, out, lse_bth, stream);  // no re-validation: built here
+  }
 }
 
 }  // namespace flashkit::cuda

@@ -85,6 +85,7 @@ __device__ void lean_reduce(const DecodeParams& p, const DecodeTile& tile, int n
 // Split-KV: write this split's partial to [split, b, token, head] (merge_states' layout) and
 // count it in; the last of the tile's splits to arrive (flags[tile] acting as its counter) folds
 // all of them, its own included, and resets the counter for the next launch. Nobody waits.
+// FlashDecoding (merge_in_kernel 0) stops after the write: its merge is the next launch.
 template <class T, int D, bool kTma>
 __device__ void split_finish(const DecodeParams& p, const DecodeTile& tile, int tile_index,
                              int split, int n, const SegmentResult<T, D, kTma>& res) {
@@ -99,6 +100,7 @@ __device__ void split_finish(const DecodeParams& p, const DecodeTile& tile, int 
     p.part_o[row * D + i % D] = res.o[i];
     if (i % D == 0) p.part_lse[row] = res.lse[i / D];
   }
+  if (!p.merge_in_kernel) return;
   __syncthreads();  // the CTA's writes precede thread 0's release
   if (threadIdx.x == 0) {
     last = fetch_add_acq_rel(&p.flags[tile_index], 1u) == static_cast<unsigned>(p.num_splits) - 1u;
@@ -133,12 +135,19 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
       fence_mbarrier_init();
     }
   }
-  if constexpr (kLean || kTma) __syncthreads();
   const Scheduler sched;
+  Work w = sched.first(p);  // its plan loads overlap thread 0's epoch load and barrier inits
+  if constexpr (kLean || kTma) __syncthreads();
   int it = 0;  // ring position over all of this CTA's segments
-  for (Work w = sched.first(p); w.valid; w = sched.next(p, w)) {
-    const DecodeTile tile = p.tiles[w.tile];
+  for (; w.valid; w = sched.next(p, w)) {
+    const DecodeTile tile = sched.tile(p, w.tile);
     attend<T, D, kTma>(p, tile, w.lo, w.hi, area, full, it);
+    if constexpr (kLean && kTma) {  // only Lean CTAs have more than one segment
+      if (tid == 0 && p.l2_prefetch > 0) {
+        const Work nw = sched.next(p, w);
+        if (nw.valid) prefetch_segment_start<T, D, kTma>(p, sched.tile(p, nw.tile), nw.lo, nw.hi);
+      }
+    }
     const SegmentResult<T, D, kTma> res(area);
     // Only rows that exist are written, to the output and to partials alike.
     const int n = min(Tr::kRows, p.rows - tile.row_block * Tr::kRows) * D;
@@ -213,6 +222,7 @@ void KernelSet<T, D>::launch(const DecodeParams& p, DecodeSchedule s, cudaStream
       launch_loader<T, D, SingleScheduler>(p, stream);
       break;
     case DecodeSchedule::split_kv:
+    case DecodeSchedule::flash_decoding:  // the same kernel; p.merge_in_kernel tells them apart
       launch_loader<T, D, SplitKvScheduler>(p, stream);
       break;
     default:

@@ -14,6 +14,8 @@ struct DecodeParams {
   // boxes of kv_box tokens x 64 dims. kv_box 0: the maps are unset and the cp.async path runs.
   CUtensorMap k_map, v_map;
   int kv_box;
+  int kv_evict_first;  // TMA boxes' L2 policy: 1 evict-first (K/V read by one CTA), 0 normal
+  int l2_prefetch;     // > 0: with chunk c's boxes, chunk c + l2_prefetch is prefetched into L2
   const void* q;
   int64_t q_sb, q_st, q_sh;  // batch, token, head
   const void* k;
@@ -31,6 +33,7 @@ struct DecodeParams {
   int64_t l_sb, l_sh, l_st;  // [batch, head, token]
   float scale;               // natural-log domain, like the CPU backend's SoftmaxStat
   int q_len, group, rows, num_q_heads, batch, lean_tile;
+  int num_kv_heads, row_blocks;  // tile i = (seq, kv_head, row_block) in that order (plan.h)
 
   // The plan's device copy (plan.h types are plain ints).
   const DecodeTile* tiles;
@@ -38,6 +41,13 @@ struct DecodeParams {
   const KvSplit* splits;
   const int* kv_lengths;
   int num_splits;
+  // Split CTAs (num_splits > 1): 1 (split_kv) counts in and the tile's last split merges; 0
+  // (flash_decoding) leaves the partials to the merge_states launch that follows.
+  int merge_in_kernel;
+  // Split CTA order: 0, CTA = tile * P + split (FlashDecoding/FA2's grid: a tile's splits side by
+  // side); 1 (split_kv with FLASHKIT_DECODE_SPLIT_ORDER=1), CTA = split * tiles + tile, so the
+  // CTAs running together read the same token range of every KV head.
+  int split_major;
   int grid;
   // Synchronisation words owned by the plan's device copy (zeroed once at upload). Lean: one flag
   // per CTA, the launch epoch and the arrival counter that advances it. Split-KV: flags[tile]

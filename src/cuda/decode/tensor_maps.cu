@@ -22,7 +22,7 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
-bool encode(CUtensorMap* map, const TensorView& t, int box) {
+bool encode(CUtensorMap* map, const TensorView& t, int box, int l2_promo) {
   const PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
   if (!fn || t.stride[3] != 1) return false;
   const cuuint64_t es = 2;  // bf16 / fp16
@@ -39,8 +39,14 @@ bool encode(CUtensorMap* map, const TensorView& t, int box) {
       t.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   // L2 fills no wider than a token's row of one head: at hdim 64 (128-byte rows, the next head's
   // row beside it) 256-byte promotion would fetch twice the bytes the CTA reads.
-  const CUtensorMapL2promotion promote =
+  CUtensorMapL2promotion promote =
       t.shape[3] * es >= 256 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+  switch (l2_promo) {  // an override for A/B runs; anything else keeps the rule above
+    case 0: promote = CU_TENSOR_MAP_L2_PROMOTION_NONE; break;
+    case 64: promote = CU_TENSOR_MAP_L2_PROMOTION_L2_64B; break;
+    case 128: promote = CU_TENSOR_MAP_L2_PROMOTION_L2_128B; break;
+    case 256: promote = CU_TENSOR_MAP_L2_PROMOTION_L2_256B; break;
+  }
   // Out-of-bounds rows (past the cache's capacity) arrive as zeros.
   return fn(map, type, 4, t.data, dims, strides, boxes, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
             CU_TENSOR_MAP_SWIZZLE_128B, promote,
@@ -57,8 +63,9 @@ int tma_box_tokens(bool paged, int page_size, int stage_tokens, int lean_tile) {
   return fits ? box : 0;
 }
 
-bool encode_kv_maps(DecodeParams& p, const TensorView& k, const TensorView& v, int box) {
-  return box > 0 && encode(&p.k_map, k, box) && encode(&p.v_map, v, box);
+bool encode_kv_maps(DecodeParams& p, const TensorView& k, const TensorView& v, int box,
+                    int l2_promo) {
+  return box > 0 && encode(&p.k_map, k, box, l2_promo) && encode(&p.v_map, v, box, l2_promo);
 }
 
 }  // namespace flashkit::cuda::decoding

@@ -14,7 +14,9 @@ namespace flashkit::cuda::decoding {
 int tma_box_tokens(bool paged, int page_size, int stage_tokens, int lean_tile);
 
 // Encodes p.k_map / p.v_map over [outer, token, head, dim] of k / v with boxes of `box` tokens x 64
-// dims and 128-byte swizzle; false (maps unusable) if the driver refuses the layout.
-bool encode_kv_maps(DecodeParams& p, const TensorView& k, const TensorView& v, int box);
+// dims and 128-byte swizzle; false (maps unusable) if the driver refuses the layout. L2 fills are
+// one head's row (128 B at hdim 64, else 256 B) unless l2_promo is 0, 64, 128 or 256 (bytes).
+bool encode_kv_maps(DecodeParams& p, const TensorView& k, const TensorView& v, int box,
+                    int l2_promo = -1);
 
 }  // namespace flashkit::cuda::decoding
