@@ -225,9 +225,10 @@ AttentionSpec varlen_spec(int d, std::vector<int> lens_q, std::vector<int> lens_
 
 // Runs each case with the Hopper forward demanded (an Error if it did not run) and with the
 // sm80-class kernels forced; both must match the reference. The backward runs on the forward's
-// LSE and O, so it checks them too; under "sm90" it is the Hopper backward for dense batches with
-// plain scores (variants, varlen and hdim 193..256 fall back to the sm80 one). Minimal builds run
-// hdim 193..256 cases on the Hopper forward alone.
+// LSE and O, so it checks them too; under "sm90" it is the Hopper backward for dense batches,
+// score variants included (varlen, hdim 193..256 and, in minimal builds, combinations of
+// modifiers fall back to the sm80 one). Minimal builds run hdim 193..256 cases on the Hopper
+// forward alone.
 void check_both_paths(const std::vector<std::pair<AttentionSpec, bool>>& cases, uint64_t seed) {
   if (!hopper_device()) GTEST_SKIP() << "no sm_90 device: the Hopper forward cannot run";
   for (const char* path : {"sm90", "sm80"}) {
@@ -413,9 +414,9 @@ TEST(AttentionGpuSm90, BothPathsMatchReference) {
   check_both_paths(cases, 4000);
 }
 
-// Every score variant on both forward paths (the sm90 one takes the same policies), bf16 hdim
-// 64 and 128; combinations of modifiers only where the build has their sm90 kernel (not minimal:
-// AttentionGpuVariants covers them there on the sm80 fall-back).
+// Every score variant on both paths, forward and backward (the sm90 kernels take the same
+// policies), bf16 hdim 64 and 128; combinations of modifiers only where the build has their sm90
+// kernels (not minimal: AttentionGpuVariants covers them there on the sm80 fall-back).
 TEST(AttentionGpuSm90, VariantsBothPaths) {
   const bool minimal = build_info().kernel_set == "minimal";
   std::vector<std::pair<AttentionSpec, bool>> cases;
@@ -461,6 +462,27 @@ TEST(AttentionGpuSm90, BackwardDeterministicBothPaths) {
       check_deterministic(spec(DType::bf16, 2, 513, 700, 4, 2, 64, causal), 4700 + causal);
       check_deterministic(spec(DType::bf16, 1, 700, 513, 6, 2, 128, causal), 4710 + causal);
     }
+  }
+}
+
+// Deterministic mode with variants on both backward kernels: a window (dQ turns counted from the
+// first key block a query block sees), softcap and ALiBi, dropout (bits redrawn per run) and a
+// block mask (turns count only kept tiles), bitwise equal over runs and right.
+TEST(AttentionGpuSm90, VariantsDeterministicBothPaths) {
+  if (!hopper_device()) GTEST_SKIP() << "no sm_90 device";
+  const VariantCase cases[] = {{"window_softcap", false, 150, 20, 2.f, 0},
+                               {"alibi_causal", true, -1, -1, 0.f, 2},
+                               {"dropout", false, -1, -1, 0.f, 0, 0.2f},
+                               {"blocksparse_causal", true, -1, -1, 0.f, 0, 0.f, 128, 128}};
+  for (const char* path : {"sm90", "sm80"}) {
+    SCOPED_TRACE(path);
+    ScopedPath scoped(path);
+    uint64_t seed = 4900;
+    for (int d : {64, 128})
+      for (const VariantCase& v : cases) {
+        SCOPED_TRACE(v.name);
+        check_deterministic(variant_spec(DType::bf16, d, v, 700, 900), ++seed, 2);
+      }
   }
 }
 
@@ -578,8 +600,9 @@ TEST(AttentionGpuSmall, Sm90AndSm80Paths) {
                     {varlen_spec(256, {3, 130, 0}, {90, 5, 20}, false), false}}, 4300);
 }
 
-// The score variants on both forward paths under the sanitizer: window edges, softcap, ALiBi,
-// dropout (the backward redraws its mask) and a random block mask (about 1/3 of blocks dropped).
+// The score variants on both paths, forward and backward, under the sanitizer: window edges,
+// softcap, ALiBi, dropout (the backward redraws its mask) and a random block mask (about 1/3 of
+// blocks dropped); hdim 64 runs 128-row query blocks in the sm90 backward, hdim 128 64-row ones.
 TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
   const VariantCase window{"window", true, 30, -1, 0.f, 0};
   const VariantCase softcap{"softcap", false, -1, -1, 1.5f, 0};
@@ -587,8 +610,11 @@ TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
   const VariantCase dropout{"dropout", false, -1, -1, 0.f, 0, 0.3f};
   const VariantCase sparse{"blocksparse", true, -1, -1, 0.f, 0, 0.f, 128, 128};
   check_both_paths({{variant_spec(DType::bf16, 128, window, 75, 140), true},
-                    {variant_spec(DType::bf16, 64, softcap, 40, 75), false},
-                    {variant_spec(DType::bf16, 128, alibi, 70, 9), false},
+                    {variant_spec(DType::bf16, 64, softcap, 40, 75), true},
+                    {variant_spec(DType::bf16, 128, softcap, 75, 140), true},
+                    {variant_spec(DType::bf16, 128, alibi, 70, 9), true},
+                    {variant_spec(DType::bf16, 64, alibi, 140, 200), true},
+                    {variant_spec(DType::bf16, 64, dropout, 150, 140), true},
                     {variant_spec(DType::bf16, 128, dropout, 40, 75), true},
                     {variant_spec(DType::bf16, 64, sparse, 150, 300), true}},
                    4500);
@@ -602,6 +628,24 @@ TEST(AttentionGpuSmall, Sm90AndSm80BackwardDeterministic) {
     ScopedPath scoped(path);
     check_deterministic(spec(DType::bf16, 1, 70, 200, 2, 1, 128, true), 4800, 2);
     check_deterministic(spec(DType::bf16, 1, 130, 129, 4, 2, 64, false), 4801, 2);
+  }
+}
+
+// The variants' dQ turns on both backward kernels under the sanitizer: a block mask (turns
+// count kept tiles only) and a window with dropout and softcap.
+TEST(AttentionGpuSmall, Sm90AndSm80VariantsDeterministic) {
+  if (!hopper_device()) GTEST_SKIP() << "no sm_90 device";
+  for (const char* path : {"sm90", "sm80"}) {
+    SCOPED_TRACE(path);
+    ScopedPath scoped(path);
+    check_deterministic(
+        variant_spec(DType::bf16, 64, {"blocksparse", false, -1, -1, 0.f, 0, 0.f, 128, 128}, 300, 400),
+        4850, 2);
+    check_deterministic(
+        variant_spec(DType::bf16, 128, {"window_dropout", false, 60, 10, 0.f, 0, 0.25f}, 150, 270),
+        4851, 2);
+    check_deterministic(variant_spec(DType::bf16, 128, {"window_softcap", true, 70, -1, 2.f, 0}, 140, 200),
+                        4852, 2);
   }
 }
 

@@ -1,6 +1,7 @@
 // The Hopper backward kernel: one CTA per (K/V block, KV head, batch), warp-specialised like the
 // forward (sm90/fwd_kernel.h). Warpgroup 0 is the producer (registers given up with setmaxnreg;
-// one lane of its first warp issues every load), warpgroups 1-2 the consumers (registers raised),
+// one lane of its first warp issues every load; under a block mask the whole warp walks the
+// blocks), warpgroups 1-2 the consumers (registers raised),
 // which run the mainloop's GEMMs and the epilogue. The roles meet only at mbarriers.
 #pragma once
 #include <cutlass/arch/barrier.h>
@@ -39,9 +40,15 @@ struct BwdKernel {
     typename Mainloop::Ring::State st;
     if (cutlass::canonical_warp_group_idx() == 0) {
       cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
-      if (cutlass::canonical_warp_idx_sync() == 0 && cute::elect_one_sync()) {
+      if constexpr (Mainloop::kWarpProducer) {  // the whole warp walks, one lane issues
+        if (cutlass::canonical_warp_idx_sync() == 0) {
+          const bool leader = cute::elect_one_sync();
+          if (leader) Mainloop::prefetch_descriptors(p.mainloop);
+          Mainloop::load(p.mainloop, smem, w, sb, st, leader);
+        }
+      } else if (cutlass::canonical_warp_idx_sync() == 0 && cute::elect_one_sync()) {
         Mainloop::prefetch_descriptors(p.mainloop);
-        Mainloop::load(p.mainloop, smem, w, sb, st);
+        Mainloop::load(p.mainloop, smem, w, sb, st, true);
       }
     } else {
       cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
