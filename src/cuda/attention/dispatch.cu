@@ -200,8 +200,8 @@ constexpr bool kSm90Bwd = (D == 64 || D == 128) && kSm90Fwd<D, P>;
 
 // Why the Hopper kernels cannot run this problem, or null when they can: sm_90a code in the build,
 // an sm_90 device, hdim bucket 64 or 128, or 256 for the forward with plain scores. Both passes
-// take every compiled score policy (minimal builds: not combinations of modifiers); the forward
-// dense or varlen batches, the backward dense ones.
+// take every compiled score policy (minimal builds: not combinations of modifiers), dense or
+// varlen batches.
 const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o, bool backward) {
   constexpr std::string_view archs = FLASHKIT_CUDA_ARCHS;
   if (archs.find("90a") == std::string_view::npos) return "this build has no sm_90a code";
@@ -216,7 +216,6 @@ const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o,
   if (b != 64 && b != 128 && (b != 256 || backward))
     return backward ? "only head dims 33..64 and 97..128 have an sm90 backward"
                     : "only head dims 33..64, 97..128 and 193..256 have an sm90 forward";
-  if (backward && s.varlen) return "varlen batches have no sm90 backward";
 #ifdef FLASHKIT_KERNELS_MINIMAL
   const unsigned m = score_mods(o);
   if (m & (m - 1)) return "combinations of score modifiers have no sm90 kernel in a minimal build";
@@ -226,8 +225,8 @@ const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o,
 
 // The kernel family of a pass. FLASHKIT_ATTENTION_PATH=sm80 forces the sm80-class kernels for
 // forward and backward (so tests cover both on Hopper); =sm90 demands the Hopper forward and fails
-// where it cannot run, and takes the Hopper backward wherever it exists (varlen and hdim 193..256
-// fall back to sm80: that kernel has none); unset or auto takes sm90 wherever it can.
+// where it cannot run, and takes the Hopper backward wherever it exists (hdim 193..256 falls back
+// to sm80: that kernel has none); unset or auto takes sm90 wherever it can.
 bool use_sm90(const AttentionShape& s, const AttentionOptions& o, bool backward) {
   const char* env = std::getenv("FLASHKIT_ATTENTION_PATH");
   const std::string_view want = env && *env ? env : "auto";

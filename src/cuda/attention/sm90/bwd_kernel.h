@@ -13,7 +13,9 @@
 
 namespace flashkit::cuda::attn::sm90 {
 
-template <class Mainloop, class Epilogue, class Scheduler>
+// kVarlen: cu_seqlens give the sequences (Mainloop::seq_bounds); dense otherwise, with the
+// bounds folded from the kernel parameters.
+template <class Mainloop, class Epilogue, class Scheduler, bool kVarlen>
 struct BwdKernel {
   static constexpr int kThreads = 128 + Mainloop::kConsumerThreads;
   static_assert(Mainloop::kConsumerWarpgroups == 2);
@@ -36,7 +38,10 @@ struct BwdKernel {
     }
     __syncthreads();
     const WorkTile w = Scheduler::initial_work(p.scheduler);
-    const SeqBounds sb(nullptr, nullptr, w.batch, p.mainloop.seqlen_q, p.mainloop.seqlen_k);
+    const SeqBounds sb =
+        kVarlen ? Mainloop::seq_bounds(p.mainloop, w)
+                : SeqBounds(nullptr, nullptr, w.batch, p.mainloop.seqlen_q, p.mainloop.seqlen_k);
+    if (kVarlen && !Mainloop::in_sequence(sb, w)) return;  // every role: past the sequence's keys
     typename Mainloop::Ring::State st;
     if (cutlass::canonical_warp_group_idx() == 0) {
       cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
@@ -58,7 +63,7 @@ struct BwdKernel {
                                          Shape<Int<Mainloop::kBlockN>, Int<Mainloop::kHeadDim>>{});
       auto acc_dv = make_fragment_like(acc_dk);
       Mainloop::mma(p.mainloop, smem, w, sb, acc_dk, acc_dv, st, tid);
-      Epilogue::store(p.epilogue, smem, w, acc_dk, acc_dv, tid);
+      Epilogue::store(p.epilogue, smem, w, sb, acc_dk, acc_dv, tid);
     }
   }
 };

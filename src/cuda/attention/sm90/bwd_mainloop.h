@@ -7,6 +7,7 @@
 // directly the A operands of dV += P^T dO and dK += dS^T Q; dS^T also goes to shared memory for
 // dQ = dS K (both warpgroups' keys form its reduction), which is added in fp32 to the scratch
 // accumulator by one bulk reduce per query block (deterministic runs: atomics in key-block turns).
+// Dense or varlen batches (seq_bounds).
 // Every score policy (score_policy.h): the general ones recompute P^T and dS^T with the forward's
 // modifiers, masks and dropout bits through bwd_probs on the transposed tile, and both roles skip
 // the (query block, key block) tiles a block mask drops.
@@ -62,9 +63,9 @@ struct BwdMainloop {
   using TiledMmaSdP = TiledMmaSS<Element, 2, kBlockN, kBlockM, kHeadDim>;
   using TiledMmadKV = TiledMmaRS<Element, 2, kBlockN, kHeadDim, kBlockM>;
   static constexpr int kDqWgM = kBlockM / 64;
-  // See mma(); the general policies' P^T and dS^T come from one pass (softcap's 1 - t^2 and the
-  // dropout bits serve both), so they wait for dP^T's GEMM as at block_m 128.
-  static constexpr bool kOverlapP = kBlockM == 64 && Policy::kPlain;
+  // See mma(); softcap's P^T and dS^T come from one pass (each score's 1 - t^2 serves dS^T), so
+  // it waits for dP^T's GEMM as at block_m 128.
+  static constexpr bool kOverlapP = kBlockM == 64 && Policy::kSplitProbs;
   // A block mask's skip scan is a warp ballot: the producer's whole first warp walks the blocks.
   static constexpr bool kWarpProducer = Policy::kHasBlockMask;
   using TiledMmadQ = decltype(make_tiled_mma(
@@ -111,7 +112,9 @@ struct BwdMainloop {
     TmaQ tma_q, tma_do;
     TmaKV tma_k, tma_v;
     sm80::BwdScratch ws;
+    const int *cu_seqlens_q, *cu_seqlens_k;  // null: dense
     int seqlen_q, seqlen_k, head_dim, heads, h_ratio, batch, num_m_blocks;
+    int rows_q, rows_k, tma_batch;  // the TMA tensors' extents (GmemExtent)
     float scale, scale_log2;
     bool deterministic;
     typename Policy::Params score;
@@ -129,6 +132,8 @@ struct BwdMainloop {
             tma(a.k, a.kv_heads, true, a.k_stride, SmemKV{}, TileKV{}),
             tma(a.v, a.kv_heads, true, a.v_stride, SmemKV{}, TileKV{}),
             ws,
+            a.cu_seqlens_q,
+            a.cu_seqlens_k,
             a.seqlen_q,
             a.seqlen_k,
             a.head_dim,
@@ -136,10 +141,25 @@ struct BwdMainloop {
             a.heads / a.kv_heads,
             a.batch,
             ceil_div(a.seqlen_q, kBlockM),
+            gmem_extent(a, false, a.q_stride).rows,
+            gmem_extent(a, true, a.k_stride).rows,
+            gmem_extent(a, false, a.q_stride).batch,
             a.softmax_scale,
             a.softmax_scale * float(M_LOG2E),
             a.deterministic,
             Policy::to_params(a)};
+  }
+
+  // Sequence w.batch's lengths and first tokens. A varlen grid covers the longest sequence's
+  // keys: CTAs past a shorter one's end have nothing to do (`in_sequence`); tiles read rows of
+  // the next sequence as the forward's do (sm90/fwd_mainloop.h): the masks give its keys P = 0,
+  // its query rows get the chunk padding's LSE +inf and D 0 (so P = dS = 0), and the epilogue
+  // stores only this sequence's dK and dV rows.
+  __device__ static SeqBounds seq_bounds(const Params& p, const WorkTile& w) {
+    return SeqBounds(p.cu_seqlens_q, p.cu_seqlens_k, w.batch, p.seqlen_q, p.seqlen_k);
+  }
+  __device__ static bool in_sequence(const SeqBounds& sb, const WorkTile& w) {
+    return w.block * kBlockN < sb.seqlen_k;
   }
 
   // One thread, before the block-wide barrier that publishes it.
@@ -179,11 +199,15 @@ struct BwdMainloop {
   __device__ static void load(const Params& p, SharedStorage& smem, const WorkTile& w,
                               const SeqBounds& sb, typename Ring::State& st, bool leader) {
     const int b = w.batch, kv_head = w.head;
-    const GmemShape shape_q{p.seqlen_q, p.head_dim, p.heads, p.batch};
-    const GmemShape shape_k{p.seqlen_k, p.head_dim, p.heads / p.h_ratio, p.batch};
-    Tensor gK = local_tile(p.tma_k.get_tma_tensor(shape_k)(_, _, kv_head, b), TileKV{},
+    const int tb = sb.varlen ? 0 : b;  // the TMA tensors' batch coordinate
+    const GmemShape shape_q{p.rows_q, p.head_dim, p.heads, p.tma_batch};
+    const GmemShape shape_k{p.rows_k, p.head_dim, p.heads / p.h_ratio, p.tma_batch};
+    // (row, col) coordinates start at the sequence's first token (0 when dense).
+    auto seq_q = [&](auto t) { return domain_offset(make_coord(sb.q_start, _0{}), t); };
+    auto seq_k = [&](auto t) { return domain_offset(make_coord(sb.k_start, _0{}), t); };
+    Tensor gK = local_tile(seq_k(p.tma_k.get_tma_tensor(shape_k)(_, _, kv_head, tb)), TileKV{},
                            make_coord(w.block, _0{}));
-    Tensor gV = local_tile(p.tma_v.get_tma_tensor(shape_k)(_, _, kv_head, b), TileKV{},
+    Tensor gV = local_tile(seq_k(p.tma_v.get_tma_tensor(shape_k)(_, _, kv_head, tb)), TileKV{},
                            make_coord(w.block, _0{}));
     Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});
     Tensor sV = make_tensor(make_smem_ptr(smem.v), LayoutKV{});
@@ -204,10 +228,10 @@ struct BwdMainloop {
       const int h = kv_head * p.h_ratio + g;
       const Policy pol(p.score, sb, b, h, p.scale);
       const QueryWalk walk(p, pol, w.block);
-      Tensor tQg = cq.partition_S(local_tile(p.tma_q.get_tma_tensor(shape_q)(_, _, h, b), TileQ{},
-                                             make_coord(_, _0{})));  // (TMA, .., m)
-      Tensor tdOg = cdo.partition_S(
-          local_tile(p.tma_do.get_tma_tensor(shape_q)(_, _, h, b), TileQ{}, make_coord(_, _0{})));
+      Tensor tQg = cq.partition_S(local_tile(seq_q(p.tma_q.get_tma_tensor(shape_q)(_, _, h, tb)),
+                                             TileQ{}, make_coord(_, _0{})));  // (TMA, .., m)
+      Tensor tdOg = cdo.partition_S(local_tile(
+          seq_q(p.tma_do.get_tma_tensor(shape_q)(_, _, h, tb)), TileQ{}, make_coord(_, _0{})));
       for (int i = walk.next(0); i < walk.count; i = walk.next(i + 1)) {
         const int m = walk.at(i);
         if (leader) {
@@ -294,9 +318,11 @@ struct BwdMainloop {
         wgmma<true>(mma_sdp, tSrK, tSrQ(_, _, _, stage), acc_s);
         wgmma<true>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), acc_dp);
 
-        // P^T = exp2(S^T scale log2(e) - LSE), masked where needed, and dS^T = P^T (dP^T - D).
-        // At block_m 64 the exponentials run while dP^T's GEMM does; at 128 (hdim 64) dP^T's
-        // accumulator in flight beside P^T's would spill, so both wait for it.
+        // P^T = exp2(S^T scale log2(e) - LSE) with the policy's modifiers and masks, and dS^T =
+        // P^T (dP^T - D) (dropout and softcap's 1 - t^2 in the policy). At block_m 64 the
+        // exponentials (and dropout draws) run while dP^T's GEMM does, the dropout bits passed
+        // on to dS^T; at 128 (hdim 64) dP^T's accumulator in flight beside P^T's would spill, so
+        // both wait for it, as softcap does (its t would have to be kept per score).
         Tensor s = colrow_view(acc_s);
         Tensor dp = colrow_view(acc_dp);
         // The element mask runs only where this warpgroup's 64 keys cross the diagonal or seqlen_k.
@@ -306,10 +332,11 @@ struct BwdMainloop {
           warpgroup_wait<1>();
           warpgroup_fence_operand(acc_s);
           release_stage(smem, prev_stage);
-          pol.bwd_p(s, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale_log2, lse);
+          const auto keep = pol.template bwd_p<true>(s, tScS, m * kBlockM, n_block * kBlockN,
+                                                     mask, p.scale_log2, lse);
           warpgroup_wait<0>();
           warpgroup_fence_operand(acc_dp);
-          Policy::bwd_ds(s, dp, d_row);
+          pol.template bwd_ds<true>(s, dp, tScS, d_row, keep);
         } else {
           warpgroup_wait<0>();
           pol.template bwd_probs<true>(s, dp, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale,
