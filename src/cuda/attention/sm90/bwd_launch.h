@@ -33,11 +33,11 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   const bool lpt = Policy::kCausal || a.causal || a.window_right >= 0;
   const size_t q_bytes =
       size_t(a.seqlen_q) * (a.heads / a.kv_heads) * kHeadDim * (2 * sizeof(Element) + 4);
-  typename Kernel::Params params{
-      Mainloop::to_params(a, ws), Epilogue::to_params(a),
-      SingleTileScheduler::to_params({ceil_div(a.seqlen_k, t.block_n), a.kv_heads, a.batch, false,
-                                      lpt ? l2_pair_group(q_bytes) : 1})};
   auto launch = [&]<class K>() {
+    typename K::Params params{
+        Mainloop::to_params(a, ws), Epilogue::to_params(a),
+        SingleTileScheduler::to_params({ceil_div(a.seqlen_k, t.block_n), a.kv_heads, a.batch,
+                                        false, lpt ? l2_pair_group(q_bytes) : 1})};
     constexpr auto kernel = sm90::run_kernel_sm90<K>;
     ensure_smem_limit<kernel>(K::kSmemBytes);
     kernel<<<SingleTileScheduler::grid_shape(params.scheduler), K::kThreads, K::kSmemBytes,
