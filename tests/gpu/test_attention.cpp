@@ -231,9 +231,10 @@ AttentionSpec varlen_spec(int d, std::vector<int> lens_q, std::vector<int> lens_
 
 // Runs each case with the Hopper forward demanded (an Error if it did not run) and with the
 // sm80-class kernels forced; both must match the reference. The backward runs on the forward's
-// LSE and O, so it checks them too; under "sm90" it is the Hopper backward for dense batches with
-// plain scores (variants, varlen and hdim 193..256 fall back to the sm80 one). Minimal builds run
-// hdim 193..256 cases on the Hopper forward alone.
+// LSE and O, so it checks them too; under "sm90" it is the Hopper backward for dense batches,
+// score variants and varlen included (hdim 193..256 and, in minimal builds, combinations of
+// modifiers fall back to the sm80 one). Minimal builds run hdim 193..256 cases on the Hopper
+// forward alone.
 void check_both_paths(const std::vector<std::pair<AttentionSpec, bool>>& cases, uint64_t seed) {
   if (!hopper_device()) GTEST_SKIP() << "no sm_90 device: the Hopper forward cannot run";
   for (const char* path : {"sm90", "sm80"}) {
@@ -414,14 +415,14 @@ TEST(AttentionGpuSm90, BothPathsMatchReference) {
     cases.push_back({spec(DType::bf16, 2, 777, 2050, 6, 1, 128, causal), false});
     // Varlen: tiles that read past their sequence into the next one (and past the last token).
     cases.push_back({varlen_spec(64, {1, 130, 257, 64, 300}, {65, 17, 300, 64, 129}, causal), true});
-    cases.push_back({varlen_spec(128, {500, 129, 7}, {128, 640, 1}, causal), false});
+    cases.push_back({varlen_spec(128, {500, 129, 7}, {128, 640, 1}, causal), true});
   }
   check_both_paths(cases, 4000);
 }
 
-// Every score variant on both forward paths (the sm90 one takes the same policies), bf16 hdim
-// 64 and 128; combinations of modifiers only where the build has their sm90 kernel (not minimal:
-// AttentionGpuVariants covers them there on the sm80 fall-back).
+// Every score variant on both paths, forward and backward (the sm90 kernels take the same
+// policies), bf16 hdim 64 and 128; combinations of modifiers only where the build has their sm90
+// kernels (not minimal: AttentionGpuVariants covers them there on the sm80 fall-back).
 TEST(AttentionGpuSm90, VariantsBothPaths) {
   const bool minimal = build_info().kernel_set == "minimal";
   std::vector<std::pair<AttentionSpec, bool>> cases;
@@ -467,6 +468,49 @@ TEST(AttentionGpuSm90, BackwardDeterministicBothPaths) {
       check_deterministic(spec(DType::bf16, 2, 513, 700, 4, 2, 64, causal), 4700 + causal);
       check_deterministic(spec(DType::bf16, 1, 700, 513, 6, 2, 128, causal), 4710 + causal);
     }
+  }
+}
+
+// Varlen with each score modifier on both paths, forward and backward: per-sequence window and
+// ALiBi alignment, dropout counters and block-mask grids per sequence, key blocks whose tile
+// reads the next sequence's keys (masked) and query blocks reading its rows (LSE padding), a
+// sequence without queries (dK = dV = 0 stored) and one without keys.
+TEST(AttentionGpuSm90, VarlenVariantsBothPaths) {
+  std::vector<std::pair<AttentionSpec, bool>> cases;
+  for (int d : {64, 128}) {
+    AttentionSpec s = varlen_spec(d, {1, 130, 257, 0, 300, 20}, {65, 17, 300, 90, 129, 0}, false);
+    s.window_left = 40, s.window_right = 7;
+    cases.push_back({s, true});
+    s.causal = true, s.window_right = -1, s.softcap = 2.f;
+    cases.push_back({s, true});
+    s.softcap = 0.f, s.alibi_dims = 2, s.window_left = -1;
+    cases.push_back({s, true});
+    s.alibi_dims = 0, s.causal = false, s.dropout_p = 0.3f;
+    cases.push_back({s, true});
+    s.dropout_p = 0.f, s.block_q = s.block_k = 128;
+    cases.push_back({s, true});
+  }
+  check_both_paths(cases, 5000);
+}
+
+// Deterministic mode with variants on both backward kernels: a window (dQ turns counted from the
+// first key block a query block sees), softcap and ALiBi, dropout (bits redrawn per run) and a
+// block mask (turns count only kept tiles), bitwise equal over runs and right.
+TEST(AttentionGpuSm90, VariantsDeterministicBothPaths) {
+  if (!hopper_device()) GTEST_SKIP() << "no sm_90 device";
+  const VariantCase cases[] = {{"window_softcap", false, 150, 20, 2.f, 0},
+                               {"alibi_causal", true, -1, -1, 0.f, 2},
+                               {"dropout", false, -1, -1, 0.f, 0, 0.2f},
+                               {"blocksparse_causal", true, -1, -1, 0.f, 0, 0.f, 128, 128}};
+  for (const char* path : {"sm90", "sm80"}) {
+    SCOPED_TRACE(path);
+    ScopedPath scoped(path);
+    uint64_t seed = 4900;
+    for (int d : {64, 128})
+      for (const VariantCase& v : cases) {
+        SCOPED_TRACE(v.name);
+        check_deterministic(variant_spec(DType::bf16, d, v, 300, 420), ++seed, 2);
+      }
   }
 }
 
@@ -603,14 +647,15 @@ TEST(AttentionGpuSmall, Sm90AndSm80Paths) {
                     {spec(DType::bf16, 1, 200, 70, 2, 1, 128, true), true},
                     {spec(DType::bf16, 1, 16, 40, 140, 70, 64, false), false},
                     {varlen_spec(64, {3, 70, 0, 33}, {90, 5, 20, 1}, true), true},
-                    {varlen_spec(128, {130, 1, 64}, {17, 129, 200}, false), false},
+                    {varlen_spec(128, {130, 1, 64}, {17, 129, 200}, false), true},
                     {spec(DType::bf16, 1, 200, 170, 2, 1, 256, true), true},
                     {spec(DType::bf16, 1, 300, 40, 48, 16, 256, true), false},
                     {varlen_spec(256, {3, 130, 0}, {90, 5, 20}, false), false}}, 4300);
 }
 
-// The score variants on both forward paths under the sanitizer: window edges, softcap, ALiBi,
-// dropout (the backward redraws its mask) and a random block mask (about 1/3 of blocks dropped).
+// The score variants on both paths, forward and backward, under the sanitizer: window edges,
+// softcap, ALiBi, dropout (the backward redraws its mask) and a random block mask (about 1/3 of
+// blocks dropped); hdim 64 runs 128-row query blocks in the sm90 backward, hdim 128 64-row ones.
 TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
   const VariantCase window{"window", true, 30, -1, 0.f, 0};
   const VariantCase softcap{"softcap", false, -1, -1, 1.5f, 0};
@@ -618,8 +663,10 @@ TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
   const VariantCase dropout{"dropout", false, -1, -1, 0.f, 0, 0.3f};
   const VariantCase sparse{"blocksparse", true, -1, -1, 0.f, 0, 0.f, 128, 128};
   check_both_paths({{variant_spec(DType::bf16, 128, window, 75, 140), true},
-                    {variant_spec(DType::bf16, 64, softcap, 40, 75), false},
-                    {variant_spec(DType::bf16, 128, alibi, 70, 9), false},
+                    {variant_spec(DType::bf16, 64, softcap, 40, 75), true},
+                    {variant_spec(DType::bf16, 128, softcap, 75, 140), true},
+                    {variant_spec(DType::bf16, 128, alibi, 70, 9), true},
+                    {variant_spec(DType::bf16, 64, dropout, 70, 140), true},
                     {variant_spec(DType::bf16, 128, dropout, 40, 75), true},
                     {variant_spec(DType::bf16, 64, sparse, 150, 300), true}},
                    4500);
@@ -644,12 +691,44 @@ TEST(AttentionGpuSmall, Sm90AndSm80BackwardDeterministic) {
   }
 }
 
+// The variants' dQ turns on both backward kernels under the sanitizer: a block mask (turns
+// count kept tiles only) and a window with dropout.
+TEST(AttentionGpuSmall, Sm90AndSm80VariantsDeterministic) {
+  if (!hopper_device()) GTEST_SKIP() << "no sm_90 device";
+  for (const char* path : {"sm90", "sm80"}) {
+    SCOPED_TRACE(path);
+    ScopedPath scoped(path);
+    check_deterministic(
+        variant_spec(DType::bf16, 64, {"blocksparse", false, -1, -1, 0.f, 0, 0.f, 128, 128}, 150, 300),
+        4850, 2);
+    check_deterministic(
+        variant_spec(DType::bf16, 128, {"window_dropout", false, 60, 10, 0.f, 0, 0.25f}, 100, 270),
+        4851, 2);
+  }
+}
+
 TEST(AttentionGpuSmall, VarlenDeterministic) {
   AttentionSpec s = spec(DType::bf16, 0, 0, 0, 2, 1, 64, true);
   s.lens_q = {3, 70};
   s.lens_k = {90, 5};
   AttentionCase c(s, 71);
   expect_grads_close(c, run_gpu(c, false, true));
+}
+
+// Varlen on both backward kernels under the sanitizer: a window with softcap, dropout (dQ in
+// deterministic turns too), key tiles reading into the next sequence and past the last token.
+TEST(AttentionGpuSmall, Sm90AndSm80VarlenVariants) {
+  if (!hopper_device()) GTEST_SKIP() << "no sm_90 device";
+  AttentionSpec s = varlen_spec(128, {3, 70, 0, 140}, {150, 5, 20, 130}, true);
+  s.window_left = 30, s.softcap = 1.5f;
+  AttentionSpec dr = varlen_spec(64, {3, 200, 33}, {90, 140, 0}, false);
+  dr.dropout_p = 0.25f;
+  check_both_paths({{s, true}, {dr, true}}, 5100);
+  for (const char* path : {"sm90", "sm80"}) {
+    SCOPED_TRACE(path);
+    ScopedPath scoped(path);
+    check_deterministic(dr, 5110, 2);
+  }
 }
 
 // Every variant at once on small varlen GQA shapes, dropout and a block mask alone, and a window

@@ -195,6 +195,9 @@ constexpr bool kSm90Fwd = D == 256 ? kPlain<P>
 #else
 constexpr bool kSm90Fwd = D == 256 ? kPlain<P> : D == 64 || D == 128;
 #endif
+// The Hopper backward: hdim 64 and 128 with the forward's policies there.
+template <int D, class P>
+constexpr bool kSm90Bwd = (D == 64 || D == 128) && kSm90Fwd<D, P>;
 
 // The Hopper kernels come in three head-dim buckets: 64, 128 and 256. Head dims of the sm80
 // path's 32, 96 and 192 buckets run in the next one up, their tail zero-filled by TMA (the extra
@@ -202,9 +205,9 @@ constexpr bool kSm90Fwd = D == 256 ? kPlain<P> : D == 64 || D == 128;
 int sm90_bucket(int hdim) { return hdim <= 64 ? 64 : hdim <= 128 ? 128 : 256; }
 
 // Why the Hopper kernels cannot run this problem, or null when they can: sm_90a code in the build,
-// an sm_90 device, hdim <= 128, or <= 256 for the forward with plain scores. The forward
-// takes every compiled score policy (dense or varlen); the backward only plain scores (causal or
-// not, the kPlain policies) on dense batches.
+// an sm_90 device, hdim <= 128, or <= 256 for the forward with plain scores. Both passes take
+// every compiled score policy (minimal builds: not combinations of modifiers), dense or varlen
+// batches.
 const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o, bool backward) {
   constexpr std::string_view archs = FLASHKIT_CUDA_ARCHS;
   if (archs.find("90a") == std::string_view::npos) return "this build has no sm_90a code";
@@ -217,11 +220,6 @@ const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o,
   if (b == 256 && backward) return "head dims above 128 have no sm90 backward";
   if (b == 256 && variant)
     return "head dims above 128 have an sm90 forward for plain scores (causal or not) only";
-  if (backward) {
-    if (variant) return "score variants have no sm90 backward";
-    if (s.varlen) return "varlen batches have no sm90 backward";
-    return nullptr;
-  }
 #ifdef FLASHKIT_KERNELS_MINIMAL
   const unsigned m = score_mods(o);
   if (m & (m - 1)) return "combinations of score modifiers have no sm90 kernel in a minimal build";
@@ -231,8 +229,8 @@ const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o,
 
 // The kernel family of a pass. FLASHKIT_ATTENTION_PATH=sm80 forces the sm80-class kernels for
 // forward and backward (so tests cover both on Hopper); =sm90 demands the Hopper forward and fails
-// where it cannot run, and takes the Hopper backward wherever it exists (variants and varlen fall
-// back to sm80: that kernel has none); unset or auto takes sm90 wherever it can.
+// where it cannot run, and takes the Hopper backward wherever it exists (hdim 193..256 falls back
+// to sm80: that kernel has none); unset or auto takes sm90 wherever it can.
 bool use_sm90(const AttentionShape& s, const AttentionOptions& o, bool backward) {
   const char* env = std::getenv("FLASHKIT_ATTENTION_PATH");
   const std::string_view want = env && *env ? env : "auto";
@@ -302,7 +300,7 @@ void attention_backward(const AttentionShape& s, const TensorView& q, const Tens
                           "attention_backward");
   const bool sm90 = use_sm90(s, opts, true);
   dispatch(s, opts, sm90 ? sm90_bucket(s.hdim) : attn::hdim_bucket(s.hdim), [&]<class E, int D, class P>() {
-    if constexpr ((D == 64 || D == 128) && kPlain<P>)
+    if constexpr (kSm90Bwd<D, P>)
       if (sm90) return attn::run_bwd_sm90<E, D, P>(a, stream);
     if constexpr (kSm80Built<D>) attn::run_bwd_sm80<E, D, P>(a, stream);
     else not_compiled(s.hdim);

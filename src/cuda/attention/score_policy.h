@@ -40,6 +40,7 @@ struct PlainScores {
   static constexpr bool kCausal = kCausal_;
   static constexpr bool kPlain = true;        // masks only (tile shapes may assume it)
   static constexpr bool kNarrowKeys = false;  // forward key steps: the tile config's full width
+  static constexpr bool kHasBlockMask = false;
   struct Params {};
   static Params to_params(const AttnArguments&) { return {}; }
 
@@ -121,16 +122,19 @@ struct PlainScores {
   // s: raw scores -> P = exp(scale s - lse); dp: dP -> dS = P (dP - D), the gradient w.r.t. the
   // scaled score. lse_log2 / d_row hold each of the thread's rows' LSE (log2 units) and D. The
   // two halves are also called apart (the sm90 backward overlaps each with a GEMM).
-  template <class S, class Coord, class Rows>
+  // kKeysAlongM: the tile is held transposed (GeneralScores::keep_bits_t; unused here).
+  static constexpr bool kSplitProbs = true;  // bwd_p / bwd_ds may run apart
+  struct NoBits {};                          // what bwd_p hands bwd_ds: nothing
+  template <bool kKeysAlongM = false, class S, class Coord, class Rows>
   __device__ __forceinline__ void bwd_probs(S& s, S& dp, const Coord& coord, int row0, int col0,
                                             bool mask, float, float scale_log2,
                                             const Rows& lse_log2, const Rows& d_row) const {
     bwd_p(s, coord, row0, col0, mask, scale_log2, lse_log2);
     bwd_ds(s, dp, d_row);
   }
-  template <class S, class Coord, class Rows>
-  __device__ __forceinline__ void bwd_p(S& s, const Coord& coord, int row0, int col0, bool mask,
-                                        float scale_log2, const Rows& lse_log2) const {
+  template <bool kKeysAlongM = false, class S, class Coord, class Rows>
+  __device__ __forceinline__ NoBits bwd_p(S& s, const Coord& coord, int row0, int col0, bool mask,
+                                          float scale_log2, const Rows& lse_log2) const {
     CUTE_UNROLL
     for (int r = 0; r < cute::size<0>(s); ++r) {
       CUTE_UNROLL
@@ -144,6 +148,12 @@ struct PlainScores {
         s(r, c) = exp2f(x);
       }
     }
+    return {};
+  }
+  template <bool kKeysAlongM = false, class S, class Coord, class Rows>
+  __device__ __forceinline__ void bwd_ds(S& p, S& dp, const Coord&, const Rows& d_row,
+                                         NoBits) const {
+    bwd_ds(p, dp, d_row);
   }
   template <class S, class Rows>
   static __device__ __forceinline__ void bwd_ds(const S& p, S& dp, const Rows& d_row) {
@@ -426,48 +436,157 @@ struct GeneralScores {
     return dropout_on() ? p->keep_scale : 1.f;
   }
 
-  // Backward: s: raw scores -> P with dropout, Pd = P z (z = keep / (1 - p)); dp: dO V^T ->
-  // dS = P (dP z - D) (1 - t^2), the gradient w.r.t. scale * q.k (ALiBi is a constant shift;
-  // softcap's derivative is 1 - t^2 with t = tanh of the capped argument).
-  template <class S, class Coord, class Rows>
-  __device__ __forceinline__ void bwd_probs(S& s, S& dp, const Coord& coord, int row0, int col0,
-                                            bool mask, float, float scale_log2,
-                                            const Rows& lse_log2, const Rows& d_row) const {
-    constexpr int kCols = decltype(cute::size<1>(s))::value;
-    const bool drop = dropout_on();
-    const float z = kHasDropout ? p->keep_scale : 1.f;
+  // Keep bits of a tile held transposed, keys along the wgmma's M (the sm90 backward's S^T): a
+  // thread of the 64 x N accumulator holds keys k, k + 8 (k = 16 warp + lane / 4) and queries
+  // q + {0, 1} + 8 j (q = 2 (lane % 4)). One Philox call gives 4 consecutive keys of one query,
+  // which lanes lane ^ {4, 8, 12} hold: lane i of such a quad (i = lane / 4 % 4) draws, for every
+  // query pair j, the word of query q + 8 j + (i & 1) and keys k + 8 (i >> 1) rounded down to 4
+  // (the quad's 4 words of that pair, so still one call per 4 scores), then 4 shuffles transpose
+  // the quad's words so each lane keeps its own key's bit of each: bit 4 j + src, src = the
+  // lane that drew it, is query offset 8 j + (src & 1), key offset 8 (src >> 1) (bit_t below).
+  template <class S, class Coord>
+  __device__ __forceinline__ auto keep_bits_t(const S& s, const Coord& coord, int row0,
+                                              int col0) const {
+    constexpr int kElems = decltype(cute::size(s))::value;
+    static_assert(!kHasDropout || (kElems % 4 == 0 && kElems <= 64),
+                  "a thread's tile exceeds the keep word");
+    using Bits = std::conditional_t<(kElems <= 32), uint32_t, uint64_t>;
+    const int lane = int(threadIdx.x % 32), i = (lane >> 2) & 3;
+    const int q = row0 + cute::get<0>(coord(0, 0)) + (i & 1);
+    const int k4 = (col0 + cute::get<1>(coord(0, 0)) + 8 * (i >> 1)) >> 2;
+    Bits drawn = 0;
+    CUTE_UNROLL
+    for (int j = 0; j < kElems / 4; ++j) {
+      const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, q + 8 * j, k4);
+      CUTE_UNROLL
+      for (int e = 0; e < 4; ++e) drawn |= Bits(d.x[e] >= p->drop_threshold) << (4 * j + e);
+    }
+    constexpr Bits kEvery4 = Bits(0x1111111111111111ull);
+    Bits keep = 0;
+    CUTE_UNROLL
+    for (int src = 0; src < 4; ++src) {
+      const Bits w = __shfl_sync(0xffffffffu, drawn, (lane & ~12) | (src << 2));
+      keep |= ((w >> i) & kEvery4) << src;
+    }
+    return keep;
+  }
+  // The bit of element (r, c) in keep_bits_t's word.
+  template <class Coord>
+  static __device__ __forceinline__ int bit_t(const Coord& coord, int r, int c) {
+    const int qo = cute::get<0>(coord(r, c)) - cute::get<0>(coord(0, 0));
+    const int ko = cute::get<1>(coord(r, c)) - cute::get<1>(coord(0, 0));
+    return 4 * (qo >> 3) + 2 * (ko >> 3) + (qo & 1);
+  }
+
+  // The thread's dropout bits of the tile in keep_bits' (m16n8) or keep_bits_t's (kKeysAlongM)
+  // pattern, and the bit of element (r, c) in them. 0 when dropout is off.
+  template <bool kKeysAlongM, class S, class Coord>
+  __device__ __forceinline__ auto bwd_keep(const S& s, const Coord& coord, int row0,
+                                           int col0) const {
     decltype(keep_bits(s, coord, row0, col0)) keep = 0;
-    if (drop) keep = keep_bits(s, coord, row0, col0);
-    const int col_base = cute::get<1>(coord(0, 0));  // see fwd_scores' ALiBi
+    if (dropout_on()) {
+      if constexpr (kKeysAlongM) keep = keep_bits_t(s, coord, row0, col0);
+      else keep = keep_bits(s, coord, row0, col0);
+    }
+    return keep;
+  }
+  template <bool kKeysAlongM, class S, class Coord>
+  static __device__ __forceinline__ int keep_bit(const S&, const Coord& coord, int r, int c) {
+    if constexpr (kKeysAlongM) return bit_t(coord, r, c);
+    else return r * decltype(cute::size<1>(std::declval<S>()))::value + c;
+  }
+
+  // P (before dropout) of the tile's scores s in place, and softcap's t of each in t_of (a
+  // callable (r, c, t); t = 0 when off). ALiBi's distance: one base per tile plus each element's
+  // compile-time (row - col) offset.
+  template <class S, class Coord, class Rows, class TOf>
+  __device__ __forceinline__ void bwd_p_with(S& s, const Coord& coord, int row0, int col0,
+                                             bool mask, float scale_log2, const Rows& lse_log2,
+                                             TOf&& t_of) const {
+    const int row_base = cute::get<0>(coord(0, 0)), col_base = cute::get<1>(coord(0, 0));
+    const float dist_base = float(row0 + row_base + diag - col0 - col_base);
     CUTE_UNROLL
     for (int r = 0; r < cute::size<0>(s); ++r) {
       const int row = row0 + cute::get<0>(coord(r, 0));
-      const float dist0 = float(row + diag - col0 - col_base);
       int lo = 0, hi = 0;
       if (mask) visible_cols(row, col0, lo, hi);
       CUTE_UNROLL
       for (int c = 0; c < cute::size<1>(s); ++c) {
         const int col = cute::get<1>(coord(r, c));
-        if (drop) dp(r, c) = (keep >> (r * kCols + c)) & 1 ? dp(r, c) * z : 0.f;
         float x = s(r, c), t = 0.f;
         if (kHasSoftcap && cap_in != 0.f) {
           t = tanh_abs_accurate(x * cap_in);
           x = cap_out * t;
         }
-        if constexpr (kHasAlibi) x -= slope * fabsf(dist0 - float(col - col_base));
+        if constexpr (kHasAlibi) {
+          const int off = (cute::get<0>(coord(r, c)) - row_base) - (col - col_base);
+          x -= slope * fabsf(dist_base + float(off));
+        }
         x = x * scale_log2 - lse_log2[r];
         if (mask && (col < lo || col > hi)) x = -INFINITY;
-        const float pr = exp2f(x);
-        s(r, c) = pr;
-        dp(r, c) = pr * (dp(r, c) - d_row[r]) * (1.f - t * t);
+        s(r, c) = exp2f(x);
+        t_of(r, c, t);
       }
     }
-    if (drop) {  // P -> Pd for dV (dS above used the undropped P)
-      CUTE_UNROLL
-      for (int r = 0; r < cute::size<0>(s); ++r)
-        CUTE_UNROLL
-        for (int c = 0; c < kCols; ++c) s(r, c) = (keep >> (r * kCols + c)) & 1 ? s(r, c) * z : 0.f;
+  }
+
+  // Backward: s: raw scores -> P with dropout, Pd = P z (z = keep / (1 - p)); dp: dO V^T ->
+  // dS = P (dP z - D) (1 - t^2), the gradient w.r.t. scale * q.k (ALiBi is a constant shift;
+  // softcap's derivative is 1 - t^2 with t = tanh of the capped argument). kKeysAlongM: the tile
+  // is held transposed (keep_bits_t's pattern) instead of in m16n8's (keep_bits').
+  template <bool kKeysAlongM = false, class S, class Coord, class Rows>
+  __device__ __forceinline__ void bwd_probs(S& s, S& dp, const Coord& coord, int row0, int col0,
+                                            bool mask, float, float scale_log2,
+                                            const Rows& lse_log2, const Rows& d_row) const {
+    if constexpr (kSplitProbs) {
+      bwd_ds<kKeysAlongM>(s, dp, coord, d_row,
+                          bwd_p<kKeysAlongM>(s, coord, row0, col0, mask, scale_log2, lse_log2));
+    } else {  // softcap: dS takes each score's 1 - t^2, computed beside P
+      const auto keep = bwd_keep<kKeysAlongM>(s, coord, row0, col0);
+      const float z = kHasDropout ? p->keep_scale : 1.f;
+      bwd_p_with(s, coord, row0, col0, mask, scale_log2, lse_log2, [&](int r, int c, float t) {
+        float g = dp(r, c);
+        if (dropout_on()) g = (keep >> keep_bit<kKeysAlongM>(s, coord, r, c)) & 1 ? g * z : 0.f;
+        dp(r, c) = s(r, c) * (g - d_row[r]) * (1.f - t * t);
+      });
+      drop_p<kKeysAlongM>(s, coord, keep);
     }
+  }
+  // The two halves apart, where no per-score state but the dropout bits passes between them (no
+  // softcap): the sm90 backward computes P^T while dP^T's GEMM runs.
+  static constexpr bool kSplitProbs = !kHasSoftcap;
+  template <bool kKeysAlongM = false, class S, class Coord, class Rows>
+  __device__ __forceinline__ auto bwd_p(S& s, const Coord& coord, int row0, int col0, bool mask,
+                                        float scale_log2, const Rows& lse_log2) const {
+    const auto keep = bwd_keep<kKeysAlongM>(s, coord, row0, col0);
+    bwd_p_with(s, coord, row0, col0, mask, scale_log2, lse_log2, [](int, int, float) {});
+    return keep;
+  }
+  template <bool kKeysAlongM = false, class S, class Coord, class Rows, class Keep>
+  __device__ __forceinline__ void bwd_ds(S& s, S& dp, const Coord& coord, const Rows& d_row,
+                                         Keep keep) const {
+    const float z = kHasDropout ? p->keep_scale : 1.f;
+    CUTE_UNROLL
+    for (int r = 0; r < cute::size<0>(s); ++r) {
+      CUTE_UNROLL
+      for (int c = 0; c < cute::size<1>(s); ++c) {
+        float g = dp(r, c);
+        if (dropout_on()) g = (keep >> keep_bit<kKeysAlongM>(s, coord, r, c)) & 1 ? g * z : 0.f;
+        dp(r, c) = s(r, c) * (g - d_row[r]);
+      }
+    }
+    drop_p<kKeysAlongM>(s, coord, keep);
+  }
+  // P -> Pd = P z for dV (dS used the undropped P).
+  template <bool kKeysAlongM, class S, class Coord, class Keep>
+  __device__ __forceinline__ void drop_p(S& s, const Coord& coord, Keep keep) const {
+    if (!dropout_on()) return;
+    const float z = p->keep_scale;
+    CUTE_UNROLL
+    for (int r = 0; r < cute::size<0>(s); ++r)
+      CUTE_UNROLL
+      for (int c = 0; c < cute::size<1>(s); ++c)
+        s(r, c) = (keep >> keep_bit<kKeysAlongM>(s, coord, r, c)) & 1 ? s(r, c) * z : 0.f;
   }
 };
 

@@ -1,11 +1,13 @@
 // Backward epilogue for Hopper: dK (times the softmax scale) and dV of the CTA's key block in
 // the input dtype, written by the consumer warpgroups over the K and V tiles in shared memory
 // (free once every GEMM of the mainloop has completed) and stored by one thread with TMA, which
-// clips rows past seqlen_k and columns past the head dim.
+// clips rows past seqlen_k and columns past the head dim. Varlen batches: TMA would clip only at
+// the last token, so the consumers store the sequence's rows with predicated 16-byte stores.
 #pragma once
 #include <cutlass/arch/barrier.h>
 
 #include "cuda/attention/params.h"
+#include "cuda/attention/seqlen.h"
 #include "cuda/attention/sm80/tensor_ops.h"
 #include "cuda/attention/sm90/bwd_mainloop.h"
 #include "cuda/attention/tile_scheduler.h"
@@ -19,10 +21,18 @@ struct BwdEpilogue {
   using SmemKV = SmemTile<Element, Mainloop::kBlockN, Mainloop::kHeadDim>;
   using TmaKV = decltype(make_tma_copy(
       SM90_TMA_STORE{}, gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}), SmemKV{}, TileKV{}, _1{}));
+  static constexpr int kThreads = Mainloop::kConsumerThreads, kHeadDim = Mainloop::kHeadDim;
+  // Varlen: kHeadDim / 8 threads of 16 bytes per row, the consumer threads over rows.
+  using StoreThreads = Layout<Shape<Int<kThreads * 8 / kHeadDim>, Int<kHeadDim / 8>>,
+                              Stride<Int<kHeadDim / 8>, _1>>;
+  using VarlenStore = decltype(make_tiled_copy(Copy_Atom<UniversalCopy<uint128_t>, Element>{},
+                                               StoreThreads{}, Layout<Shape<_1, _8>>{}));
   struct Params {
     TmaKV tma_dk, tma_dv;
     int seqlen_k, head_dim, kv_heads, batch;
     float scale;
+    Element *dk, *dv;  // varlen stores
+    Strides dk_stride, dv_stride;
   };
   static Params to_params(const AttnArguments& a) {
     auto tma = [&](void* x, const Strides& s) {
@@ -30,9 +40,17 @@ struct BwdEpilogue {
                            gmem_tensor<Element>(x, a.head_dim, a.kv_heads, gmem_extent(a, true, s)),
                            SmemKV{}, TileKV{}, _1{});
     };
-    return {
-        tma(a.dk, a.dk_stride), tma(a.dv, a.dv_stride), a.seqlen_k, a.head_dim, a.kv_heads, a.batch,
-        a.softmax_scale};
+    return {tma(a.dk, a.dk_stride),
+            tma(a.dv, a.dv_stride),
+            a.seqlen_k,
+            a.head_dim,
+            a.kv_heads,
+            a.batch,
+            a.softmax_scale,
+            static_cast<Element*>(a.dk),
+            static_cast<Element*>(a.dv),
+            a.dk_stride,
+            a.dv_stride};
   }
   __device__ static void prefetch_descriptors(const Params& p) {
     prefetch_tma_descriptor(p.tma_dk.get_tma_descriptor());
@@ -41,7 +59,8 @@ struct BwdEpilogue {
 
   template <class Acc>
   __device__ static void store(const Params& p, typename Mainloop::SharedStorage& smem,
-                               const WorkTile& w, Acc& acc_dk, Acc& acc_dv, int tid) {
+                               const WorkTile& w, const SeqBounds& sb, Acc& acc_dk, Acc& acc_dv,
+                               int tid) {
     typename Mainloop::TiledMmadKV mma;
     auto thr = mma.get_thread_slice(tid);
     CUTE_UNROLL
@@ -53,6 +72,29 @@ struct BwdEpilogue {
     copy(sm80::convert<Element>(acc_dv), thr.partition_C(sdV(_, _, 0)));
     cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to the TMA engine
     Mainloop::sync_consumers();
+    if (sb.varlen) {
+      const int rows = sb.seqlen_k - w.block * Mainloop::kBlockN;
+      auto write = [&](Element* x, const Strides& s, auto&& sX) {
+        Tensor m = make_tensor(make_gmem_ptr(x + sb.k_offset(s, w.batch, w.head)),
+                               make_shape(sb.seqlen_k, Int<kHeadDim>{}), make_stride(s.row, _1{}));
+        Tensor g = local_tile(m, TileKV{}, make_coord(w.block, _0{}));
+        VarlenStore st;
+        auto st_thr = st.get_thread_slice(tid);
+        Tensor ts = st_thr.partition_S(sX);
+        Tensor tg = st_thr.partition_D(g);
+        Tensor tc = st_thr.partition_D(make_identity_tensor(TileKV{}));
+        CUTE_UNROLL
+        for (int r = 0; r < size<1>(tg); ++r) {
+          if (get<0>(tc(0, r, 0)) >= rows) continue;
+          CUTE_UNROLL
+          for (int c = 0; c < size<2>(tg); ++c)
+            if (get<1>(tc(0, r, c)) < p.head_dim) copy(st, ts(_, r, c), tg(_, r, c));
+        }
+      };
+      write(p.dk, p.dk_stride, sdK(_, _, 0));
+      write(p.dv, p.dv_stride, sdV(_, _, 0));
+      return;
+    }
     if (tid == 0) {
       const GmemShape shape{p.seqlen_k, p.head_dim, p.kv_heads, p.batch};
       auto write = [&](const TmaKV& tma, auto&& s) {

@@ -1,6 +1,7 @@
 // The Hopper backward kernel: one CTA per (K/V block, KV head, batch), warp-specialised like the
 // forward (sm90/fwd_kernel.h). Warpgroup 0 is the producer (registers given up with setmaxnreg;
-// one lane of its first warp issues every load), warpgroups 1-2 the consumers (registers raised),
+// one lane of its first warp issues every load; under a block mask the whole warp walks the
+// blocks), warpgroups 1-2 the consumers (registers raised),
 // which run the mainloop's GEMMs and the epilogue. The roles meet only at mbarriers.
 #pragma once
 #include <cutlass/arch/barrier.h>
@@ -12,7 +13,9 @@
 
 namespace flashkit::cuda::attn::sm90 {
 
-template <class Mainloop, class Epilogue, class Scheduler>
+// kVarlen: cu_seqlens give the sequences (Mainloop::seq_bounds); dense otherwise, with the
+// bounds folded from the kernel parameters.
+template <class Mainloop, class Epilogue, class Scheduler, bool kVarlen>
 struct BwdKernel {
   static constexpr int kThreads = 128 + Mainloop::kConsumerThreads;
   static_assert(Mainloop::kConsumerWarpgroups == 2);
@@ -35,13 +38,22 @@ struct BwdKernel {
     }
     __syncthreads();
     const WorkTile w = Scheduler::initial_work(p.scheduler);
-    const SeqBounds sb(nullptr, nullptr, w.batch, p.mainloop.seqlen_q, p.mainloop.seqlen_k);
+    const SeqBounds sb =
+        kVarlen ? Mainloop::seq_bounds(p.mainloop, w)
+                : SeqBounds(nullptr, nullptr, w.batch, p.mainloop.seqlen_q, p.mainloop.seqlen_k);
+    if (kVarlen && !Mainloop::in_sequence(sb, w)) return;  // every role: past the sequence's keys
     typename Mainloop::Ring::State st;
     if (cutlass::canonical_warp_group_idx() == 0) {
       cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
-      if (cutlass::canonical_warp_idx_sync() == 0 && cute::elect_one_sync()) {
+      if constexpr (Mainloop::kWarpProducer) {  // the whole warp walks, one lane issues
+        if (cutlass::canonical_warp_idx_sync() == 0) {
+          const bool leader = cute::elect_one_sync();
+          if (leader) Mainloop::prefetch_descriptors(p.mainloop);
+          Mainloop::load(p.mainloop, smem, w, sb, st, leader);
+        }
+      } else if (cutlass::canonical_warp_idx_sync() == 0 && cute::elect_one_sync()) {
         Mainloop::prefetch_descriptors(p.mainloop);
-        Mainloop::load(p.mainloop, smem, w, sb, st);
+        Mainloop::load(p.mainloop, smem, w, sb, st, true);
       }
     } else {
       cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
@@ -51,7 +63,7 @@ struct BwdKernel {
                                          Shape<Int<Mainloop::kBlockN>, Int<Mainloop::kHeadDim>>{});
       auto acc_dv = make_fragment_like(acc_dk);
       Mainloop::mma(p.mainloop, smem, w, sb, acc_dk, acc_dv, st, tid);
-      Epilogue::store(p.epilogue, smem, w, acc_dk, acc_dv, tid);
+      Epilogue::store(p.epilogue, smem, w, sb, acc_dk, acc_dv, tid);
     }
   }
 };

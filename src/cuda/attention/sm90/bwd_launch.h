@@ -1,7 +1,7 @@
 // Host side of the Hopper backward: the shared prologue (scratch, zeroed dQ accumulator,
 // preprocess for D and LSE), the main kernel over (K/V block, KV head, batch) with the TMA
 // descriptors in its Params, and the shared dQ conversion. Explicitly instantiated per (dtype,
-// hdim 64 / 128, plain policy) in src/cuda/instantiations/.
+// hdim 64 / 128, score policy) in src/cuda/instantiations/.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -21,21 +21,30 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   constexpr Sm90BwdTiles t = sm90_bwd_tiles(kHeadDim);
   using Mainloop = sm90::BwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.stages, Policy>;
   using Epilogue = sm90::BwdEpilogue<Mainloop>;
-  using Kernel = sm90::BwdKernel<Mainloop, Epilogue, SingleTileScheduler>;
+  // Dense and varlen batches are separate kernels (kVarlen), so that the dense one keeps the
+  // sequence bounds in the constant bank and its mainloop the code it had before varlen.
+  using Kernel = sm90::BwdKernel<Mainloop, Epilogue, SingleTileScheduler, false>;
+  using VarlenKernel = sm90::BwdKernel<Mainloop, Epilogue, SingleTileScheduler, true>;
 
   const sm80::BwdScratch ws = sm80::bwd_prologue<Element, kHeadDim, t.block_m>(a, stream);
-  // The sm80 launcher's order: longest first over L2-sized head groups under a causal mask; key
-  // blocks of one head launch in order (deterministic turns rely on it).
+  // The sm80 launcher's order: longest first over L2-sized head groups under a causal-like mask
+  // (causal or a right window bound); key blocks of one head launch in order (deterministic turns
+  // rely on it).
+  const bool lpt = Policy::kCausal || a.causal || a.window_right >= 0;
   const size_t q_bytes =
       size_t(a.seqlen_q) * (a.heads / a.kv_heads) * kHeadDim * (2 * sizeof(Element) + 4);
-  typename Kernel::Params params{
-      Mainloop::to_params(a, ws), Epilogue::to_params(a),
-      SingleTileScheduler::to_params({ceil_div(a.seqlen_k, t.block_n), a.kv_heads, a.batch, false,
-                                      Policy::kCausal ? l2_pair_group(q_bytes) : 1})};
-  constexpr auto kernel = sm90::run_kernel_sm90<Kernel>;
-  ensure_smem_limit<kernel>(Kernel::kSmemBytes);
-  kernel<<<SingleTileScheduler::grid_shape(params.scheduler), Kernel::kThreads, Kernel::kSmemBytes,
-           stream>>>(params);
+  auto launch = [&]<class K>() {
+    typename K::Params params{
+        Mainloop::to_params(a, ws), Epilogue::to_params(a),
+        SingleTileScheduler::to_params({ceil_div(a.seqlen_k, t.block_n), a.kv_heads, a.batch,
+                                        false, lpt ? l2_pair_group(q_bytes) : 1})};
+    constexpr auto kernel = sm90::run_kernel_sm90<K>;
+    ensure_smem_limit<kernel>(K::kSmemBytes);
+    kernel<<<SingleTileScheduler::grid_shape(params.scheduler), K::kThreads, K::kSmemBytes,
+             stream>>>(params);
+  };
+  if (a.cu_seqlens_q) launch.template operator()<VarlenKernel>();
+  else launch.template operator()<Kernel>();
   FK_CHECK_LAUNCH("attention backward (sm90)");
 
   dim3 blocks_grid(unsigned(ceil_div(a.seqlen_q, t.block_m)), unsigned(a.heads), unsigned(a.batch));

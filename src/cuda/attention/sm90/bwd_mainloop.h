@@ -7,7 +7,10 @@
 // directly the A operands of dV += P^T dO and dK += dS^T Q; dS^T also goes to shared memory for
 // dQ = dS K (both warpgroups' keys form its reduction), which is added in fp32 to the scratch
 // accumulator by one bulk reduce per query block (deterministic runs: atomics in key-block turns).
-// Plain score policies only (variants and varlen run the sm80 backward).
+// Dense or varlen batches (seq_bounds).
+// Every score policy (score_policy.h): the general ones recompute P^T and dS^T with the forward's
+// modifiers, masks and dropout bits through bwd_probs on the transposed tile, and both roles skip
+// the (query block, key block) tiles a block mask drops.
 #pragma once
 #include <cmath>
 
@@ -48,7 +51,6 @@ template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages
 struct BwdMainloop {
   using Element = Element_;
   using Policy = Policy_;
-  static_assert(Policy::kPlain, "score variants run the sm80 backward");
   static constexpr int kHeadDim = kHeadDim_, kBlockM = kBlockM_, kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   static constexpr int kConsumerWarpgroups = 2, kConsumerThreads = 256;
@@ -61,7 +63,11 @@ struct BwdMainloop {
   using TiledMmaSdP = TiledMmaSS<Element, 2, kBlockN, kBlockM, kHeadDim>;
   using TiledMmadKV = TiledMmaRS<Element, 2, kBlockN, kHeadDim, kBlockM>;
   static constexpr int kDqWgM = kBlockM / 64;
-  static constexpr bool kOverlapP = kBlockM == 64;  // see mma()
+  // See mma(); softcap's P^T and dS^T come from one pass (each score's 1 - t^2 serves dS^T), so
+  // it waits for dP^T's GEMM as at block_m 128.
+  static constexpr bool kOverlapP = kBlockM == 64 && Policy::kSplitProbs;
+  // A block mask's skip scan is a warp ballot: the producer's whole first warp walks the blocks.
+  static constexpr bool kWarpProducer = Policy::kHasBlockMask;
   using TiledMmadQ = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float,
                            Shape<_64, Int<kHeadDim * kDqWgM / 2>, Int<kBlockN>>, GMMA::Major::MN,
@@ -106,7 +112,9 @@ struct BwdMainloop {
     TmaQ tma_q, tma_do;
     TmaKV tma_k, tma_v;
     sm80::BwdScratch ws;
+    const int *cu_seqlens_q, *cu_seqlens_k;  // null: dense
     int seqlen_q, seqlen_k, head_dim, heads, h_ratio, batch, num_m_blocks;
+    int rows_q, rows_k, tma_batch;  // the TMA tensors' extents (GmemExtent)
     float scale, scale_log2;
     bool deterministic;
     typename Policy::Params score;
@@ -124,6 +132,8 @@ struct BwdMainloop {
             tma(a.k, a.kv_heads, true, a.k_stride, SmemKV{}, TileKV{}),
             tma(a.v, a.kv_heads, true, a.v_stride, SmemKV{}, TileKV{}),
             ws,
+            a.cu_seqlens_q,
+            a.cu_seqlens_k,
             a.seqlen_q,
             a.seqlen_k,
             a.head_dim,
@@ -131,10 +141,25 @@ struct BwdMainloop {
             a.heads / a.kv_heads,
             a.batch,
             ceil_div(a.seqlen_q, kBlockM),
+            gmem_extent(a, false, a.q_stride).rows,
+            gmem_extent(a, true, a.k_stride).rows,
+            gmem_extent(a, false, a.q_stride).batch,
             a.softmax_scale,
             a.softmax_scale * float(M_LOG2E),
             a.deterministic,
             Policy::to_params(a)};
+  }
+
+  // Sequence w.batch's lengths and first tokens. A varlen grid covers the longest sequence's
+  // keys: CTAs past a shorter one's end have nothing to do (`in_sequence`); tiles read rows of
+  // the next sequence as the forward's do (sm90/fwd_mainloop.h): the masks give its keys P = 0,
+  // its query rows get the chunk padding's LSE +inf and D 0 (so P = dS = 0), and the epilogue
+  // stores only this sequence's dK and dV rows.
+  __device__ static SeqBounds seq_bounds(const Params& p, const WorkTile& w) {
+    return SeqBounds(p.cu_seqlens_q, p.cu_seqlens_k, w.batch, p.seqlen_q, p.seqlen_k);
+  }
+  __device__ static bool in_sequence(const SeqBounds& sb, const WorkTile& w) {
+    return w.block * kBlockN < sb.seqlen_k;
   }
 
   // One thread, before the block-wide barrier that publishes it.
@@ -151,34 +176,48 @@ struct BwdMainloop {
 
   // The query blocks of key block n, one head's, walked by both roles in the same order: each
   // key block starts at a different block (spreading the dQ adds over the rows), except in
-  // deterministic runs, whose turns count key blocks in order.
+  // deterministic runs, whose turns count key blocks in order. Steps whose tile the block mask
+  // drops are skipped (next(i): the first live step >= i, count when none).
   struct QueryWalk {
-    int begin, count, rot;
-    __device__ QueryWalk(const Params& p, const Policy& pol, int n_block) {
+    const Policy& pol;
+    int n_block, begin, count, rot;
+    __device__ QueryWalk(const Params& p, const Policy& pol_, int n)
+        : pol(pol_), n_block(n) {
       const BlockRange mr = pol.template query_blocks<kBlockM, kBlockN>(n_block);
       begin = mr.begin, count = mr.end > mr.begin ? mr.end - mr.begin : 0;
       rot = p.deterministic || count == 0 ? 0 : n_block % count;
     }
     __device__ int at(int i) const { return begin + (i + rot < count ? i + rot : i + rot - count); }
+    __device__ int next(int i) const {
+      return pol.template next_live_query<kBlockM, kBlockN>(i, count, [&](int j) { return at(j); },
+                                                            n_block);
+    }
   };
 
-  // Producer (one elected lane): K and V once, then Q, dO, LSE, D of each (head, query block).
+  // Producer (one elected lane, `leader`, issues every copy; with kWarpProducer its whole warp
+  // walks the blocks): K and V once, then Q, dO, LSE, D of each live (head, query block).
   __device__ static void load(const Params& p, SharedStorage& smem, const WorkTile& w,
-                              const SeqBounds& sb, typename Ring::State& st) {
+                              const SeqBounds& sb, typename Ring::State& st, bool leader) {
     const int b = w.batch, kv_head = w.head;
-    const GmemShape shape_q{p.seqlen_q, p.head_dim, p.heads, p.batch};
-    const GmemShape shape_k{p.seqlen_k, p.head_dim, p.heads / p.h_ratio, p.batch};
-    Tensor gK = local_tile(p.tma_k.get_tma_tensor(shape_k)(_, _, kv_head, b), TileKV{},
+    const int tb = sb.varlen ? 0 : b;  // the TMA tensors' batch coordinate
+    const GmemShape shape_q{p.rows_q, p.head_dim, p.heads, p.tma_batch};
+    const GmemShape shape_k{p.rows_k, p.head_dim, p.heads / p.h_ratio, p.tma_batch};
+    // (row, col) coordinates start at the sequence's first token (0 when dense).
+    auto seq_q = [&](auto t) { return domain_offset(make_coord(sb.q_start, _0{}), t); };
+    auto seq_k = [&](auto t) { return domain_offset(make_coord(sb.k_start, _0{}), t); };
+    Tensor gK = local_tile(seq_k(p.tma_k.get_tma_tensor(shape_k)(_, _, kv_head, tb)), TileKV{},
                            make_coord(w.block, _0{}));
-    Tensor gV = local_tile(p.tma_v.get_tma_tensor(shape_k)(_, _, kv_head, b), TileKV{},
+    Tensor gV = local_tile(seq_k(p.tma_v.get_tma_tensor(shape_k)(_, _, kv_head, tb)), TileKV{},
                            make_coord(w.block, _0{}));
     Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});
     Tensor sV = make_tensor(make_smem_ptr(smem.v), LayoutKV{});
     auto ck = p.tma_k.get_slice(_0{});
     auto cv = p.tma_v.get_slice(_0{});
-    Ring::Barrier::arrive_and_expect_tx(&smem.kv_full, 2 * kBytesKV);
-    copy(p.tma_k.with(smem.kv_full), ck.partition_S(gK), ck.partition_D(sK(_, _, 0)));
-    copy(p.tma_v.with(smem.kv_full), cv.partition_S(gV), cv.partition_D(sV(_, _, 0)));
+    if (leader) {
+      Ring::Barrier::arrive_and_expect_tx(&smem.kv_full, 2 * kBytesKV);
+      copy(p.tma_k.with(smem.kv_full), ck.partition_S(gK), ck.partition_D(sK(_, _, 0)));
+      copy(p.tma_v.with(smem.kv_full), cv.partition_S(gV), cv.partition_D(sV(_, _, 0)));
+    }
 
     auto cq = p.tma_q.get_slice(_0{});
     auto cdo = p.tma_do.get_slice(_0{});
@@ -187,19 +226,22 @@ struct BwdMainloop {
     const int64_t token0 = sb.q_token(b);
     for (int g = 0; g < p.h_ratio; ++g) {
       const int h = kv_head * p.h_ratio + g;
-      const QueryWalk walk(p, Policy(p.score, sb, b, h, p.scale), w.block);
-      Tensor tQg = cq.partition_S(local_tile(p.tma_q.get_tma_tensor(shape_q)(_, _, h, b), TileQ{},
-                                             make_coord(_, _0{})));  // (TMA, .., m)
-      Tensor tdOg = cdo.partition_S(
-          local_tile(p.tma_do.get_tma_tensor(shape_q)(_, _, h, b), TileQ{}, make_coord(_, _0{})));
-      for (int i = 0; i < walk.count; ++i) {
+      const Policy pol(p.score, sb, b, h, p.scale);
+      const QueryWalk walk(p, pol, w.block);
+      Tensor tQg = cq.partition_S(local_tile(seq_q(p.tma_q.get_tma_tensor(shape_q)(_, _, h, tb)),
+                                             TileQ{}, make_coord(_, _0{})));  // (TMA, .., m)
+      Tensor tdOg = cdo.partition_S(local_tile(
+          seq_q(p.tma_do.get_tma_tensor(shape_q)(_, _, h, tb)), TileQ{}, make_coord(_, _0{})));
+      for (int i = walk.next(0); i < walk.count; i = walk.next(i + 1)) {
         const int m = walk.at(i);
-        uint64_t& full = Ring::producer_acquire(smem.ring, st, 2 * kBytesQ + 2 * kBytesStats);
-        copy(p.tma_q.with(full), tQg(_, _, _, m), tQs(_, _, _, st.stage));
-        copy(p.tma_do.with(full), tdOg(_, _, _, m), tdOs(_, _, _, st.stage));
-        const int64_t at = sm80::row_chunk<kBlockM>(token0, b, m, h, p.heads);
-        SM90_BULK_COPY_G2S::copy(p.ws.lse_log2 + at, &full, smem.lse_log2[st.stage], kBytesStats);
-        SM90_BULK_COPY_G2S::copy(p.ws.dsum + at, &full, smem.dsum[st.stage], kBytesStats);
+        if (leader) {
+          uint64_t& full = Ring::producer_acquire(smem.ring, st, 2 * kBytesQ + 2 * kBytesStats);
+          copy(p.tma_q.with(full), tQg(_, _, _, m), tQs(_, _, _, st.stage));
+          copy(p.tma_do.with(full), tdOg(_, _, _, m), tdOs(_, _, _, st.stage));
+          const int64_t at = sm80::row_chunk<kBlockM>(token0, b, m, h, p.heads);
+          SM90_BULK_COPY_G2S::copy(p.ws.lse_log2 + at, &full, smem.lse_log2[st.stage], kBytesStats);
+          SM90_BULK_COPY_G2S::copy(p.ws.dsum + at, &full, smem.dsum[st.stage], kBytesStats);
+        }
         st.advance();
       }
     }
@@ -268,7 +310,7 @@ struct BwdMainloop {
       const QueryWalk walk(p, pol, n_block);
       int* semaphore =
           p.deterministic ? p.ws.semaphore + (int64_t(b) * p.heads + h) * p.num_m_blocks : nullptr;
-      for (int i = 0; i < walk.count; ++i) {
+      for (int i = walk.next(0); i < walk.count; i = walk.next(i + 1)) {
         const int m = walk.at(i), stage = st.stage;
         Ring::consumer_wait(smem.ring, st);
         Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
@@ -276,9 +318,11 @@ struct BwdMainloop {
         wgmma<true>(mma_sdp, tSrK, tSrQ(_, _, _, stage), acc_s);
         wgmma<true>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), acc_dp);
 
-        // P^T = exp2(S^T scale log2(e) - LSE), masked where needed, and dS^T = P^T (dP^T - D).
-        // At block_m 64 the exponentials run while dP^T's GEMM does; at 128 (hdim 64) dP^T's
-        // accumulator in flight beside P^T's would spill, so both wait for it.
+        // P^T = exp2(S^T scale log2(e) - LSE) with the policy's modifiers and masks, and dS^T =
+        // P^T (dP^T - D) (dropout and softcap's 1 - t^2 in the policy). At block_m 64 the
+        // exponentials (and dropout draws) run while dP^T's GEMM does, the dropout bits passed
+        // on to dS^T; at 128 (hdim 64) dP^T's accumulator in flight beside P^T's would spill, so
+        // both wait for it, as softcap does (its t would have to be kept per score).
         Tensor s = colrow_view(acc_s);
         Tensor dp = colrow_view(acc_dp);
         // The element mask runs only where this warpgroup's 64 keys cross the diagonal or seqlen_k.
@@ -288,14 +332,15 @@ struct BwdMainloop {
           warpgroup_wait<1>();
           warpgroup_fence_operand(acc_s);
           release_stage(smem, prev_stage);
-          pol.bwd_p(s, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale_log2, lse);
+          const auto keep = pol.template bwd_p<true>(s, tScS, m * kBlockM, n_block * kBlockN,
+                                                     mask, p.scale_log2, lse);
           warpgroup_wait<0>();
           warpgroup_fence_operand(acc_dp);
-          Policy::bwd_ds(s, dp, d_row);
+          pol.template bwd_ds<true>(s, dp, tScS, d_row, keep);
         } else {
           warpgroup_wait<0>();
-          pol.bwd_probs(s, dp, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale, p.scale_log2,
-                        lse, d_row);
+          pol.template bwd_probs<true>(s, dp, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale,
+                                       p.scale_log2, lse, d_row);
         }
         Tensor rP = sm80::convert<Element>(acc_s);
         Tensor rdS = sm80::convert<Element>(acc_dp);
