@@ -22,11 +22,6 @@ struct BwdEpilogue {
   using TmaKV = decltype(make_tma_copy(
       SM90_TMA_STORE{}, gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}), SmemKV{}, TileKV{}, _1{}));
   static constexpr int kThreads = Mainloop::kConsumerThreads, kHeadDim = Mainloop::kHeadDim;
-  // Varlen: kHeadDim / 8 threads of 16 bytes per row, the consumer threads over rows.
-  using StoreThreads = Layout<Shape<Int<kThreads * 8 / kHeadDim>, Int<kHeadDim / 8>>,
-                              Stride<Int<kHeadDim / 8>, _1>>;
-  using VarlenStore = decltype(make_tiled_copy(Copy_Atom<UniversalCopy<uint128_t>, Element>{},
-                                               StoreThreads{}, Layout<Shape<_1, _8>>{}));
   struct Params {
     TmaKV tma_dk, tma_dv;
     int seqlen_k, head_dim, kv_heads, batch;
@@ -77,19 +72,8 @@ struct BwdEpilogue {
       auto write = [&](Element* x, const Strides& s, auto&& sX) {
         Tensor m = make_tensor(make_gmem_ptr(x + sb.k_offset(s, w.batch, w.head)),
                                make_shape(sb.seqlen_k, Int<kHeadDim>{}), make_stride(s.row, _1{}));
-        Tensor g = local_tile(m, TileKV{}, make_coord(w.block, _0{}));
-        VarlenStore st;
-        auto st_thr = st.get_thread_slice(tid);
-        Tensor ts = st_thr.partition_S(sX);
-        Tensor tg = st_thr.partition_D(g);
-        Tensor tc = st_thr.partition_D(make_identity_tensor(TileKV{}));
-        CUTE_UNROLL
-        for (int r = 0; r < size<1>(tg); ++r) {
-          if (get<0>(tc(0, r, 0)) >= rows) continue;
-          CUTE_UNROLL
-          for (int c = 0; c < size<2>(tg); ++c)
-            if (get<1>(tc(0, r, c)) < p.head_dim) copy(st, ts(_, r, c), tg(_, r, c));
-        }
+        store_tile_rows<Element, kThreads, kHeadDim, TileKV>(
+            sX, local_tile(m, TileKV{}, make_coord(w.block, _0{})), rows, p.head_dim, tid);
       };
       write(p.dk, p.dk_stride, sdK(_, _, 0));
       write(p.dv, p.dv_stride, sdV(_, _, 0));

@@ -28,11 +28,6 @@ struct FwdEpilogue {
   using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{},
                                       gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}), LayoutO{},
                                       TileO{}, _1{}));
-  // Varlen: kHeadDim / 8 threads of 16 bytes per row, the consumer threads over rows.
-  using StoreThreads = Layout<Shape<Int<kThreads * 8 / kHeadDim>, Int<kHeadDim / 8>>,
-                              Stride<Int<kHeadDim / 8>, _1>>;
-  using VarlenStore = decltype(make_tiled_copy(Copy_Atom<UniversalCopy<uint128_t>, Element>{},
-                                               StoreThreads{}, Layout<Shape<_1, _8>>{}));
 
   struct OwnTile {
     alignas(1024) Element o[cosize_v<LayoutO>];
@@ -100,19 +95,8 @@ struct FwdEpilogue {
       Tensor mO = make_tensor(make_gmem_ptr(p.o + sb.q_offset(p.o_stride, w.batch, w.head)),
                               make_shape(sb.seqlen_q, Int<kHeadDim>{}),
                               make_stride(p.o_stride.row, _1{}));
-      Tensor gO = local_tile(mO, TileO{}, make_coord(w.block, _0{}));
-      VarlenStore st;
-      auto st_thr = st.get_thread_slice(tid);
-      Tensor tOs = st_thr.partition_S(sO);
-      Tensor tOg = st_thr.partition_D(gO);
-      Tensor tOc = st_thr.partition_D(make_identity_tensor(TileO{}));
-      CUTE_UNROLL
-      for (int m = 0; m < size<1>(tOg); ++m) {
-        if (get<0>(tOc(0, m, 0)) >= rows) continue;
-        CUTE_UNROLL
-        for (int k = 0; k < size<2>(tOg); ++k)
-          if (get<1>(tOc(0, m, k)) < p.head_dim) copy(st, tOs(_, m, k), tOg(_, m, k));
-      }
+      store_tile_rows<Element, kThreads, kHeadDim, TileO>(
+          sO, local_tile(mO, TileO{}, make_coord(w.block, _0{})), rows, p.head_dim, tid);
       if constexpr (Mainloop::kOInQ) Mainloop::release_q(ms);  // this thread's reads are done
       return;
     }

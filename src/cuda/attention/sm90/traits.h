@@ -75,4 +75,27 @@ __device__ __forceinline__ void wgmma(TiledMma& mma, const FragA& a, const FragB
   warpgroup_fence_operand(c);
 }
 
+// Stores a tile from shared memory to global memory with 16-byte copies (kHeadDim / 8 threads a
+// row, kThreads threads), skipping rows >= `rows` and columns >= `head_dim`: varlen tiles end
+// inside their sequence, where a TMA store of the whole box would overwrite the next one's rows.
+template <class Element, int kThreads, int kHeadDim, class Tile, class SmemTile, class GmemTile>
+__device__ __forceinline__ void store_tile_rows(const SmemTile& s, GmemTile&& g, int rows,
+                                                int head_dim, int tid) {
+  using Threads =
+      Layout<Shape<Int<kThreads * 8 / kHeadDim>, Int<kHeadDim / 8>>, Stride<Int<kHeadDim / 8>, _1>>;
+  auto st = make_tiled_copy(Copy_Atom<UniversalCopy<uint128_t>, Element>{}, Threads{},
+                            Layout<Shape<_1, _8>>{});
+  auto st_thr = st.get_thread_slice(tid);
+  Tensor ts = st_thr.partition_S(s);
+  Tensor tg = st_thr.partition_D(g);
+  Tensor tc = st_thr.partition_D(make_identity_tensor(Tile{}));
+  CUTE_UNROLL
+  for (int r = 0; r < size<1>(tg); ++r) {
+    if (get<0>(tc(0, r, 0)) >= rows) continue;
+    CUTE_UNROLL
+    for (int c = 0; c < size<2>(tg); ++c)
+      if (get<1>(tc(0, r, c)) < head_dim) copy(st, ts(_, r, c), tg(_, r, c));
+  }
+}
+
 }  // namespace flashkit::cuda::attn::sm90
