@@ -25,6 +25,7 @@ constexpr int kMaxBlock = kMaxThreads;
 constexpr int kMaxChannels = 256;  // fused: channels (a bound on the work per frame)
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kMaxBitsSmem = 160 * 1024;  // decision bits kept in shared memory up to this size
+constexpr int kMaxDynSmem = 200 * 1024;   // dynamic shared memory: stage (v8) + bits
 
 // Shared-memory rings between the warps of a CTA: warp w writes Q of its last row per frame into
 // ring w, read by warp w + 1. Stage c of a ring is frames 32c - 1 .. 32c + 30 (what the consumer
@@ -114,6 +115,7 @@ struct Params {
   // per item: the backtrack then reads them at shared-memory latency).
   uint32_t* bits;
   int bits_smem;
+  int stage_bytes;  // the CTA's likelihood stage in dynamic shared memory (staged kernels)
   int32_t* start;  // [B][Tw]: first frame of row x's run
   int32_t* dur;    // frames of row x's run: the durations output or scratch
   int64_t db, dx;
@@ -142,33 +144,59 @@ struct Params {
   uint32_t one;        // bit pattern of 1 in the path dtype
 };
 
-// This thread's part of the sum of line[i * stride], i < n (threads of the CTA in turn), with
-// loads batched: the lines are read once per call, straight from DRAM.
-template <typename T>
-__device__ __forceinline__ double line_part(const void* base, int64_t stride, int n) {
-  const T* line = static_cast<const T*>(base);
-  double acc = 0;
-#pragma unroll 4
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    if constexpr (std::is_same_v<T, __half>)
-      acc += __half2float(line[i * stride]);
-    else if constexpr (std::is_same_v<T, __nv_bfloat16_raw>)
-      acc += __uint_as_float(static_cast<uint32_t>(line[i * stride].x) << 16);
-    else
-      acc += static_cast<double>(line[i * stride]);
+// Raw storage of a mask element and its value.
+template <DType D>
+struct MaskElem;
+template <> struct MaskElem<DType::f32> { using R = float; __device__ static double get(R v) { return v; } };
+template <> struct MaskElem<DType::f16> {
+  using R = uint16_t;
+  __device__ static double get(R v) { return __half2float(__ushort_as_half(v)); }
+};
+template <> struct MaskElem<DType::bf16> {
+  using R = uint16_t;
+  __device__ static double get(R v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
+};
+template <> struct MaskElem<DType::f64> { using R = double; __device__ static double get(R v) { return v; } };
+template <> struct MaskElem<DType::i32> { using R = int32_t; __device__ static double get(R v) { return v; } };
+template <> struct MaskElem<DType::i64> {
+  using R = int64_t;
+  __device__ static double get(R v) { return static_cast<double>(v); }
+};
+template <> struct MaskElem<DType::u8> { using R = uint8_t; __device__ static double get(R v) { return v; } };
+
+// This thread's parts of the sums of two lines a[i * sa], i < na, and b[i * sb], i < nb, of one
+// dtype (threads of the CTA in turn): 8 elements of each line loaded before any is added, so
+// the lines (read once, straight from DRAM) cost one round trip per 8 elements a thread, not one
+// per element or per line (ncu, T = 128: ~10% of the kernel was waiting for these loads).
+template <DType D>
+__device__ __forceinline__ void lines_part(const void* a, int64_t sa, int na, const void* b,
+                                           int64_t sb, int nb, double (&acc)[2]) {
+  using R = typename MaskElem<D>::R;
+  const R* la = static_cast<const R*>(a);
+  const R* lb = static_cast<const R*>(b);
+  for (int i0 = threadIdx.x; i0 < max(na, nb); i0 += 8 * blockDim.x) {
+    R va[8], vb[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const int i = i0 + k * static_cast<int>(blockDim.x);
+      va[k] = i < na ? la[i * sa] : R{};
+      vb[k] = i < nb ? lb[i * sb] : R{};
+    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k) acc[0] += MaskElem<D>::get(va[k]), acc[1] += MaskElem<D>::get(vb[k]);
   }
-  return acc;
 }
 
-__device__ __forceinline__ double line_part(const void* base, int dtype, int64_t stride, int n) {
+__device__ __forceinline__ void lines_part(int dtype, const void* a, int64_t sa, int na,
+                                           const void* b, int64_t sb, int nb, double (&acc)[2]) {
   switch (static_cast<DType>(dtype)) {
-    case DType::f32: return line_part<float>(base, stride, n);
-    case DType::f16: return line_part<__half>(base, stride, n);
-    case DType::bf16: return line_part<__nv_bfloat16_raw>(base, stride, n);
-    case DType::f64: return line_part<double>(base, stride, n);
-    case DType::i32: return line_part<int32_t>(base, stride, n);
-    case DType::i64: return line_part<int64_t>(base, stride, n);
-    default: return line_part<uint8_t>(base, stride, n);  // u8, bool8
+    case DType::f32: return lines_part<DType::f32>(a, sa, na, b, sb, nb, acc);
+    case DType::f16: return lines_part<DType::f16>(a, sa, na, b, sb, nb, acc);
+    case DType::bf16: return lines_part<DType::bf16>(a, sa, na, b, sb, nb, acc);
+    case DType::f64: return lines_part<DType::f64>(a, sa, na, b, sb, nb, acc);
+    case DType::i32: return lines_part<DType::i32>(a, sa, na, b, sb, nb, acc);
+    case DType::i64: return lines_part<DType::i64>(a, sa, na, b, sb, nb, acc);
+    default: return lines_part<DType::u8>(a, sa, na, b, sb, nb, acc);  // u8, bool8
   }
 }
 
@@ -180,12 +208,17 @@ static __device__ int2 item_lengths(const Params& p, int b) {
                      static_cast<const int32_t*>(p.ty)[b * p.tys]);
   __shared__ double partial[2][kMaxBlock / 32];
   double acc[2] = {0, 0};
-  if (p.tx_line >= 0)
-    acc[0] = line_part(static_cast<const char*>(p.tx) + b * p.txs * dtype_bytes(p.tx_dtype),
-                       p.tx_dtype, p.txl, p.tx_line);
-  if (p.ty_line >= 0)
-    acc[1] = line_part(static_cast<const char*>(p.ty) + b * p.tys * dtype_bytes(p.ty_dtype),
-                       p.ty_dtype, p.tyl, p.ty_line);
+  const void* tline = static_cast<const char*>(p.tx) + b * p.txs * dtype_bytes(p.tx_dtype);
+  const void* yline = static_cast<const char*>(p.ty) + b * p.tys * dtype_bytes(p.ty_dtype);
+  const int ntx = max(p.tx_line, 0), nty = max(p.ty_line, 0);
+  if (p.tx_dtype == p.ty_dtype) {  // both lines of one mask (the drop-in): loaded together
+    lines_part(p.tx_dtype, tline, p.txl, ntx, yline, p.tyl, nty, acc);
+  } else {
+    double only[2] = {0, 0};
+    lines_part(p.tx_dtype, tline, p.txl, ntx, yline, p.tyl, 0, acc);
+    lines_part(p.ty_dtype, tline, p.txl, 0, yline, p.tyl, nty, only);
+    acc[1] = only[1];
+  }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1)
 #pragma unroll
