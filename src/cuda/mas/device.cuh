@@ -352,6 +352,22 @@ __device__ __forceinline__ float cell(float v_prev, float v_cur, float value, ui
   return __uint_as_float((a & take) | (c & ~take));
 }
 
+// The same cell with the compare's predicate kept inside one asm block (the staged loop, v8):
+// ptxas turns the select into the first sum and a predicated second add (@!p FADD), and the bit
+// into a predicated add, giving each cell its own predicate register: 4 SASS instructions a cell
+// instead of 6 (FSETP, SEL, 2 FADD, 2 LOP3), the plain block 751 instructions and 1082 static
+// stall cycles instead of 1010 and 1331. Same operations, same rounding, the same NaN rule.
+__device__ __forceinline__ float cell_pred(float v_prev, float v_cur, float value, uint32_t& bits,
+                                           uint32_t bit) {
+  float q;
+  asm("{ .reg .pred p; .reg .f32 a, c;\n\t"
+      "setp.gt.f32 p, %2, %3; add.rn.f32 a, %2, %4; add.rn.f32 c, %3, %4;\n\t"
+      "selp.f32 %0, a, c, p; @p or.b32 %1, %1, %5; }"
+      : "=f"(q), "+r"(bits)
+      : "f"(v_prev), "f"(v_cur), "f"(value), "r"(bit));
+  return q;
+}
+
 // Fused: value[x, y0 + j] for the thread's rows from the coefficients and z[b, c, y0 + j]
 // (every lane reads the same z: one broadcast load, mostly from L2).
 template <int K>
@@ -436,6 +452,46 @@ static __device__ void backtrack(const uint32_t* bits, int bstride, int nrows, i
     }
   }
   if (base + lane <= hi) start[base + lane] = my_start;
+}
+
+// The same walk by one thread, for decision bits in shared memory (one CTA per item). A step
+// either ends row `index`'s run in the block holding y (its start: the highest set bit <= y, or
+// the forced move at y == index) or finds no move there and goes one block down. The three words
+// the next step can need (next row, this block; this row, the block below; next row, the block
+// below) are loaded at the top of the step, which is branch-free, so a step costs the scan and a
+// shared-memory latency overlapping it (the warp walk paid ~115 cycles a step in shuffles and
+// branch bookkeeping, ncu v7 at T = 128: 15% of the kernel).
+static __device__ void backtrack_one_lane(const uint32_t* bits, int bstride, int tx, int ty,
+                                          int32_t* start) {
+  const uint32_t base = smem_addr(bits), sstart = smem_addr(start);
+  auto word = [&](int yb, int x) {
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(base + 4 * (yb * bstride + x)));
+    return v;
+  };
+  int index = tx - 1, y = ty - 1, yb = y >> 5;
+  uint32_t w = word(yb, index);
+  while (index > 0) {
+    const int b0 = yb * 32, below = max(yb - 1, 0);
+    const uint32_t w_next = word(yb, index - 1), w_below = word(below, index),
+                   w_next_below = word(below, index - 1);
+    uint32_t mv = w & (kFull >> (~y & 31));       // frames b0 .. y
+    mv |= index >= b0 ? 1u << (index - b0) : 0u;  // Cython's forced move at y == index
+    const bool moved = mv != 0;  // else the row keeps the rest of this block (then b0 > 0)
+    int hi;                      // the highest set bit, -1 if none
+    asm("bfind.u32 %0, %1;" : "=r"(hi) : "r"(mv));
+    const int yp = b0 + hi;
+    asm volatile("{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.shared.s32 [%1], %2; }" ::"r"(
+                     static_cast<uint32_t>(moved)),
+                 "r"(sstart + 4 * index), "r"(yp)
+                 : "memory");
+    y = yp - moved;  // the next row's last frame, or (no move) this row's frame b0 - 1
+    index -= moved;
+    const bool down = y < b0;
+    w = down ? (moved ? w_next_below : w_below) : w_next;
+    yb -= down;
+  }
+  asm volatile("st.shared.s32 [%0], 0;" ::"r"(sstart) : "memory");
 }
 
 // Waits until the upstream row (the warp above, or the previous CTA for warp 0) has published

@@ -44,6 +44,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
   __shared__ __align__(16) float s_ring[kMaxThreads / 32][kRing];
   __shared__ uint64_t s_full[kMaxThreads / 32][kStages];   // ring w, stage s written
   __shared__ uint64_t s_empty[kMaxThreads / 32][kStages];  // ring w, stage s read
+  __shared__ int32_t s_start[kMaxText];  // the backtrack's run starts (CTA 0), for write_runs
   const int b = blockIdx.x / p.splits, part = blockIdx.x % p.splits;
   int tid;  // kept in a register: re-reading %tid.x in the loop would wait with the loads
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
@@ -170,14 +171,14 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
           for (int jj = 0; jj < kCols; ++jj) {
             const int j = u * kCols + jj;  // frame 32c + j
             const float nb = lane0 ? (j == 0 ? prev : r[j - 1]) : recv;
-            q[K - 1] = cell(K > 1 ? q[K - 2] : nb, q[K - 1], Chunk<S>::get(cur[K - 1], jj),
-                            bits[K - 1], 1u << j);
+            q[K - 1] = cell_pred(K > 1 ? q[K - 2] : nb, q[K - 1], Chunk<S>::get(cur[K - 1], jj),
+                                 bits[K - 1], 1u << j);
             recv = shfl_rotate(q[K - 1], src_lane);
             t[j] = recv;
 #pragma unroll
             for (int i = K - 2; i >= 0; --i)
-              q[i] = cell(i > 0 ? q[i - 1] : nb, q[i], Chunk<S>::get(cur[i], jj), bits[i],
-                          1u << j);
+              q[i] = cell_pred(i > 0 ? q[i - 1] : nb, q[i], Chunk<S>::get(cur[i], jj), bits[i],
+                               1u << j);
           }
         }
       };
@@ -329,9 +330,13 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
   }
   if (part != 0) return;
   if (warp == 0)
-    backtrack(bits_item, bstride, p.bits_smem ? p.rows : p.Tw - row0, tx, ty, start, lane);
+    if (p.bits_smem) {
+      if (lane == 0) backtrack_one_lane(bits_item, bstride, tx, ty, s_start);
+    } else {
+      backtrack(bits_item, bstride, p.Tw - row0, tx, ty, s_start, lane);
+    }
   __syncthreads();  // the starts, for every thread of the CTA
-  write_runs(start, tx, ty, dur, p.dx, item_path, p.px, p.py, p.pes, p.one, threadIdx.x,
+  write_runs(s_start, start, tx, ty, dur, p.dx, item_path, p.px, p.py, p.pes, p.one, threadIdx.x,
              blockDim.x);
 }
 
