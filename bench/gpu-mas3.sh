@@ -15,7 +15,7 @@ mkdir -p "$log"
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$log/steps.txt"; }
 
 stamp "build + tests"
-timeout 300 tests/gpu/run --kernels minimal --filter 'MasGpu*' --sanitize-filter 'MasGpuSmall*' \
+timeout 330 tests/gpu/run --kernels minimal --filter 'MasGpu*' --sanitize-filter 'MasGpuSmall*' \
   --out "$log" >"$log/run.txt" 2>&1
 stamp "tests/gpu/run rc=$?"
 tail -12 "$log/run.txt"
@@ -25,14 +25,14 @@ tail -12 "$log/run.txt"
 for knob in "" "FLASHKIT_MAS_STAGE=0"; do
   name=${knob:-default}
   stamp "profile_mas $name"
-  env $knob PYTHONPATH=python PYTHONUNBUFFERED=1 timeout 60 python3 bench/profile_mas.py \
+  env $knob PYTHONPATH=python PYTHONUNBUFFERED=1 timeout 45 python3 bench/profile_mas.py \
     --Ts 128,256,512,2048 >"$log/profile-$name.log" 2>&1
   stamp "rc=$?"
   cat "$log/profile-$name.log" | grep "us$"
 done
 
 stamp "bench/mas.py"
-PYTHONPATH=python PYTHONUNBUFFERED=1 timeout 200 python3 bench/mas.py --out "$out" \
+PYTHONPATH=python PYTHONUNBUFFERED=1 timeout 170 python3 bench/mas.py --out "$out" \
   --cython-max-t 256 >"$log/mas.log" 2>&1
 stamp "rc=$?"
 tail -20 "$log/mas.log"
