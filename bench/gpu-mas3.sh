@@ -37,5 +37,21 @@ PYTHONPATH=python PYTHONUNBUFFERED=1 timeout 170 python3 bench/mas.py --out "$ou
 stamp "rc=$?"
 tail -20 "$log/mas.log"
 
+# Source-level stalls of v8 (as the lead's d1 profile of v7), if the call has time left.
+if [ $(( $(date +%s) - t0 )) -lt 330 ] && command -v ncu >/dev/null; then
+  for T in 128 2048; do
+    stamp "ncu T=$T"
+    PYTHONPATH=python timeout 40 ncu --kernel-name regex:mas_forward --launch-count 1 \
+      --section SpeedOfLight --section WarpStateStats --section SourceCounters \
+      --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy \
+      --import-source yes -o "$log/mas$T" python3 bench/profile_mas.py --Ts $T --once \
+      >"$log/ncu$T.log" 2>&1
+    ncu -i "$log/mas$T.ncu-rep" --page details >"$log/mas$T-details.txt" 2>&1
+    ncu -i "$log/mas$T.ncu-rep" --page source --csv --print-source sass >"$log/mas$T-sass.csv" 2>&1
+    rm -f "$log/mas$T.ncu-rep"
+    grep -E "Duration|Elapsed Cycles|SM Frequency" "$log/mas$T-details.txt"
+  done
+fi
+
 (cd "$out" && tar czf logs.tgz t && rm -rf t)
 ls "$out"
