@@ -21,12 +21,14 @@ stamp "tests/gpu/run rc=$?"
 tail -12 "$log/run.txt"
 
 # Knobs (read once per process): "" = v8 defaults (shared-memory stage), FLASHKIT_MAS_STAGE=0 =
-# v7's register loads in the same build.
-for knob in "" "FLASHKIT_MAS_STAGE=0"; do
+# v7's register loads in the same build; the L2 prefetch shapes with the stage at T >= 512.
+for knob in "" "FLASHKIT_MAS_STAGE=0" "FLASHKIT_MAS_L2=0,1" "FLASHKIT_MAS_L2=2,2"; do
   name=${knob:-default}
+  Ts=128,256,512,2048
+  case "$knob" in FLASHKIT_MAS_L2*) Ts=512,2048 ;; esac
   stamp "profile_mas $name"
   env $knob PYTHONPATH=python PYTHONUNBUFFERED=1 timeout 45 python3 bench/profile_mas.py \
-    --Ts 128,256,512,2048 >"$log/profile-$name.log" 2>&1
+    --Ts $Ts >"$log/profile-$name.log" 2>&1
   stamp "rc=$?"
   cat "$log/profile-$name.log" | grep "us$"
 done
