@@ -471,7 +471,8 @@ static __device__ void backtrack_one_lane(const uint32_t* bits, int bstride, int
   };
   int index = tx - 1, y = ty - 1, yb = y >> 5;
   uint32_t w = word(yb, index);
-  while (index > 0) {
+#pragma unroll 2
+  for (; index > 0;) {
     const int b0 = yb * 32, below = max(yb - 1, 0);
     const uint32_t w_next = word(yb, index - 1), w_below = word(below, index),
                    w_next_below = word(below, index - 1);
