@@ -17,8 +17,8 @@
 
 namespace flashkit::cuda::mas_kernels {
 
-constexpr int kMaxText = 2048;     // 256 threads x 8 rows
-constexpr int kMaxThreads = 256;   // DP threads: 8 warps, one shared-memory ring each
+constexpr int kMaxText = 2048;    // 256 threads x 8 rows
+constexpr int kMaxThreads = 256;  // DP threads: 8 warps, one shared-memory ring each
 // Threads of a CTA: DP warps plus, when the kernel writes the path, the warp that zeroes it
 // (only while the DP warps leave room: a ninth warp would cap registers at 168 a thread).
 constexpr int kMaxBlock = kMaxThreads;
@@ -116,8 +116,8 @@ struct Params {
   uint32_t* bits;
   int bits_smem;
   int stage_bytes;  // the CTA's likelihood stage in dynamic shared memory (staged kernels)
-  int32_t* start;  // [B][Tw]: first frame of row x's run
-  int32_t* dur;    // frames of row x's run: the durations output or scratch
+  int32_t* start;   // [B][Tw]: first frame of row x's run
+  int32_t* dur;     // frames of row x's run: the durations output or scratch
   int64_t db, dx;
   int32_t* bad;  // [B]: 1 where the item's lengths admit no path
   // An item's rows are split over `splits` CTAs of one cluster (co-scheduled, so waiting on a
@@ -147,22 +147,41 @@ struct Params {
 // Raw storage of a mask element and its value.
 template <DType D>
 struct MaskElem;
-template <> struct MaskElem<DType::f32> { using R = float; __device__ static double get(R v) { return v; } };
-template <> struct MaskElem<DType::f16> {
+template <>
+struct MaskElem<DType::f32> {
+  using R = float;
+  __device__ static double get(R v) { return v; }
+};
+template <>
+struct MaskElem<DType::f16> {
   using R = uint16_t;
   __device__ static double get(R v) { return __half2float(__ushort_as_half(v)); }
 };
-template <> struct MaskElem<DType::bf16> {
+template <>
+struct MaskElem<DType::bf16> {
   using R = uint16_t;
   __device__ static double get(R v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
 };
-template <> struct MaskElem<DType::f64> { using R = double; __device__ static double get(R v) { return v; } };
-template <> struct MaskElem<DType::i32> { using R = int32_t; __device__ static double get(R v) { return v; } };
-template <> struct MaskElem<DType::i64> {
+template <>
+struct MaskElem<DType::f64> {
+  using R = double;
+  __device__ static double get(R v) { return v; }
+};
+template <>
+struct MaskElem<DType::i32> {
+  using R = int32_t;
+  __device__ static double get(R v) { return v; }
+};
+template <>
+struct MaskElem<DType::i64> {
   using R = int64_t;
   __device__ static double get(R v) { return static_cast<double>(v); }
 };
-template <> struct MaskElem<DType::u8> { using R = uint8_t; __device__ static double get(R v) { return v; } };
+template <>
+struct MaskElem<DType::u8> {
+  using R = uint8_t;
+  __device__ static double get(R v) { return v; }
+};
 
 // This thread's parts of the sums of two lines a[i * sa], i < na, and b[i * sb], i < nb, of one
 // dtype (threads of the CTA in turn): 8 elements of each line loaded before any is added, so
@@ -183,20 +202,28 @@ __device__ __forceinline__ void lines_part(const void* a, int64_t sa, int na, co
       vb[k] = i < nb ? lb[i * sb] : R{};
     }
 #pragma unroll
-    for (int k = 0; k < 8; ++k) acc[0] += MaskElem<D>::get(va[k]), acc[1] += MaskElem<D>::get(vb[k]);
+    for (int k = 0; k < 8; ++k)
+      acc[0] += MaskElem<D>::get(va[k]), acc[1] += MaskElem<D>::get(vb[k]);
   }
 }
 
 __device__ __forceinline__ void lines_part(int dtype, const void* a, int64_t sa, int na,
                                            const void* b, int64_t sb, int nb, double (&acc)[2]) {
   switch (static_cast<DType>(dtype)) {
-    case DType::f32: return lines_part<DType::f32>(a, sa, na, b, sb, nb, acc);
-    case DType::f16: return lines_part<DType::f16>(a, sa, na, b, sb, nb, acc);
-    case DType::bf16: return lines_part<DType::bf16>(a, sa, na, b, sb, nb, acc);
-    case DType::f64: return lines_part<DType::f64>(a, sa, na, b, sb, nb, acc);
-    case DType::i32: return lines_part<DType::i32>(a, sa, na, b, sb, nb, acc);
-    case DType::i64: return lines_part<DType::i64>(a, sa, na, b, sb, nb, acc);
-    default: return lines_part<DType::u8>(a, sa, na, b, sb, nb, acc);  // u8, bool8
+    case DType::f32:
+      return lines_part<DType::f32>(a, sa, na, b, sb, nb, acc);
+    case DType::f16:
+      return lines_part<DType::f16>(a, sa, na, b, sb, nb, acc);
+    case DType::bf16:
+      return lines_part<DType::bf16>(a, sa, na, b, sb, nb, acc);
+    case DType::f64:
+      return lines_part<DType::f64>(a, sa, na, b, sb, nb, acc);
+    case DType::i32:
+      return lines_part<DType::i32>(a, sa, na, b, sb, nb, acc);
+    case DType::i64:
+      return lines_part<DType::i64>(a, sa, na, b, sb, nb, acc);
+    default:
+      return lines_part<DType::u8>(a, sa, na, b, sb, nb, acc);  // u8, bool8
   }
 }
 
@@ -229,12 +256,10 @@ static __device__ int2 item_lengths(const Params& p, int b) {
   double total[2] = {0, 0};
   for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w)
     total[0] += partial[0][w], total[1] += partial[1][w];
-  return make_int2(p.tx_line < 0 ? static_cast<const int32_t*>(p.tx)[b * p.txs]
-                                 : static_cast<int>(total[0]),
-                   p.ty_line < 0 ? static_cast<const int32_t*>(p.ty)[b * p.tys]
-                                 : static_cast<int>(total[1]));
+  return make_int2(
+      p.tx_line < 0 ? static_cast<const int32_t*>(p.tx)[b * p.txs] : static_cast<int>(total[0]),
+      p.ty_line < 0 ? static_cast<const int32_t*>(p.ty)[b * p.tys] : static_cast<int>(total[1]));
 }
-
 
 // Chunk y0 .. y0 + kCols - 1 of rows x0 .. x0 + K - 1 (`rows` points at row x0) as raw words;
 // rows >= nrows and frames >= S read as 0. Any row < T and frame < S may be read whatever the
@@ -500,12 +525,10 @@ static __device__ void backtrack_one_lane(const uint32_t* bits, int bstride, int
 // y - 1 + j, and frees that stage; then, as a producer, waits until the warp below has freed
 // stage y / 32 + 1 - kStages, whose slots frame y + 31 (stage y / 32 + 1) overwrites (frames
 // y .. y + 30 were cleared by the previous call; stage 0 is free at the start).
-static __device__ __forceinline__ float take_upstream(float neg, float (*s_ring)[kRing],
-                                                   uint64_t (*full)[kStages],
-                                                   uint64_t (*empty)[kStages],
-                                                   const int32_t* in_progress, const float* in_ring,
-                                                   bool from_cta, int warp, int nwarps, int lane,
-                                                   int y, int ty, float keep) {
+static __device__ __forceinline__ float take_upstream(
+    float neg, float (*s_ring)[kRing], uint64_t (*full)[kStages], uint64_t (*empty)[kStages],
+    const int32_t* in_progress, const float* in_ring, bool from_cta, int warp, int nwarps, int lane,
+    int y, int ty, float keep) {
   const int c = y >> 5;
   const int yr = y - 1 + lane;
   float v = keep;
@@ -528,8 +551,8 @@ static __device__ __forceinline__ float take_upstream(float neg, float (*s_ring)
 // may read (`last` = min(32c + 31, ty - 1)) and the warp below that stage c is full. full: this
 // warp's ring's full barriers, or null for the last warp (no consumer in the CTA). Every block c
 // an item runs is read by its consumer (32c < ty), so each stage gets exactly one arrival.
-static __device__ __forceinline__ void publish(int32_t* progress, bool to_cta, uint64_t* full, int c,
-                                            int last) {
+static __device__ __forceinline__ void publish(int32_t* progress, bool to_cta, uint64_t* full,
+                                               int c, int last) {
   if (to_cta) store_release(progress, last);
   if (full != nullptr) mbar_arrive(&full[c % kStages]);
 }

@@ -78,8 +78,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
       const T* item = static_cast<const T*>(p.value) + b * p.vb;
 #pragma unroll
       for (int i = 0; i < K; ++i)
-        stager.row[i] =
-            reinterpret_cast<const char*>(item + max(min(x0 + i, p.T - 1), 0) * p.vx);
+        stager.row[i] = reinterpret_cast<const char*>(item + max(min(x0 + i, p.T - 1), 0) * p.vx);
 #pragma unroll
       for (int g = 0; g < kAhead; ++g) stager.template issue<true>(g);
     } else {
@@ -115,9 +114,10 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
   }
   __syncthreads();
   constexpr int kStageBytes = kStage ? kSlots * Stager<K>::kSlotBytes : 0;  // per DP warp
-  uint32_t* const bits_item = p.bits_smem ? reinterpret_cast<uint32_t*>(
-                                                reinterpret_cast<char*>(s_dyn) + nwarps * kStageBytes)
-                                          : p.bits + static_cast<size_t>(b) * p.W * p.Tw + row0;
+  uint32_t* const bits_item =
+      p.bits_smem
+          ? reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(s_dyn) + nwarps * kStageBytes)
+          : p.bits + static_cast<size_t>(b) * p.W * p.Tw + row0;
   const int bstride = p.bits_smem ? p.rows : p.Tw;
   // Warp 0's progress, for the pace of the path warp (split items: long ones; a CTA without rows
   // in the item runs no DP and zeroes at once).
@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
         for (int u = 0; u < kChunks; ++u) {
           const int g = c * kChunks + u;
           stager.template issue<kGeneral>(g + kAhead);  // into chunk g - 2's slot: consumed
-          stage_wait<kAhead - 1>();                      // chunk g + 1 has landed
+          stage_wait<kAhead - 1>();                     // chunk g + 1 has landed
           stager.read(g + 1, buf[(u + 1) & 1]);
           uint32_t(&cur)[K][8] = buf[u & 1];
           if constexpr (kGeneral) mask_above_diagonal<S, K>(cur, x0 - g * kCols);
@@ -252,7 +252,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
         constexpr bool kFast = decltype(fast)::value;
         float* ring_blk = s_ring[warp] + ((32 * c) & (kRing - 1));
         float* out_blk = out_ring + 32 * c;
-  #pragma unroll
+#pragma unroll
         for (int u = 0; u < kChunks; ++u) {
           const int g = c * kChunks + u;  // chunk index
           if constexpr (kFast)
@@ -262,7 +262,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
           uint32_t(&cur)[K][8] = buf[u % NB];
           if constexpr (!kFast)
             if (g * kCols < warp_rows_end) mask_above_diagonal<S, K>(cur, x0 - g * kCols);
-  #pragma unroll
+#pragma unroll
           for (int jj = 0; jj < kCols; ++jj) {
             const int j = u * kCols + jj;            // frame 32c + j
             const float ring = shfl_idx(ring_v, j);  // every lane shuffles; lane 0 keeps it
@@ -273,7 +273,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
             up = shfl_up1(q[K - 1]);
             store_if(lane31, ring_blk + j, q[K - 1]);
             if (to_cta31) out_blk[j] = q[K - 1];
-  #pragma unroll
+#pragma unroll
             for (int i = K - 2; i >= 0; --i)
               q[i] = cell(i > 0 ? q[i - 1] : nb, q[i], Chunk<S>::get(cur[i], jj), bits[i], 1u << j);
           }
@@ -290,11 +290,11 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
         if constexpr (kVec && !kFused) {
           const int yp = (c + p.l2_blocks) * 32, yend = min(min(yp + 32 * p.l2_group, ty), p.S);
           if (p.l2_blocks > 0 && (c & (p.l2_group - 1)) == 0 && all_live && yp < yend)
-  #pragma unroll
+#pragma unroll
             for (int i = 0; i < K; ++i) prefetch_l2(rows + i * p.vx + yp, (yend - yp) * sizeof(T));
         }
         uint32_t bits[K];
-  #pragma unroll
+#pragma unroll
         for (int i = 0; i < K; ++i) bits[i] = 0;
         if (kVec && !kFused && warp_live && 32 * c >= warp_rows_end &&
             ((c + 1) * kChunks + NB - 1) * kCols <= p.S)
@@ -303,7 +303,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
           run_block(c, ring_v, bits, std::false_type{});
         if (live) {
           uint4* dst = reinterpret_cast<uint4*>(bits_out + static_cast<size_t>(c) * bstride);
-  #pragma unroll
+#pragma unroll
           for (int i = 0; i < K; i += 4)
             dst[i / 4] = make_uint4(bits[i], bits[i + 1], bits[i + 2], bits[i + 3]);
         }

@@ -23,7 +23,6 @@ namespace {
 
 using namespace mas_kernels;
 
-
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Workspace carve-up (256-byte aligned pieces).
@@ -85,10 +84,12 @@ void launch_kernel(const Params& p, int B, cudaStream_t stream) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(B * p.splits);
   cfg.blockDim = dim3(p.dp_warps * 32 + (p.path != nullptr ? 32 : 0));
-  cfg.dynamicSmemBytes = (kStage ? p.stage_bytes : 0) + (p.bits_smem ? sizeof(uint32_t) * p.W * p.rows : 0);
+  cfg.dynamicSmemBytes =
+      (kStage ? p.stage_bytes : 0) + (p.bits_smem ? sizeof(uint32_t) * p.W * p.rows : 0);
   cfg.stream = stream;
   static std::atomic<uint64_t> smem_allowed{0};  // per instantiation: per kernel
-  if (cfg.dynamicSmemBytes > 48 * 1024) allow_bits_smem(reinterpret_cast<const void*>(kernel), smem_allowed);
+  if (cfg.dynamicSmemBytes > 48 * 1024)
+    allow_bits_smem(reinterpret_cast<const void*>(kernel), smem_allowed);
   cudaLaunchAttribute cluster;
   cluster.id = cudaLaunchAttributeClusterDimension;
   cluster.val.clusterDim.x = p.splits, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
@@ -105,7 +106,8 @@ template <Src S, bool kVec>
 void launch_rows(const Params& p, int B, cudaStream_t stream) {
   constexpr int kNB4 = S == Src::f32 ? 4 : 2;
   if constexpr (kVec && S != Src::fused)
-    if (p.rows <= 512 && p.stage_bytes > 0) return launch_kernel<S, 4, kNB4, true, true>(p, B, stream);
+    if (p.rows <= 512 && p.stage_bytes > 0)
+      return launch_kernel<S, 4, kNB4, true, true>(p, B, stream);
   if (p.rows <= 512)
     launch_kernel<S, 4, kNB4, kVec>(p, B, stream);
   else
