@@ -87,8 +87,10 @@ void launch_kernel(const Params& p, int B, cudaStream_t stream) {
   cfg.dynamicSmemBytes =
       (kStage ? p.stage_bytes : 0) + (p.bits_smem ? sizeof(uint32_t) * p.W * p.rows : 0);
   cfg.stream = stream;
+  // Opt in whenever there is dynamic shared memory: the 48 KB default counts the static part
+  // too (17.5 KB here), so 31-48 KB of stage and bits failed to launch (d2 run of v8).
   static std::atomic<uint64_t> smem_allowed{0};  // per instantiation: per kernel
-  if (cfg.dynamicSmemBytes > 48 * 1024)
+  if (cfg.dynamicSmemBytes > 0)
     allow_bits_smem(reinterpret_cast<const void*>(kernel), smem_allowed);
   cudaLaunchAttribute cluster;
   cluster.id = cudaLaunchAttributeClusterDimension;
