@@ -140,6 +140,30 @@ TEST(MasGpuSmall, HalfAndBfloat16) {
     }
 }
 
+// The shared-memory stage (v8) of contiguous, 16-byte aligned rows in each dtype: rows ending in
+// half a chunk (the last 16 bytes zero-filled, not read), rows past T in the last warp, blocks
+// with the diagonal mask and blocks without, one warp and three (the rings wrap past 8 stages),
+// tie-heavy values and -inf cells.
+TEST(MasGpuSmall, StagedRowsEachDtype) {
+  std::mt19937_64 rng(113);
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    const int64_t half = dt == DType::f32 ? 4 : 8;  // elements in 16 bytes
+    for (auto [B, T, S] : {std::tuple<int64_t, int64_t, int64_t>{3, 37, 64 * half + half},
+                           std::tuple<int64_t, int64_t, int64_t>{3, 300, 125 * half}}) {
+      std::vector<int32_t> tx, ty;
+      random_lengths(rng, B, T, S, tx, ty);
+      tx[0] = static_cast<int32_t>(T), ty[0] = static_cast<int32_t>(S);
+      HostTensor v(dt, {B, T, S});
+      v.fill_normal(rng, -2.f, 1.f);
+      expect_gpu_equals_cpu(v, tx, ty, -1e9f, dtype_name(dt));
+      v.fill_int(rng, -2, 0);
+      std::uniform_int_distribution<int64_t> cell(0, v.numel() - 1);
+      for (int i = 0; i < v.numel() / 20; ++i) v.set(cell(rng), -kInf);
+      expect_gpu_equals_cpu(v, tx, ty, -kInf, dtype_name(dt));
+    }
+  }
+}
+
 TEST(MasGpuSmall, StridedViewsAndPathDtypes) {
   std::mt19937_64 rng(103);
   const int64_t B = 4, T = 70, S = 150;

@@ -17,14 +17,15 @@
 
 namespace flashkit::cuda::mas_kernels {
 
-constexpr int kMaxText = 2048;     // 256 threads x 8 rows
-constexpr int kMaxThreads = 256;   // DP threads: 8 warps, one shared-memory ring each
+constexpr int kMaxText = 2048;    // 256 threads x 8 rows
+constexpr int kMaxThreads = 256;  // DP threads: 8 warps, one shared-memory ring each
 // Threads of a CTA: DP warps plus, when the kernel writes the path, the warp that zeroes it
 // (only while the DP warps leave room: a ninth warp would cap registers at 168 a thread).
 constexpr int kMaxBlock = kMaxThreads;
 constexpr int kMaxChannels = 256;  // fused: channels (a bound on the work per frame)
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kMaxBitsSmem = 160 * 1024;  // decision bits kept in shared memory up to this size
+constexpr int kMaxDynSmem = 200 * 1024;   // dynamic shared memory: stage (v8) + bits
 
 // Shared-memory rings between the warps of a CTA: warp w writes Q of its last row per frame into
 // ring w, read by warp w + 1. Stage c of a ring is frames 32c - 1 .. 32c + 30 (what the consumer
@@ -114,8 +115,9 @@ struct Params {
   // per item: the backtrack then reads them at shared-memory latency).
   uint32_t* bits;
   int bits_smem;
-  int32_t* start;  // [B][Tw]: first frame of row x's run
-  int32_t* dur;    // frames of row x's run: the durations output or scratch
+  int stage_bytes;  // the CTA's likelihood stage in dynamic shared memory (staged kernels)
+  int32_t* start;   // [B][Tw]: first frame of row x's run
+  int32_t* dur;     // frames of row x's run: the durations output or scratch
   int64_t db, dx;
   int32_t* bad;  // [B]: 1 where the item's lengths admit no path
   // An item's rows are split over `splits` CTAs of one cluster (co-scheduled, so waiting on a
@@ -142,33 +144,86 @@ struct Params {
   uint32_t one;        // bit pattern of 1 in the path dtype
 };
 
-// This thread's part of the sum of line[i * stride], i < n (threads of the CTA in turn), with
-// loads batched: the lines are read once per call, straight from DRAM.
-template <typename T>
-__device__ __forceinline__ double line_part(const void* base, int64_t stride, int n) {
-  const T* line = static_cast<const T*>(base);
-  double acc = 0;
-#pragma unroll 4
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    if constexpr (std::is_same_v<T, __half>)
-      acc += __half2float(line[i * stride]);
-    else if constexpr (std::is_same_v<T, __nv_bfloat16_raw>)
-      acc += __uint_as_float(static_cast<uint32_t>(line[i * stride].x) << 16);
-    else
-      acc += static_cast<double>(line[i * stride]);
+// Raw storage of a mask element and its value.
+template <DType D>
+struct MaskElem;
+template <>
+struct MaskElem<DType::f32> {
+  using R = float;
+  __device__ static double get(R v) { return v; }
+};
+template <>
+struct MaskElem<DType::f16> {
+  using R = uint16_t;
+  __device__ static double get(R v) { return __half2float(__ushort_as_half(v)); }
+};
+template <>
+struct MaskElem<DType::bf16> {
+  using R = uint16_t;
+  __device__ static double get(R v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
+};
+template <>
+struct MaskElem<DType::f64> {
+  using R = double;
+  __device__ static double get(R v) { return v; }
+};
+template <>
+struct MaskElem<DType::i32> {
+  using R = int32_t;
+  __device__ static double get(R v) { return v; }
+};
+template <>
+struct MaskElem<DType::i64> {
+  using R = int64_t;
+  __device__ static double get(R v) { return static_cast<double>(v); }
+};
+template <>
+struct MaskElem<DType::u8> {
+  using R = uint8_t;
+  __device__ static double get(R v) { return v; }
+};
+
+// This thread's parts of the sums of two lines a[i * sa], i < na, and b[i * sb], i < nb, of one
+// dtype (threads of the CTA in turn): 8 elements of each line loaded before any is added, so
+// the lines (read once, straight from DRAM) cost one round trip per 8 elements a thread, not one
+// per element or per line (ncu, T = 128: ~10% of the kernel was waiting for these loads).
+template <DType D>
+__device__ __forceinline__ void lines_part(const void* a, int64_t sa, int na, const void* b,
+                                           int64_t sb, int nb, double (&acc)[2]) {
+  using R = typename MaskElem<D>::R;
+  const R* la = static_cast<const R*>(a);
+  const R* lb = static_cast<const R*>(b);
+  for (int i0 = threadIdx.x; i0 < max(na, nb); i0 += 8 * blockDim.x) {
+    R va[8], vb[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const int i = i0 + k * static_cast<int>(blockDim.x);
+      va[k] = i < na ? la[i * sa] : R{};
+      vb[k] = i < nb ? lb[i * sb] : R{};
+    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      acc[0] += MaskElem<D>::get(va[k]), acc[1] += MaskElem<D>::get(vb[k]);
   }
-  return acc;
 }
 
-__device__ __forceinline__ double line_part(const void* base, int dtype, int64_t stride, int n) {
+__device__ __forceinline__ void lines_part(int dtype, const void* a, int64_t sa, int na,
+                                           const void* b, int64_t sb, int nb, double (&acc)[2]) {
   switch (static_cast<DType>(dtype)) {
-    case DType::f32: return line_part<float>(base, stride, n);
-    case DType::f16: return line_part<__half>(base, stride, n);
-    case DType::bf16: return line_part<__nv_bfloat16_raw>(base, stride, n);
-    case DType::f64: return line_part<double>(base, stride, n);
-    case DType::i32: return line_part<int32_t>(base, stride, n);
-    case DType::i64: return line_part<int64_t>(base, stride, n);
-    default: return line_part<uint8_t>(base, stride, n);  // u8, bool8
+    case DType::f32:
+      return lines_part<DType::f32>(a, sa, na, b, sb, nb, acc);
+    case DType::f16:
+      return lines_part<DType::f16>(a, sa, na, b, sb, nb, acc);
+    case DType::bf16:
+      return lines_part<DType::bf16>(a, sa, na, b, sb, nb, acc);
+    case DType::f64:
+      return lines_part<DType::f64>(a, sa, na, b, sb, nb, acc);
+    case DType::i32:
+      return lines_part<DType::i32>(a, sa, na, b, sb, nb, acc);
+    case DType::i64:
+      return lines_part<DType::i64>(a, sa, na, b, sb, nb, acc);
+    default:
+      return lines_part<DType::u8>(a, sa, na, b, sb, nb, acc);  // u8, bool8
   }
 }
 
@@ -180,12 +235,17 @@ static __device__ int2 item_lengths(const Params& p, int b) {
                      static_cast<const int32_t*>(p.ty)[b * p.tys]);
   __shared__ double partial[2][kMaxBlock / 32];
   double acc[2] = {0, 0};
-  if (p.tx_line >= 0)
-    acc[0] = line_part(static_cast<const char*>(p.tx) + b * p.txs * dtype_bytes(p.tx_dtype),
-                       p.tx_dtype, p.txl, p.tx_line);
-  if (p.ty_line >= 0)
-    acc[1] = line_part(static_cast<const char*>(p.ty) + b * p.tys * dtype_bytes(p.ty_dtype),
-                       p.ty_dtype, p.tyl, p.ty_line);
+  const void* tline = static_cast<const char*>(p.tx) + b * p.txs * dtype_bytes(p.tx_dtype);
+  const void* yline = static_cast<const char*>(p.ty) + b * p.tys * dtype_bytes(p.ty_dtype);
+  const int ntx = max(p.tx_line, 0), nty = max(p.ty_line, 0);
+  if (p.tx_dtype == p.ty_dtype) {  // both lines of one mask (the drop-in): loaded together
+    lines_part(p.tx_dtype, tline, p.txl, ntx, yline, p.tyl, nty, acc);
+  } else {
+    double only[2] = {0, 0};
+    lines_part(p.tx_dtype, tline, p.txl, ntx, yline, p.tyl, 0, acc);
+    lines_part(p.ty_dtype, tline, p.txl, 0, yline, p.tyl, nty, only);
+    acc[1] = only[1];
+  }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1)
 #pragma unroll
@@ -196,12 +256,10 @@ static __device__ int2 item_lengths(const Params& p, int b) {
   double total[2] = {0, 0};
   for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w)
     total[0] += partial[0][w], total[1] += partial[1][w];
-  return make_int2(p.tx_line < 0 ? static_cast<const int32_t*>(p.tx)[b * p.txs]
-                                 : static_cast<int>(total[0]),
-                   p.ty_line < 0 ? static_cast<const int32_t*>(p.ty)[b * p.tys]
-                                 : static_cast<int>(total[1]));
+  return make_int2(
+      p.tx_line < 0 ? static_cast<const int32_t*>(p.tx)[b * p.txs] : static_cast<int>(total[0]),
+      p.ty_line < 0 ? static_cast<const int32_t*>(p.ty)[b * p.tys] : static_cast<int>(total[1]));
 }
-
 
 // Chunk y0 .. y0 + kCols - 1 of rows x0 .. x0 + K - 1 (`rows` points at row x0) as raw words;
 // rows >= nrows and frames >= S read as 0. Any row < T and frame < S may be read whatever the
@@ -319,6 +377,22 @@ __device__ __forceinline__ float cell(float v_prev, float v_cur, float value, ui
   return __uint_as_float((a & take) | (c & ~take));
 }
 
+// The same cell with the compare's predicate kept inside one asm block (the staged loop, v8):
+// ptxas turns the select into the first sum and a predicated second add (@!p FADD), and the bit
+// into a predicated add, giving each cell its own predicate register: 4 SASS instructions a cell
+// instead of 6 (FSETP, SEL, 2 FADD, 2 LOP3), the plain block 751 instructions and 1082 static
+// stall cycles instead of 1010 and 1331. Same operations, same rounding, the same NaN rule.
+__device__ __forceinline__ float cell_pred(float v_prev, float v_cur, float value, uint32_t& bits,
+                                           uint32_t bit) {
+  float q;
+  asm("{ .reg .pred p; .reg .f32 a, c;\n\t"
+      "setp.gt.f32 p, %2, %3; add.rn.f32 a, %2, %4; add.rn.f32 c, %3, %4;\n\t"
+      "selp.f32 %0, a, c, p; @p or.b32 %1, %1, %5; }"
+      : "=f"(q), "+r"(bits)
+      : "f"(v_prev), "f"(v_cur), "f"(value), "r"(bit));
+  return q;
+}
+
 // Fused: value[x, y0 + j] for the thread's rows from the coefficients and z[b, c, y0 + j]
 // (every lane reads the same z: one broadcast load, mostly from L2).
 template <int K>
@@ -405,17 +479,56 @@ static __device__ void backtrack(const uint32_t* bits, int bstride, int nrows, i
   if (base + lane <= hi) start[base + lane] = my_start;
 }
 
+// The same walk by one thread, for decision bits in shared memory (one CTA per item). A step
+// either ends row `index`'s run in the block holding y (its start: the highest set bit <= y, or
+// the forced move at y == index) or finds no move there and goes one block down. The three words
+// the next step can need (next row, this block; this row, the block below; next row, the block
+// below) are loaded at the top of the step, which is branch-free, so a step costs the scan and a
+// shared-memory latency overlapping it (the warp walk paid ~115 cycles a step in shuffles and
+// branch bookkeeping, ncu v7 at T = 128: 15% of the kernel).
+static __device__ void backtrack_one_lane(const uint32_t* bits, int bstride, int tx, int ty,
+                                          int32_t* start) {
+  const uint32_t base = smem_addr(bits), sstart = smem_addr(start);
+  auto word = [&](int yb, int x) {
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(base + 4 * (yb * bstride + x)));
+    return v;
+  };
+  int index = tx - 1, y = ty - 1, yb = y >> 5;
+  uint32_t w = word(yb, index);
+#pragma unroll 2
+  for (; index > 0;) {
+    const int b0 = yb * 32, below = max(yb - 1, 0);
+    const uint32_t w_next = word(yb, index - 1), w_below = word(below, index),
+                   w_next_below = word(below, index - 1);
+    uint32_t mv = w & (kFull >> (~y & 31));       // frames b0 .. y
+    mv |= index >= b0 ? 1u << (index - b0) : 0u;  // Cython's forced move at y == index
+    const bool moved = mv != 0;  // else the row keeps the rest of this block (then b0 > 0)
+    int hi;                      // the highest set bit, -1 if none
+    asm("bfind.u32 %0, %1;" : "=r"(hi) : "r"(mv));
+    const int yp = b0 + hi;
+    asm volatile("{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.shared.s32 [%1], %2; }" ::"r"(
+                     static_cast<uint32_t>(moved)),
+                 "r"(sstart + 4 * index), "r"(yp)
+                 : "memory");
+    y = yp - moved;  // the next row's last frame, or (no move) this row's frame b0 - 1
+    index -= moved;
+    const bool down = y < b0;
+    w = down ? (moved ? w_next_below : w_below) : w_next;
+    yb -= down;
+  }
+  asm volatile("st.shared.s32 [%0], 0;" ::"r"(sstart) : "memory");
+}
+
 // Waits until the upstream row (the warp above, or the previous CTA for warp 0) has published
 // frames y - 1 .. y + 30 (stage y / 32 of the ring above) and returns them, lane j holding frame
 // y - 1 + j, and frees that stage; then, as a producer, waits until the warp below has freed
 // stage y / 32 + 1 - kStages, whose slots frame y + 31 (stage y / 32 + 1) overwrites (frames
 // y .. y + 30 were cleared by the previous call; stage 0 is free at the start).
-static __device__ __forceinline__ float take_upstream(float neg, float (*s_ring)[kRing],
-                                                   uint64_t (*full)[kStages],
-                                                   uint64_t (*empty)[kStages],
-                                                   const int32_t* in_progress, const float* in_ring,
-                                                   bool from_cta, int warp, int nwarps, int lane,
-                                                   int y, int ty, float keep) {
+static __device__ __forceinline__ float take_upstream(
+    float neg, float (*s_ring)[kRing], uint64_t (*full)[kStages], uint64_t (*empty)[kStages],
+    const int32_t* in_progress, const float* in_ring, bool from_cta, int warp, int nwarps, int lane,
+    int y, int ty, float keep) {
   const int c = y >> 5;
   const int yr = y - 1 + lane;
   float v = keep;
@@ -438,8 +551,8 @@ static __device__ __forceinline__ float take_upstream(float neg, float (*s_ring)
 // may read (`last` = min(32c + 31, ty - 1)) and the warp below that stage c is full. full: this
 // warp's ring's full barriers, or null for the last warp (no consumer in the CTA). Every block c
 // an item runs is read by its consumer (32c < ty), so each stage gets exactly one arrival.
-static __device__ __forceinline__ void publish(int32_t* progress, bool to_cta, uint64_t* full, int c,
-                                            int last) {
+static __device__ __forceinline__ void publish(int32_t* progress, bool to_cta, uint64_t* full,
+                                               int c, int last) {
   if (to_cta) store_release(progress, last);
   if (full != nullptr) mbar_arrive(&full[c % kStages]);
 }

@@ -6,6 +6,7 @@
 
 #include "cuda/mas/device.cuh"
 #include "cuda/mas/path_writer.cuh"
+#include "cuda/mas/staged.cuh"
 
 namespace flashkit::cuda::mas_kernels {
 
@@ -25,7 +26,11 @@ namespace cg = cooperative_groups;
 // of the block without the slow load path and the mask, so the code the warps spend their time in
 // stays small (one warp per scheduler: instruction fetch shows).
 // K = 4 serves up to 512 rows a CTA (4 DP warps + 1), K = 8 up to 2048 (8 DP warps, or 7 + 1).
-template <Src S, int K, int NB, bool kVec>
+// kStage (v8; K = 4, contiguous aligned rows, not fused): the likelihood comes through a
+// shared-memory stage per warp (staged.cuh) and the rings carry whole blocks; the blocks run in
+// two copies, plain (inside the row, below every row's diagonal) and general (bounded copies,
+// diagonal mask), with nothing else inline.
+template <Src S, int K, int NB, bool kVec, bool kStage>
 __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
     mas_forward(const Params p) {
   using T = typename Chunk<S>::T;
@@ -33,10 +38,13 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
   constexpr int kChunks = 32 / kCols;  // chunks per 32-frame block
   static_assert(kChunks % NB == 0, "each chunk's buffer must be known at compile time");
   constexpr bool kFused = S == Src::fused;
-  extern __shared__ uint4 s_bits[];  // the decision bits when p.bits_smem
-  __shared__ float s_ring[kMaxThreads / 32][kRing];
+  static_assert(!kStage || (K == 4 && kVec && !kFused), "the stage serves K = 4 vector rows");
+  // Dynamic shared memory: the stage (kStage), then the decision bits when p.bits_smem.
+  extern __shared__ uint4 s_dyn[];
+  __shared__ __align__(16) float s_ring[kMaxThreads / 32][kRing];
   __shared__ uint64_t s_full[kMaxThreads / 32][kStages];   // ring w, stage s written
   __shared__ uint64_t s_empty[kMaxThreads / 32][kStages];  // ring w, stage s read
+  __shared__ int32_t s_start[kMaxText];  // the backtrack's run starts (CTA 0), for write_runs
   const int b = blockIdx.x / p.splits, part = blockIdx.x % p.splits;
   int tid;  // kept in a register: re-reading %tid.x in the loop would wait with the loads
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
@@ -46,7 +54,8 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
   const int x0 = row0 + tid * K;
   const T* rows = kFused ? nullptr : static_cast<const T*>(p.value) + b * p.vb + x0 * p.vx;
 
-  uint32_t buf[NB][K][8];
+  uint32_t buf[kStage ? 2 : NB][K][8];
+  Stager<K> stager{};
   auto fetch = [&](uint32_t(&bf)[K][8], int g, int nrows) {
     if constexpr (kFused) {
       if (x0 < nrows) fused_chunk<K>(p, b, x0, g * kCols, p.S, bf);
@@ -63,8 +72,19 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
         for (int i = 0; i < K; ++i)
           if (x0 + i < p.T) prefetch_l2(rows + i * p.vx, ahead);
     }
+    if constexpr (kStage) {
+      stager.slot0 = smem_addr(s_dyn) + warp * kSlots * Stager<K>::kSlotBytes + lane * 16;
+      stager.row_bytes = p.S * static_cast<int>(sizeof(T));
+      const T* item = static_cast<const T*>(p.value) + b * p.vb;
 #pragma unroll
-    for (int u = 0; u < NB - 1; ++u) fetch(buf[u], u, p.T);
+      for (int i = 0; i < K; ++i)
+        stager.row[i] = reinterpret_cast<const char*>(item + max(min(x0 + i, p.T - 1), 0) * p.vx);
+#pragma unroll
+      for (int g = 0; g < kAhead; ++g) stager.template issue<true>(g);
+    } else {
+#pragma unroll
+      for (int u = 0; u < NB - 1; ++u) fetch(buf[u], u, p.T);
+    }
   }
 
   const int2 len = item_lengths(p, b);
@@ -83,6 +103,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
   const int64_t zero_lo = path_bytes * part / p.splits,
                 zero_hi = path_bytes * (part + 1) / p.splits;
   if (!valid || tx == 0) {  // the whole cluster leaves: tx, ty are the item's; an all-zero path
+    if constexpr (kStage) stage_wait<0>();
     if (item_path != nullptr) zero_bytes(item_path, zero_lo, zero_hi, threadIdx.x, blockDim.x);
     return;
   }
@@ -92,8 +113,11 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
     mbar_init(&s_empty[warp][lane], 32);  // every lane of the consumer warp
   }
   __syncthreads();
-  uint32_t* const bits_item = p.bits_smem ? reinterpret_cast<uint32_t*>(s_bits)
-                                          : p.bits + static_cast<size_t>(b) * p.W * p.Tw + row0;
+  constexpr int kStageBytes = kStage ? kSlots * Stager<K>::kSlotBytes : 0;  // per DP warp
+  uint32_t* const bits_item =
+      p.bits_smem
+          ? reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(s_dyn) + nwarps * kStageBytes)
+          : p.bits + static_cast<size_t>(b) * p.W * p.Tw + row0;
   const int bstride = p.bits_smem ? p.rows : p.Tw;
   // Warp 0's progress, for the pace of the path warp (split items: long ones; a CTA without rows
   // in the item runs no DP and zeroes at once).
@@ -121,76 +145,177 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
     float q[K];  // Q[x0 + i, y - 1]; Q = neg at frame -1
 #pragma unroll
     for (int i = 0; i < K; ++i) q[i] = p.neg;
-    float up = shfl_up1(q[K - 1]);  // Q[x0 - 1, y - 1] from the lane above (lanes > 0)
-
-    // One 32-frame block; kFast: every load it issues takes the vector path and it holds no cell
-    // above the diagonal (decided per warp).
-    auto run_block = [&](int c, float ring_v, uint32_t(&bits)[K], auto fast) {
-      constexpr bool kFast = decltype(fast)::value;
-      float* ring_blk = s_ring[warp] + ((32 * c) & (kRing - 1));
-      float* out_blk = out_ring + 32 * c;
+    if constexpr (kStage) {
+      // Upstream row, block c at a time: r[j] = Q[row0_warp - 1, 32c + j] (every lane holds all
+      // 32; lane 0 uses them), prev = the frame before r[0]. Row -1 of the item (Cython's x == 0
+      // case) is 0 at frame -1 and neg after.
+      float r[32], t[32];
+      float prev = part == 0 && warp == 0 ? 0.f : p.neg;
+      const int src_lane = (lane + 31) & 31;
+      float recv = shfl_rotate(q[K - 1], src_lane);  // lane 0: the warp's last row (unused)
+      stage_wait<kAhead - 1>();
+      stager.read(0, buf[0]);
+      // One 32-frame block; kGeneral: its copies may cross the row's end, and cells above the
+      // diagonal take likelihood 0 (mask_above_diagonal); else neither can happen.
+      auto run_block = [&](int c, uint32_t(&bits)[K], auto general) {
+        constexpr bool kGeneral = decltype(general)::value;
 #pragma unroll
-      for (int u = 0; u < kChunks; ++u) {
-        const int g = c * kChunks + u;  // chunk index
-        if constexpr (kFast)
-          load_chunk_vec<S, K>(p, rows, (g + NB - 1) * kCols, buf[(u + NB - 1) % NB]);
-        else
-          fetch(buf[(u + NB - 1) % NB], g + NB - 1, tx);
-        uint32_t(&cur)[K][8] = buf[u % NB];
-        if constexpr (!kFast)
-          if (g * kCols < warp_rows_end) mask_above_diagonal<S, K>(cur, x0 - g * kCols);
+        for (int u = 0; u < kChunks; ++u) {
+          const int g = c * kChunks + u;
+          stager.template issue<kGeneral>(g + kAhead);  // into chunk g - 2's slot: consumed
+          stage_wait<kAhead - 1>();                     // chunk g + 1 has landed
+          stager.read(g + 1, buf[(u + 1) & 1]);
+          uint32_t(&cur)[K][8] = buf[u & 1];
+          if constexpr (kGeneral) mask_above_diagonal<S, K>(cur, x0 - g * kCols);
 #pragma unroll
-        for (int jj = 0; jj < kCols; ++jj) {
-          const int j = u * kCols + jj;            // frame 32c + j
-          const float ring = shfl_idx(ring_v, j);  // every lane shuffles; lane 0 keeps it
-          const float nb = lane0 ? ring : up;
-          // The last row first: its shuffle for the next frame then overlaps the other rows.
-          q[K - 1] = cell(K > 1 ? q[K - 2] : nb, q[K - 1], Chunk<S>::get(cur[K - 1], jj),
-                          bits[K - 1], 1u << j);
-          up = shfl_up1(q[K - 1]);
-          store_if(lane31, ring_blk + j, q[K - 1]);
-          if (to_cta31) out_blk[j] = q[K - 1];
+          for (int jj = 0; jj < kCols; ++jj) {
+            const int j = u * kCols + jj;  // frame 32c + j
+            const float nb = lane0 ? (j == 0 ? prev : r[j - 1]) : recv;
+            q[K - 1] = cell_pred(K > 1 ? q[K - 2] : nb, q[K - 1], Chunk<S>::get(cur[K - 1], jj),
+                                 bits[K - 1], 1u << j);
+            recv = shfl_rotate(q[K - 1], src_lane);
+            t[j] = recv;
 #pragma unroll
-          for (int i = K - 2; i >= 0; --i)
-            q[i] = cell(i > 0 ? q[i - 1] : nb, q[i], Chunk<S>::get(cur[i], jj), bits[i], 1u << j);
+            for (int i = K - 2; i >= 0; --i)
+              q[i] = cell_pred(i > 0 ? q[i - 1] : nb, q[i], Chunk<S>::get(cur[i], jj), bits[i],
+                               1u << j);
+          }
         }
-      }
-    };
-    const bool warp_live = __all_sync(kFull, all_live);
-    const int nblocks = (ty + 31) / 32;
-    for (int c = 0; c < nblocks; ++c) {
-      // lane j: Q[row0_warp - 1, 32c - 1 + j]; for the item's row -1 (Cython's x == 0 case) 0 at
-      // frame -1, else neg.
-      const float ring_v =
-          take_upstream(p.neg, s_ring, s_full, s_empty, in_progress, in_ring, from_cta, warp,
-                        nwarps, lane, 32 * c, ty, lane == 0 && c == 0 ? 0.f : p.neg);
-      if constexpr (kVec && !kFused) {
-        const int yp = (c + p.l2_blocks) * 32, yend = min(min(yp + 32 * p.l2_group, ty), p.S);
-        if (p.l2_blocks > 0 && (c & (p.l2_group - 1)) == 0 && all_live && yp < yend)
+      };
+      const int nblocks = (ty + 31) / 32;
+      // The last chunk a block copies ends at byte 32 * (c * kChunks + kChunks + kAhead).
+      const int plain_end = stager.row_bytes / 32 - kChunks - kAhead;
+      for (int c = 0; c < nblocks; ++c) {
+        if (warp > 0) {  // the warp above: stage c of its ring (frames 32c .. 32c + 31)
+          mbar_wait(&s_full[warp - 1][c % kStages], (c / kStages) & 1);
+          lds32(&s_ring[warp - 1][(32 * c) & (kRing - 1)], r);
+          mbar_arrive(&s_empty[warp - 1][c % kStages]);
+        } else if (from_cta) {  // the previous CTA, through global memory
+          const int need = min(32 * c + 31, ty - 1);
+          while (load_acquire(in_progress) < need) {
+          }
 #pragma unroll
-          for (int i = 0; i < K; ++i) prefetch_l2(rows + i * p.vx + yp, (yend - yp) * sizeof(T));
-      }
-      uint32_t bits[K];
+          for (int k = 0; k < 8; ++k) {
+            const float4 v = reinterpret_cast<const float4*>(in_ring + 32 * c)[k];
+            r[4 * k] = v.x, r[4 * k + 1] = v.y, r[4 * k + 2] = v.z, r[4 * k + 3] = v.w;
+          }
+        } else {
 #pragma unroll
-      for (int i = 0; i < K; ++i) bits[i] = 0;
-      if (kVec && !kFused && warp_live && 32 * c >= warp_rows_end &&
-          ((c + 1) * kChunks + NB - 1) * kCols <= p.S)
-        run_block(c, ring_v, bits, std::true_type{});
-      else
-        run_block(c, ring_v, bits, std::false_type{});
-      if (live) {
-        uint4* dst = reinterpret_cast<uint4*>(bits_out + static_cast<size_t>(c) * bstride);
+          for (int j = 0; j < 32; ++j) r[j] = p.neg;
+        }
+        {
+          const int yp = (c + p.l2_blocks) * 32, yend = min(min(yp + 32 * p.l2_group, ty), p.S);
+          if (p.l2_blocks > 0 && (c & (p.l2_group - 1)) == 0 && all_live && yp < yend)
 #pragma unroll
-        for (int i = 0; i < K; i += 4)
-          dst[i / 4] = make_uint4(bits[i], bits[i + 1], bits[i + 2], bits[i + 3]);
+            for (int i = 0; i < K; ++i) prefetch_l2(rows + i * p.vx + yp, (yend - yp) * sizeof(T));
+        }
+        uint32_t bits[K];
+#pragma unroll
+        for (int i = 0; i < K; ++i) bits[i] = 0;
+        if (32 * c >= warp_rows_end && c * kChunks <= plain_end)
+          run_block(c, bits, std::false_type{});
+        else
+          run_block(c, bits, std::true_type{});
+        if (live) {
+          uint4* dst = reinterpret_cast<uint4*>(bits_out + static_cast<size_t>(c) * bstride);
+#pragma unroll
+          for (int i = 0; i < K; i += 4)
+            dst[i / 4] = make_uint4(bits[i], bits[i + 1], bits[i + 2], bits[i + 3]);
+        }
+        // Lane 0 holds the warp's last row for frames 32c .. 32c + 31: stage c of this warp's
+        // ring (once the warp below has read stage c - kStages from the same slots) and, for the
+        // CTA's last warp, the next CTA's global ring.
+        if (full != nullptr) {
+          mbar_wait(&s_empty[warp][c % kStages], ((c / kStages) & 1) ^ 1);
+          sts32_if(lane0, &s_ring[warp][(32 * c) & (kRing - 1)], t);
+          if (lane0) mbar_arrive(&full[c % kStages]);
+        }
+        if (to_cta && lane0) {
+#pragma unroll
+          for (int k = 0; k < 8; ++k)
+            reinterpret_cast<float4*>(out_ring + 32 * c)[k] =
+                make_float4(t[4 * k], t[4 * k + 1], t[4 * k + 2], t[4 * k + 3]);
+          store_release(out_progress, min(32 * c + 31, ty - 1));
+        }
+        if (p.pace_off > 0 && warp == 0 && lane31)
+          asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" ::"l"(out_progress + p.pace_off),
+                       "r"(min(32 * c + 31, ty - 1))
+                       : "memory");
+        prev = r[31];
       }
-      if (lane31) publish(out_progress, to_cta, full, c, min(32 * c + 31, ty - 1));
-      if (p.pace_off > 0 && warp == 0 && lane31)
-        asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" ::"l"(out_progress + p.pace_off),
-                     "r"(min(32 * c + 31, ty - 1))
-                     : "memory");
+    } else {
+      float up = shfl_up1(q[K - 1]);  // Q[x0 - 1, y - 1] from the lane above (lanes > 0)
+
+      // One 32-frame block; kFast: every load it issues takes the vector path and it holds no cell
+      // above the diagonal (decided per warp).
+      auto run_block = [&](int c, float ring_v, uint32_t(&bits)[K], auto fast) {
+        constexpr bool kFast = decltype(fast)::value;
+        float* ring_blk = s_ring[warp] + ((32 * c) & (kRing - 1));
+        float* out_blk = out_ring + 32 * c;
+#pragma unroll
+        for (int u = 0; u < kChunks; ++u) {
+          const int g = c * kChunks + u;  // chunk index
+          if constexpr (kFast)
+            load_chunk_vec<S, K>(p, rows, (g + NB - 1) * kCols, buf[(u + NB - 1) % NB]);
+          else
+            fetch(buf[(u + NB - 1) % NB], g + NB - 1, tx);
+          uint32_t(&cur)[K][8] = buf[u % NB];
+          if constexpr (!kFast)
+            if (g * kCols < warp_rows_end) mask_above_diagonal<S, K>(cur, x0 - g * kCols);
+#pragma unroll
+          for (int jj = 0; jj < kCols; ++jj) {
+            const int j = u * kCols + jj;            // frame 32c + j
+            const float ring = shfl_idx(ring_v, j);  // every lane shuffles; lane 0 keeps it
+            const float nb = lane0 ? ring : up;
+            // The last row first: its shuffle for the next frame then overlaps the other rows.
+            q[K - 1] = cell(K > 1 ? q[K - 2] : nb, q[K - 1], Chunk<S>::get(cur[K - 1], jj),
+                            bits[K - 1], 1u << j);
+            up = shfl_up1(q[K - 1]);
+            store_if(lane31, ring_blk + j, q[K - 1]);
+            if (to_cta31) out_blk[j] = q[K - 1];
+#pragma unroll
+            for (int i = K - 2; i >= 0; --i)
+              q[i] = cell(i > 0 ? q[i - 1] : nb, q[i], Chunk<S>::get(cur[i], jj), bits[i], 1u << j);
+          }
+        }
+      };
+      const bool warp_live = __all_sync(kFull, all_live);
+      const int nblocks = (ty + 31) / 32;
+      for (int c = 0; c < nblocks; ++c) {
+        // lane j: Q[row0_warp - 1, 32c - 1 + j]; for the item's row -1 (Cython's x == 0 case) 0 at
+        // frame -1, else neg.
+        const float ring_v =
+            take_upstream(p.neg, s_ring, s_full, s_empty, in_progress, in_ring, from_cta, warp,
+                          nwarps, lane, 32 * c, ty, lane == 0 && c == 0 ? 0.f : p.neg);
+        if constexpr (kVec && !kFused) {
+          const int yp = (c + p.l2_blocks) * 32, yend = min(min(yp + 32 * p.l2_group, ty), p.S);
+          if (p.l2_blocks > 0 && (c & (p.l2_group - 1)) == 0 && all_live && yp < yend)
+#pragma unroll
+            for (int i = 0; i < K; ++i) prefetch_l2(rows + i * p.vx + yp, (yend - yp) * sizeof(T));
+        }
+        uint32_t bits[K];
+#pragma unroll
+        for (int i = 0; i < K; ++i) bits[i] = 0;
+        if (kVec && !kFused && warp_live && 32 * c >= warp_rows_end &&
+            ((c + 1) * kChunks + NB - 1) * kCols <= p.S)
+          run_block(c, ring_v, bits, std::true_type{});
+        else
+          run_block(c, ring_v, bits, std::false_type{});
+        if (live) {
+          uint4* dst = reinterpret_cast<uint4*>(bits_out + static_cast<size_t>(c) * bstride);
+#pragma unroll
+          for (int i = 0; i < K; i += 4)
+            dst[i / 4] = make_uint4(bits[i], bits[i + 1], bits[i + 2], bits[i + 3]);
+        }
+        if (lane31) publish(out_progress, to_cta, full, c, min(32 * c + 31, ty - 1));
+        if (p.pace_off > 0 && warp == 0 && lane31)
+          asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" ::"l"(out_progress + p.pace_off),
+                       "r"(min(32 * c + 31, ty - 1))
+                       : "memory");
+      }
     }
   }
+  if constexpr (kStage) stage_wait<0>();  // no copy outlives the loop (CTAs without rows too)
   // Every CTA's bit stores (and path zeros) are visible to the first CTA, which walks the path
   // back and writes the ones.
   if (p.splits > 1) {
@@ -205,9 +330,13 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
   }
   if (part != 0) return;
   if (warp == 0)
-    backtrack(bits_item, bstride, p.bits_smem ? p.rows : p.Tw - row0, tx, ty, start, lane);
+    if (p.bits_smem) {
+      if (lane == 0) backtrack_one_lane(bits_item, bstride, tx, ty, s_start);
+    } else {
+      backtrack(bits_item, bstride, p.Tw - row0, tx, ty, s_start, lane);
+    }
   __syncthreads();  // the starts, for every thread of the CTA
-  write_runs(start, tx, ty, dur, p.dx, item_path, p.px, p.py, p.pes, p.one, threadIdx.x,
+  write_runs(s_start, start, tx, ty, dur, p.dx, item_path, p.px, p.py, p.pes, p.one, threadIdx.x,
              blockDim.x);
 }
 

@@ -23,7 +23,6 @@ namespace {
 
 using namespace mas_kernels;
 
-
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Workspace carve-up (256-byte aligned pieces).
@@ -67,7 +66,7 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
   return s;
 }
 
-// Lets `kernel` take kMaxBitsSmem bytes of dynamic shared memory, once per device (`done`: one
+// Lets `kernel` take kMaxDynSmem bytes of dynamic shared memory, once per device (`done`: one
 // bit per device, kept by the caller per kernel).
 void allow_bits_smem(const void* kernel, std::atomic<uint64_t>& done) {
   int dev = 0;
@@ -75,20 +74,24 @@ void allow_bits_smem(const void* kernel, std::atomic<uint64_t>& done) {
   const uint64_t bit = uint64_t{1} << (dev % 64);
   if (done.load(std::memory_order_relaxed) & bit) return;
   FK_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxBitsSmem));
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxDynSmem));
   done.fetch_or(bit, std::memory_order_relaxed);
 }
 
-template <Src S, int K, int NB, bool kVec>
+template <Src S, int K, int NB, bool kVec, bool kStage = false>
 void launch_kernel(const Params& p, int B, cudaStream_t stream) {
-  auto kernel = mas_forward<S, K, NB, kVec>;
+  auto kernel = mas_forward<S, K, NB, kVec, kStage>;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(B * p.splits);
   cfg.blockDim = dim3(p.dp_warps * 32 + (p.path != nullptr ? 32 : 0));
-  cfg.dynamicSmemBytes = p.bits_smem ? sizeof(uint32_t) * p.W * p.rows : 0;
+  cfg.dynamicSmemBytes =
+      (kStage ? p.stage_bytes : 0) + (p.bits_smem ? sizeof(uint32_t) * p.W * p.rows : 0);
   cfg.stream = stream;
+  // Opt in whenever there is dynamic shared memory: the 48 KB default counts the static part
+  // too (17.5 KB here), so 31-48 KB of stage and bits failed to launch (d2 run of v8).
   static std::atomic<uint64_t> smem_allowed{0};  // per instantiation: per kernel
-  if (cfg.dynamicSmemBytes > 0) allow_bits_smem(reinterpret_cast<const void*>(kernel), smem_allowed);
+  if (cfg.dynamicSmemBytes > 0)
+    allow_bits_smem(reinterpret_cast<const void*>(kernel), smem_allowed);
   cudaLaunchAttribute cluster;
   cluster.id = cudaLaunchAttributeClusterDimension;
   cluster.val.clusterDim.x = p.splits, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
@@ -99,10 +102,14 @@ void launch_kernel(const Params& p, int B, cudaStream_t stream) {
 }
 
 // K = 4 rows a lane up to 512 rows a CTA, else K = 8. Chunks in registers: fp32 4 (24 frames
-// ahead), 16-bit 2 (16 frames ahead: a 32-frame block is 2 chunks), fused and K = 8 2.
+// ahead), 16-bit 2 (16 frames ahead: a 32-frame block is 2 chunks), fused and K = 8 2; K = 4
+// with contiguous aligned rows goes through the shared-memory stage instead (v8, stage_bytes).
 template <Src S, bool kVec>
 void launch_rows(const Params& p, int B, cudaStream_t stream) {
   constexpr int kNB4 = S == Src::f32 ? 4 : 2;
+  if constexpr (kVec && S != Src::fused)
+    if (p.rows <= 512 && p.stage_bytes > 0)
+      return launch_kernel<S, 4, kNB4, true, true>(p, B, stream);
   if (p.rows <= 512)
     launch_kernel<S, 4, kNB4, kVec>(p, B, stream);
   else
@@ -115,6 +122,29 @@ void launch_forward(const Params& p, int B, bool vec, cudaStream_t stream) {
     launch_rows<S, true>(p, B, stream);
   else
     launch_rows<S, false>(p, B, stream);
+}
+
+// Knobs for measuring on the GPU without a rebuild (read once): FLASHKIT_MAS_L2="D,G" forces the
+// L2 prefetch (D blocks ahead, runs of G blocks; G a power of two), FLASHKIT_MAS_PACE=0 lets the
+// path warp zero at full speed, FLASHKIT_MAS_STAGE=0 loads the likelihood into registers as v7
+// did instead of the shared-memory stage. Unset: the choices below.
+struct Tuning {
+  int l2_blocks = -1, l2_group = 1;
+  bool pace = true, stage = true;
+};
+const Tuning& tuning() {
+  static const Tuning t = [] {
+    Tuning t;
+    if (const char* e = std::getenv("FLASHKIT_MAS_L2")) {
+      int d = 0, g = 1;
+      if (std::sscanf(e, "%d,%d", &d, &g) == 2 && d >= 0 && g >= 1 && g <= 16 && (g & (g - 1)) == 0)
+        t.l2_blocks = d, t.l2_group = g;
+    }
+    if (const char* e = std::getenv("FLASHKIT_MAS_PACE")) t.pace = std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_STAGE")) t.stage = std::strcmp(e, "0") != 0;
+    return t;
+  }();
+  return t;
 }
 
 // Rows per CTA and CTAs per item: split long texts over a cluster while the batch leaves SMs
@@ -133,28 +163,9 @@ void choose_split(Params& p, int B) {
   const int k = per <= 512 ? 4 : 8;
   p.rows = std::max((per + 32 * k - 1) / (32 * k), 1) * 32 * k;
   p.dp_warps = p.rows / (32 * k);
-  p.bits_smem = p.splits == 1 && sizeof(uint32_t) * p.W * p.rows <= kMaxBitsSmem;
-}
-
-// Knobs for measuring on the GPU without a rebuild (read once): FLASHKIT_MAS_L2="D,G" forces the
-// L2 prefetch (D blocks ahead, runs of G blocks; G a power of two), FLASHKIT_MAS_PACE=0 lets the
-// path warp zero at full speed. Unset: the choices below.
-struct Tuning {
-  int l2_blocks = -1, l2_group = 1;
-  bool pace = true;
-};
-const Tuning& tuning() {
-  static const Tuning t = [] {
-    Tuning t;
-    if (const char* e = std::getenv("FLASHKIT_MAS_L2")) {
-      int d = 0, g = 1;
-      if (std::sscanf(e, "%d,%d", &d, &g) == 2 && d >= 0 && g >= 1 && g <= 16 && (g & (g - 1)) == 0)
-        t.l2_blocks = d, t.l2_group = g;
-    }
-    if (const char* e = std::getenv("FLASHKIT_MAS_PACE")) t.pace = std::strcmp(e, "0") != 0;
-    return t;
-  }();
-  return t;
+  p.stage_bytes = k == 4 && tuning().stage ? p.dp_warps * kSlots * Stager<4>::kSlotBytes : 0;
+  p.bits_smem = p.splits == 1 && sizeof(uint32_t) * p.W * p.rows <=
+                                     std::min<size_t>(kMaxBitsSmem, kMaxDynSmem - p.stage_bytes);
 }
 
 // L2 prefetch of the rows (block_bytes: one 32-frame block of every row of the batch). Up to 24

@@ -56,18 +56,21 @@ __device__ __forceinline__ void zero_paced(char* base, int64_t lo, int64_t hi, i
   }
 }
 
-// Rows [0, tx) of one item from their run starts (row x runs from start[x] to start[x + 1] - 1,
-// the last row to ty - 1): the durations, and the ones of the path when `path` (the item's element
-// (0, 0), strides in elements) is given; thread t of n, a row each.
-__device__ __forceinline__ void write_runs(const int32_t* start, int tx, int ty, int32_t* dur,
-                                           int64_t dx, char* path, int64_t px, int64_t py, int es,
-                                           uint32_t one, int t, int n) {
+// Rows [0, tx) of one item from their run starts (`s_start`, shared memory: row x runs from
+// start[x] to start[x + 1] - 1, the last row to ty - 1): the starts in global memory (`g_start`,
+// for the separate path kernels), the durations and, when `path` (the item's element (0, 0),
+// strides in elements) is given, the path's ones; thread t of n, a row each.
+__device__ __forceinline__ void write_runs(const int32_t* s_start, int32_t* g_start, int tx, int ty,
+                                           int32_t* dur, int64_t dx, char* path, int64_t px,
+                                           int64_t py, int es, uint32_t one, int t, int n) {
   for (int x = t; x < tx; x += n) {
-    const int s0 = start[x], s1 = x + 1 < tx ? start[x + 1] : ty;
+    const int s0 = s_start[x], s1 = x + 1 < tx ? s_start[x + 1] : ty;
+    g_start[x] = s0;
     dur[x * dx] = s1 - s0;
     if (path == nullptr) continue;
-    char* row = path + x * px * es;
-    for (int y = s0; y < s1; ++y) put(row + y * py * es, es, one);
+    const int64_t step = py * es;
+    char* e = path + (x * px + s0 * py) * es;
+    for (int y = s0; y < s1; ++y, e += step) put(e, es, one);
   }
 }
 }  // namespace flashkit::cuda::mas_kernels
