@@ -126,11 +126,14 @@ void launch_forward(const Params& p, int B, bool vec, cudaStream_t stream) {
 
 // Knobs for measuring on the GPU without a rebuild (read once): FLASHKIT_MAS_L2="D,G" forces the
 // L2 prefetch (D blocks ahead, runs of G blocks; G a power of two), FLASHKIT_MAS_PACE=0 lets the
-// path warp zero at full speed, FLASHKIT_MAS_STAGE=0 loads the likelihood into registers as v7
-// did instead of the shared-memory stage. Unset: the choices below.
+// path warp zero at full speed, FLASHKIT_MAS_STAGE=0 / 1 loads the likelihood into registers as v7
+// did / through the shared-memory stage at every T, FLASHKIT_MAS_PATH_KERNEL=1 writes dense paths
+// with the separate path kernel after the DP instead of the forward kernel's path warp. Unset:
+// the choices below.
 struct Tuning {
   int l2_blocks = -1, l2_group = 1;
-  bool pace = true, stage = true;
+  bool pace = true, path_kernel = false;
+  int stage = -1;  // -1: by the text length (use_stage)
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -142,9 +145,21 @@ const Tuning& tuning() {
     }
     if (const char* e = std::getenv("FLASHKIT_MAS_PACE")) t.pace = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_STAGE")) t.stage = std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_PATH_KERNEL"))
+      t.path_kernel = std::strcmp(e, "1") == 0;
     return t;
   }();
   return t;
+}
+
+// The shared-memory stage (v8) up to 512 text rows, register loads with L2 prefetch (v7) above:
+// measured on the H200 (bench/NOTES-mas.md, v8), the stage is 1.18x faster at T = 512 (B = 32,
+// S = 4T) but 0.90x at T = 1024 and 2048, where the DP is read-bound and the stage's 6 chunks a
+// warp keep fewer bytes in flight than v7's register chunks plus L2 prefetch runs.
+constexpr int kStageMaxText = 512;
+bool use_stage(int T) {
+  const int forced = tuning().stage;
+  return forced >= 0 ? forced != 0 : T <= kStageMaxText;
 }
 
 // Rows per CTA and CTAs per item: split long texts over a cluster while the batch leaves SMs
@@ -163,7 +178,7 @@ void choose_split(Params& p, int B) {
   const int k = per <= 512 ? 4 : 8;
   p.rows = std::max((per + 32 * k - 1) / (32 * k), 1) * 32 * k;
   p.dp_warps = p.rows / (32 * k);
-  p.stage_bytes = k == 4 && tuning().stage ? p.dp_warps * kSlots * Stager<4>::kSlotBytes : 0;
+  p.stage_bytes = k == 4 && use_stage(p.T) ? p.dp_warps * kSlots * Stager<4>::kSlotBytes : 0;
   p.bits_smem = p.splits == 1 && sizeof(uint32_t) * p.W * p.rows <=
                                      std::min<size_t>(kMaxBitsSmem, kMaxDynSmem - p.stage_bytes);
 }
@@ -192,7 +207,8 @@ void choose_l2(Params& p, int64_t block_bytes, int es) {
 // The forward kernel writes the path itself when each item's T x S elements form one dense block
 // (rows or columns contiguous: both originals' layouts); other views go through finish().
 void set_fused_path(Params& p, const TensorView& path) {
-  if (!path.defined() || path.numel() == 0 || p.dp_warps >= kMaxBlock / 32) return;
+  if (!path.defined() || path.numel() == 0 || p.dp_warps >= kMaxBlock / 32 || tuning().path_kernel)
+    return;
   const int64_t px = path.stride[1], py = path.stride[2];
   const bool rows = (py == 1 || p.S == 1) && (px == p.S || p.T == 1);
   const bool cols = (px == 1 || p.T == 1) && (py == p.T || p.S == 1);
