@@ -125,16 +125,14 @@ unsigned score_mods(const AttentionOptions& o) {
 }
 
 [[noreturn]] [[maybe_unused]] void not_compiled(int hdim) {
-  fail("q: hdim ", hdim,
-       " kernels are not compiled into this build (FLASHKIT_KERNELS=minimal "
+  fail("q: hdim ", hdim, " kernels are not compiled into this build (FLASHKIT_KERNELS=minimal "
        "keeps hdim 33..64 and 97..128; on Hopper every hdim <= 128, and <= 256 for the forward "
        "with plain scores)");
 }
 
 [[noreturn]] [[maybe_unused]] void no_attention_kernels() {
-  fail(
-      "q: this build has no CUDA attention kernels (FLASHKIT_KERNELS=noattention: decode and "
-      "MAS only); build with FLASHKIT_KERNELS=minimal or all");
+  fail("q: this build has no CUDA attention kernels (FLASHKIT_KERNELS=noattention: decode and "
+       "MAS only); build with FLASHKIT_KERNELS=minimal or all");
 }
 
 // Calls f.operator()<Element, kHeadDim = bucket, Policy>() for the compiled kernel matching the
@@ -147,40 +145,27 @@ void dispatch(const AttentionShape& s, const AttentionOptions& o, int bucket, F&
     using attn::GeneralScores;
     switch (score_mods(o)) {
       case 0:
-        if (o.window_left >= 0 || o.window_right >= 0)
-          return f.template operator()<E, D, GeneralScores<0>>();
+        if (o.window_left >= 0 || o.window_right >= 0) return f.template operator()<E, D, GeneralScores<0>>();
         if (o.causal) return f.template operator()<E, D, attn::PlainScores<true>>();
         return f.template operator()<E, D, attn::PlainScores<false>>();
-      case m::kSoftcap:
-        return f.template operator()<E, D, GeneralScores<m::kSoftcap>>();
-      case m::kAlibi:
-        return f.template operator()<E, D, GeneralScores<m::kAlibi>>();
-      case m::kDropout:
-        return f.template operator()<E, D, GeneralScores<m::kDropout>>();
-      case m::kBlockSparse:
-        return f.template operator()<E, D, GeneralScores<m::kBlockSparse>>();
-      default:
-        return f.template operator()<E, D, GeneralScores<m::kAll>>();
+      case m::kSoftcap: return f.template operator()<E, D, GeneralScores<m::kSoftcap>>();
+      case m::kAlibi: return f.template operator()<E, D, GeneralScores<m::kAlibi>>();
+      case m::kDropout: return f.template operator()<E, D, GeneralScores<m::kDropout>>();
+      case m::kBlockSparse: return f.template operator()<E, D, GeneralScores<m::kBlockSparse>>();
+      default: return f.template operator()<E, D, GeneralScores<m::kAll>>();
     }
   };
   auto by_hdim = [&]<class E>() {
     switch (bucket) {
 #ifndef FLASHKIT_KERNELS_MINIMAL
-      case 32:
-        return by_policy.template operator()<E, 32>();
-      case 96:
-        return by_policy.template operator()<E, 96>();
-      case 192:
-        return by_policy.template operator()<E, 192>();
+      case 32: return by_policy.template operator()<E, 32>();
+      case 96: return by_policy.template operator()<E, 96>();
+      case 192: return by_policy.template operator()<E, 192>();
 #endif
-      case 64:
-        return by_policy.template operator()<E, 64>();
-      case 128:
-        return by_policy.template operator()<E, 128>();
-      case 256:
-        return by_policy.template operator()<E, 256>();  // minimal: the Hopper forward only
-      default:
-        not_compiled(s.hdim);
+      case 64: return by_policy.template operator()<E, 64>();
+      case 128: return by_policy.template operator()<E, 128>();
+      case 256: return by_policy.template operator()<E, 256>();  // minimal: the Hopper forward only
+      default: not_compiled(s.hdim);
     }
   };
   if (s.dtype == DType::bf16) return by_hdim.template operator()<cutlass::bfloat16_t>();
@@ -210,8 +195,8 @@ constexpr bool kPlain<attn::PlainScores<kCausal>> = true;
 template <int D, class P>
 #ifdef FLASHKIT_KERNELS_MINIMAL
 constexpr bool kSm90Fwd = D == 256 ? kPlain<P>
-                                   : (D == 64 || D == 128) &&
-                                         !std::is_same_v<P, attn::GeneralScores<attn::mods::kAll>>;
+                                    : (D == 64 || D == 128) &&
+                                          !std::is_same_v<P, attn::GeneralScores<attn::mods::kAll>>;
 #else
 constexpr bool kSm90Fwd = D == 256 ? kPlain<P> : D == 64 || D == 128;
 #endif
@@ -258,15 +243,12 @@ bool use_sm90(const AttentionShape& s, const AttentionOptions& o, bool backward)
   if (want != "auto" && want != "sm90")
     fail("FLASHKIT_ATTENTION_PATH: expected auto, sm80 or sm90, got '", want, "'");
   const char* why = sm90_unsupported(s, o, backward);
-  if (why && want == "sm90" && !backward)
-    fail("FLASHKIT_ATTENTION_PATH: sm90 was asked for, but ", why);
+  if (why && want == "sm90" && !backward) fail("FLASHKIT_ATTENTION_PATH: sm90 was asked for, but ", why);
   return why == nullptr;
 }
 
 // Nothing to compute: no query rows or no heads (outputs are empty).
-bool empty(const AttentionShape& s) {
-  return s.batch == 0 || s.heads == 0 || s.total_q == 0 || s.seqlen_q == 0;
-}
+bool empty(const AttentionShape& s) { return s.batch == 0 || s.heads == 0 || s.total_q == 0 || s.seqlen_q == 0; }
 
 }  // namespace
 
@@ -287,25 +269,22 @@ void attention_forward(const AttentionShape& s, const TensorView& q, const Tenso
   (void)sm90;
   no_attention_kernels();
 #else
-  dispatch(s, opts, sm90 ? sm90_bucket(s.hdim) : attn::hdim_bucket(s.hdim),
-           [&]<class E, int D, class P>() {
-             if constexpr (kSm90Fwd<D, P>)
-               if (sm90) return attn::run_fwd_sm90<E, D, P>(a, stream);
-             if constexpr (kSm80Built<D>)
-               attn::run_fwd_sm80<E, D, P>(a, stream);
-             else
-               not_compiled(s.hdim);
-           });
+  dispatch(s, opts, sm90 ? sm90_bucket(s.hdim) : attn::hdim_bucket(s.hdim), [&]<class E, int D, class P>() {
+    if constexpr (kSm90Fwd<D, P>)
+      if (sm90) return attn::run_fwd_sm90<E, D, P>(a, stream);
+    if constexpr (kSm80Built<D>) attn::run_fwd_sm80<E, D, P>(a, stream);
+    else not_compiled(s.hdim);
+  });
 #endif
   if (opts.dropout_mask_out.defined()) {
     const TensorView& m = opts.dropout_mask_out;  // dense [b, h, sq, sk] (validated)
-    attn::write_dropout_mask(a, m.ptr<uint8_t>(),
-                             {m.stride[0], m.stride[1], m.stride[2], m.stride[3]}, stream);
+    attn::write_dropout_mask(a, m.ptr<uint8_t>(), {m.stride[0], m.stride[1], m.stride[2], m.stride[3]},
+                             stream);
   }
 }
 
-// Sized for the larger of the two buckets the backward may run in (sm80's or the Hopper one's,
-// which is never smaller), so the size does not depend on the device or on FLASHKIT_ATTENTION_PATH.
+// Sized for the larger of the two buckets the backward may run in (sm80's or the Hopper one's, which
+// is never smaller), so the size does not depend on the device or on FLASHKIT_ATTENTION_PATH.
 size_t attention_backward_workspace_bytes(const AttentionShape& s, const AttentionOptions&) {
   const int b = s.hdim <= 128 ? sm90_bucket(s.hdim) : attn::hdim_bucket(s.hdim);
   return attn::bwd_workspace_layout(s.batch, s.heads, s.total_q, s.seqlen_q, b).bytes;
@@ -317,8 +296,8 @@ void attention_backward(const AttentionShape& s, const TensorView& q, const Tens
                         const TensorView& dv, const AttentionOptions& opts) {
   check_supported(s, opts);
   const std::pair<const TensorView*, const char*> vecs[] = {
-      {&q, "q"},       {&k, "k"},   {&v, "v"},   {&out, "out"},
-      {&dout, "dout"}, {&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}};
+      {&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}, {&dout, "dout"},
+      {&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}};
   for (auto [t, name] : vecs) check_vector_access(*t, name);
   if (empty(s)) return;
   DeviceGuard guard(s.device_id);
@@ -334,15 +313,12 @@ void attention_backward(const AttentionShape& s, const TensorView& q, const Tens
   no_attention_kernels();
 #else
   auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
-  dispatch(s, opts, sm90 ? sm90_bucket(s.hdim) : attn::hdim_bucket(s.hdim),
-           [&]<class E, int D, class P>() {
-             if constexpr (kSm90Bwd<D, P>)
-               if (sm90) return attn::run_bwd_sm90<E, D, P>(a, stream);
-             if constexpr (kSm80Built<D>)
-               attn::run_bwd_sm80<E, D, P>(a, stream);
-             else
-               not_compiled(s.hdim);
-           });
+  dispatch(s, opts, sm90 ? sm90_bucket(s.hdim) : attn::hdim_bucket(s.hdim), [&]<class E, int D, class P>() {
+    if constexpr (kSm90Bwd<D, P>)
+      if (sm90) return attn::run_bwd_sm90<E, D, P>(a, stream);
+    if constexpr (kSm80Built<D>) attn::run_bwd_sm80<E, D, P>(a, stream);
+    else not_compiled(s.hdim);
+  });
 #endif
 }
 
