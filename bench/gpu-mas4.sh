@@ -6,7 +6,8 @@
 # repo root on the device with .carry (CUTLASS, GoogleTest, peers) and .whl (Cython, nanobind)
 # carried; KERNELS=noattention (default) builds no attention kernel (decode + MAS only).
 #
-# usage: OUT=/some/dir [BUDGET=560] [KERNELS=noattention] [SKIP_MICRO=1] bench/gpu-mas4.sh
+# usage: OUT=/some/dir [BUDGET=560] [KERNELS=noattention] [SKIP_MICRO=1] [SKIP_NCU=1]
+#        [PROFILES="name knob Ts;..."] bench/gpu-mas4.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:?set OUT}
@@ -42,11 +43,15 @@ profile() {  # name knob Ts
   env $2 timeout 60 python3 bench/profile_mas.py --Ts "$3" >"$log/profile-$1.log" 2>&1
   grep "us$" "$log/profile-$1.log" | sed "s/^/$1 /"
 }
-profile auto "" 128,256,512,1024,2048
-profile stage1 "FLASHKIT_MAS_STAGE=1" 1024,2048
-profile pathkernel "FLASHKIT_MAS_PATH_KERNEL=1" 128,512,2048
+# PROFILES: "name knob Ts" entries separated by ';' (knob "-" for none).
+IFS=';' read -ra entries <<<"${PROFILES:-auto - 128,256,512,1024,2048;stage1 FLASHKIT_MAS_STAGE=1 1024,2048;pathkernel FLASHKIT_MAS_PATH_KERNEL=1 128,512,2048}"
+for e in "${entries[@]}"; do
+  read -r name knob ts <<<"$e"
+  [ "$knob" = "-" ] && knob=""
+  profile "$name" "$knob" "$ts"
+done
 
-if command -v ncu >/dev/null && [ "$(left)" -gt 90 ]; then
+if [ -z "${SKIP_NCU:-}" ] && command -v ncu >/dev/null && [ "$(left)" -gt 90 ]; then
   m=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
   m=$m,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct
   m=$m,sm__throughput.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum

@@ -19,12 +19,13 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS = os.path.join(HERE, "..", ".carry", "peers")
-DATE = "2026-11-21"
+DATE = time.strftime("%Y-%m-%d")  # of the run: results/<date>-<gpu>-mas.json
 CHANNELS = 192  # VITS's inter_channels: the fused likelihood's C
 
 

@@ -148,7 +148,11 @@ TEST(MasGpuSmall, StagedRowsEachDtype) {
   std::mt19937_64 rng(113);
   for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
     const int64_t half = dt == DType::f32 ? 4 : 8;  // elements in 16 bytes
+    // One DP warp (32 staged chunks a warp), two (16: T = 200) and three (8: T = 300); S past
+    // several turns of the slots (T = 100).
     for (auto [B, T, S] : {std::tuple<int64_t, int64_t, int64_t>{3, 37, 64 * half + half},
+                           std::tuple<int64_t, int64_t, int64_t>{2, 100, 500 * half + half},
+                           std::tuple<int64_t, int64_t, int64_t>{2, 200, 90 * half + half},
                            std::tuple<int64_t, int64_t, int64_t>{3, 300, 125 * half}}) {
       std::vector<int32_t> tx, ty;
       random_lengths(rng, B, T, S, tx, ty);
@@ -368,17 +372,24 @@ TEST(MasGpu, ManyItemsEightRowsALane) {
   }
 }
 
-// Split items with the path written by the kernel: the path warp zeroes its share in slices paced
-// by warp 0's progress (v7); an odd batch with ragged lengths, items whose last CTAs have no rows
-// (they zero at once), tx == ty, and 4- and 2-byte path elements (zero slices end mid-vector).
+// Split items with the path written by the kernel (T = 512: 2 CTAs an item): the path warp zeroes
+// its share in slices paced by warp 0's progress (v7); an odd batch with ragged lengths, items
+// whose last CTAs have no rows (they zero at once), tx == ty, and 4- and 2-byte path elements
+// (zero slices end mid-vector). T = 1100 (4 CTAs an item): the same through the separate path
+// kernel, which writes dense paths past 512 text rows (v9).
 TEST(MasGpuSmall, SplitItemsPacedPathRagged) {
   std::mt19937_64 rng(112);
-  const int64_t B = 3, T = 1100, S = 2301;
-  HostTensor v(DType::f32, {B, T, S});
-  v.fill_normal(rng, -2.f, 1.f);
-  const std::vector<int32_t> tx = {1100, 300, 777}, ty = {2301, 1999, 777};
-  for (DType pd : {DType::f32, DType::bf16})
-    expect_gpu_equals_cpu(v, v.view(), tx, ty, -1e9f, pd, false, "paced path");
+  const int64_t B = 3;
+  for (auto [T, S, tx, ty] :
+       {std::tuple<int64_t, int64_t, std::vector<int32_t>, std::vector<int32_t>>{
+            512, 1301, {512, 200, 400}, {1301, 999, 400}},
+        std::tuple<int64_t, int64_t, std::vector<int32_t>, std::vector<int32_t>>{
+            1100, 2301, {1100, 300, 777}, {2301, 1999, 777}}}) {
+    HostTensor v(DType::f32, {B, T, S});
+    v.fill_normal(rng, -2.f, 1.f);
+    for (DType pd : {DType::f32, DType::bf16})
+      expect_gpu_equals_cpu(v, v.view(), tx, ty, -1e9f, pd, false, "split items, path");
+  }
 }
 
 // Mask lines as lengths (what maximum_path passes: mask[:, :, 0], mask[:, 0, :]) on a batch long

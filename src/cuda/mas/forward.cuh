@@ -30,7 +30,7 @@ namespace cg = cooperative_groups;
 // shared-memory stage per warp (staged.cuh) and the rings carry whole blocks; the blocks run in
 // two copies, plain (inside the row, below every row's diagonal) and general (bounded copies,
 // diagonal mask), with nothing else inline.
-template <Src S, int K, int NB, bool kVec, bool kStage>
+template <Src S, int K, int NB, bool kVec, bool kStage, int kSlots = 8>
 __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
     mas_forward(const Params p) {
   using T = typename Chunk<S>::T;
@@ -55,7 +55,9 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
   const T* rows = kFused ? nullptr : static_cast<const T*>(p.value) + b * p.vb + x0 * p.vx;
 
   uint32_t buf[kStage ? 2 : NB][K][8];
-  Stager<K> stager{};
+  using StagerT = Stager<K, kSlots>;
+  constexpr int kAhead = StagerT::kAhead;
+  StagerT stager{};
   auto fetch = [&](uint32_t(&bf)[K][8], int g, int nrows) {
     if constexpr (kFused) {
       if (x0 < nrows) fused_chunk<K>(p, b, x0, g * kCols, p.S, bf);
@@ -73,7 +75,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
           if (x0 + i < p.T) prefetch_l2(rows + i * p.vx, ahead);
     }
     if constexpr (kStage) {
-      stager.slot0 = smem_addr(s_dyn) + warp * kSlots * Stager<K>::kSlotBytes + lane * 16;
+      stager.slot0 = smem_addr(s_dyn) + warp * kSlots * StagerT::kSlotBytes + lane * 16;
       stager.row_bytes = p.S * static_cast<int>(sizeof(T));
       const T* item = static_cast<const T*>(p.value) + b * p.vb;
 #pragma unroll
@@ -113,7 +115,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
     mbar_init(&s_empty[warp][lane], 32);  // every lane of the consumer warp
   }
   __syncthreads();
-  constexpr int kStageBytes = kStage ? kSlots * Stager<K>::kSlotBytes : 0;  // per DP warp
+  constexpr int kStageBytes = kStage ? kSlots * StagerT::kSlotBytes : 0;  // per DP warp
   uint32_t* const bits_item =
       p.bits_smem
           ? reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(s_dyn) + nwarps * kStageBytes)

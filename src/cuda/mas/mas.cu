@@ -78,9 +78,9 @@ void allow_bits_smem(const void* kernel, std::atomic<uint64_t>& done) {
   done.fetch_or(bit, std::memory_order_relaxed);
 }
 
-template <Src S, int K, int NB, bool kVec, bool kStage = false>
+template <Src S, int K, int NB, bool kVec, bool kStage = false, int kSlots = 8>
 void launch_kernel(const Params& p, int B, cudaStream_t stream) {
-  auto kernel = mas_forward<S, K, NB, kVec, kStage>;
+  auto kernel = mas_forward<S, K, NB, kVec, kStage, kSlots>;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(B * p.splits);
   cfg.blockDim = dim3(p.dp_warps * 32 + (p.path != nullptr ? 32 : 0));
@@ -108,8 +108,11 @@ template <Src S, bool kVec>
 void launch_rows(const Params& p, int B, cudaStream_t stream) {
   constexpr int kNB4 = S == Src::f32 ? 4 : 2;
   if constexpr (kVec && S != Src::fused)
-    if (p.rows <= 512 && p.stage_bytes > 0)
-      return launch_kernel<S, 4, kNB4, true, true>(p, B, stream);
+    if (p.rows <= 512 && p.stage_bytes > 0) {
+      if (p.stage_slots == 32) return launch_kernel<S, 4, kNB4, true, true, 32>(p, B, stream);
+      if (p.stage_slots == 16) return launch_kernel<S, 4, kNB4, true, true, 16>(p, B, stream);
+      return launch_kernel<S, 4, kNB4, true, true, 8>(p, B, stream);
+    }
   if (p.rows <= 512)
     launch_kernel<S, 4, kNB4, kVec>(p, B, stream);
   else
@@ -127,13 +130,15 @@ void launch_forward(const Params& p, int B, bool vec, cudaStream_t stream) {
 // Knobs for measuring on the GPU without a rebuild (read once): FLASHKIT_MAS_L2="D,G" forces the
 // L2 prefetch (D blocks ahead, runs of G blocks; G a power of two), FLASHKIT_MAS_PACE=0 lets the
 // path warp zero at full speed, FLASHKIT_MAS_STAGE=0 / 1 loads the likelihood into registers as v7
-// did / through the shared-memory stage at every T, FLASHKIT_MAS_PATH_KERNEL=1 writes dense paths
-// with the separate path kernel after the DP instead of the forward kernel's path warp. Unset:
-// the choices below.
+// did / through the shared-memory stage at every T, FLASHKIT_MAS_PATH_KERNEL=0 / 1 writes dense
+// paths with the forward kernel's path warp / with the separate path kernel after the DP at every
+// T, FLASHKIT_MAS_SLOTS=8|16|32 the chunks staged per warp. Unset: the choices below.
 struct Tuning {
   int l2_blocks = -1, l2_group = 1;
-  bool pace = true, path_kernel = false;
+  bool pace = true;
+  int path_kernel = -1;  // -1: by the text length (set_fused_path)
   int stage = -1;  // -1: by the text length (use_stage)
+  int slots = 0;   // 0: by the shared memory left (stage_slots)
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -162,6 +167,16 @@ bool use_stage(int T) {
   return forced >= 0 ? forced != 0 : T <= kStageMaxText;
 }
 
+// Chunks staged per DP warp: the deepest of 8, 16, 32 whose stage takes at most 128 KB of the
+// CTA's shared memory (the decision bits may take up to 72 KB beside it): 32 (240 frames ahead)
+// with one DP warp, 16 with two, 8 with four.
+int stage_slots(int dp_warps) {
+  if (tuning().slots > 0) return tuning().slots;
+  int slots = 32;
+  while (slots > 8 && dp_warps * slots * Stager<4>::kSlotBytes > (128 << 10)) slots /= 2;
+  return slots;
+}
+
 // Rows per CTA and CTAs per item: split long texts over a cluster while the batch leaves SMs
 // idle, keeping at least 256 rows a CTA (the pipeline costs 32 frames of lag per CTA). Clusters
 // exist from sm_90 on; older GPUs run one CTA per item.
@@ -178,7 +193,8 @@ void choose_split(Params& p, int B) {
   const int k = per <= 512 ? 4 : 8;
   p.rows = std::max((per + 32 * k - 1) / (32 * k), 1) * 32 * k;
   p.dp_warps = p.rows / (32 * k);
-  p.stage_bytes = k == 4 && use_stage(p.T) ? p.dp_warps * kSlots * Stager<4>::kSlotBytes : 0;
+  p.stage_slots = stage_slots(p.dp_warps);
+  p.stage_bytes = k == 4 && use_stage(p.T) ? p.dp_warps * p.stage_slots * Stager<4>::kSlotBytes : 0;
   p.bits_smem = p.splits == 1 && sizeof(uint32_t) * p.W * p.rows <=
                                      std::min<size_t>(kMaxBitsSmem, kMaxDynSmem - p.stage_bytes);
 }
@@ -205,10 +221,14 @@ void choose_l2(Params& p, int64_t block_bytes, int es) {
 }
 
 // The forward kernel writes the path itself when each item's T x S elements form one dense block
-// (rows or columns contiguous: both originals' layouts); other views go through finish().
+// (rows or columns contiguous: both originals' layouts) and the text is at most kStageMaxText
+// rows; other views and longer texts go through finish(). Why not longer texts (v9, H100, B = 32,
+// S = 4T): there the DP is memory-bound and the path warp's zeros, paced or not, slow it by more
+// than the separate kernel's full-speed pass costs (T = 2048: 3.02 ms against 2.50).
 void set_fused_path(Params& p, const TensorView& path) {
-  if (!path.defined() || path.numel() == 0 || p.dp_warps >= kMaxBlock / 32 || tuning().path_kernel)
-    return;
+  if (!path.defined() || path.numel() == 0 || p.dp_warps >= kMaxBlock / 32) return;
+  const int forced = tuning().path_kernel;
+  if (forced >= 0 ? forced != 0 : p.T > kStageMaxText) return;
   const int64_t px = path.stride[1], py = path.stride[2];
   const bool rows = (py == 1 || p.S == 1) && (px == p.S || p.T == 1);
   const bool cols = (px == 1 || p.T == 1) && (py == p.T || p.S == 1);

@@ -7,20 +7,22 @@
 
 namespace flashkit::cuda::mas_kernels {
 
-// Chunks staged per warp: kAhead in flight ahead of the one being read, two slots of slack (a
-// slot is refilled a whole chunk after its registers were used). Why not registers
-// (v7): every LDG shared one scoreboard, so the first use of any chunk waited for all loads in
-// flight, the ones issued a few frames earlier included: a full L2 latency per 32-frame block
-// (ncu, T = 128 and 512: the block's first shuffle and the loop branch were the top stalls). A
-// commit group per chunk makes the wait name exactly the chunk needed.
-constexpr int kSlots = 8;
-constexpr int kAhead = kSlots - 2;
-
-// One lane's staging: slot s of warp w holds, for each of the lane's K rows, the chunk's two
-// 16-byte halves at [s][row i][half h][lane] (16 bytes a lane: conflict-free copies and reads).
-// Only the lane itself writes and reads its bytes, so nothing is shared between threads.
-template <int K>
+// One lane's staging of kSlots_ chunks (8, 16 or 32: mas.cu's stage_slots, by the shared memory
+// the CTA's warps leave): kAhead in flight ahead of the one being read, two slots of slack (a
+// slot is refilled a whole chunk after its registers were used). Why not registers (v7): every
+// LDG shared one scoreboard, so the first use of any chunk waited for all loads in flight, the
+// ones issued a few frames earlier included: a full L2 latency per 32-frame block (ncu, T = 128
+// and 512: the block's first shuffle and the loop branch were the top stalls). A commit group
+// per chunk makes the wait name exactly the chunk needed. Why deeper than 8 (v9): with one or two
+// DP warps per SM (T <= 1024) a warp's 6 chunks in flight (48 frames, ~1 us of DP) hid less than
+// a loaded DRAM round trip.
+// Slot s of warp w holds, for each of the lane's K rows, the chunk's two 16-byte halves at
+// [s][row i][half h][lane] (16 bytes a lane: conflict-free copies and reads). Only the lane
+// itself writes and reads its bytes, so nothing is shared between threads.
+template <int K, int kSlots_ = 8>
 struct Stager {
+  static constexpr int kSlots = kSlots_, kAhead = kSlots - 2;
+  static_assert((kSlots & (kSlots - 1)) == 0 && kSlots >= 4, "slots: a power of two");
   static constexpr uint32_t kSlotBytes = K * 2 * 32 * 16;
   uint32_t slot0;      // shared address of this lane's bytes in slot 0, row 0, half 0
   const char* row[K];  // the lane's rows; rows >= T point at row T - 1 (never read by the band)
