@@ -332,8 +332,17 @@ struct BwdMainloop {
           warpgroup_wait<1>();
           warpgroup_fence_operand(acc_s);
           release_stage(smem, prev_stage);
-          const auto keep = pol.template bwd_p<true>(s, tScS, m * kBlockM, n_block * kBlockN,
-                                                     mask, p.scale_log2, lse);
+          auto p_t = [&](auto masked) {
+            return pol.template bwd_p<true>(s, tScS, m * kBlockM, n_block * kBlockN, masked,
+                                            p.scale_log2, lse);
+          };
+          // General policies: one branch per block to a masked or an unmasked copy (a run-time
+          // mask in the element loop cost ~200 instructions a thread on every block; the sm80
+          // backward keeps the bool: two copies tripled its spills at 255 registers).
+          const auto keep = [&] {
+            if constexpr (Policy::kPlain) return p_t(mask);
+            else return mask ? p_t(std::true_type{}) : p_t(std::false_type{});
+          }();
           warpgroup_wait<0>();
           warpgroup_fence_operand(acc_dp);
           pol.template bwd_ds<true>(s, dp, tScS, d_row, keep);
