@@ -3,20 +3,25 @@
 # from the repo root of the staged tree with .carry linked and OUT set: minimal build + the sm90
 # and variant GPU tests, compute-sanitizer on the small variant cases, bench/variants.py, then the
 # forward order A/B (FLASHKIT_SM90_FWD_LPT unset / 1 / 0) on the window cases in one process.
-# Leaves <= 7 files under $OUT; ~450 s at most.
+# Leaves <= 7 files under $OUT; ~580 s at most. EXTRA_FILTER / EXTRA_SANITIZE (":Pattern") add
+# tests (the lead's integrated call adds the MAS suites).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?set OUT}"
 t0=$(date +%s)
-timeout 330 tests/gpu/run --kernels minimal \
-  --filter 'AttentionGpuSm90.*:AttentionGpuVariants*:AttentionGpuSmall.Sm90*' \
-  --sanitize-filter 'AttentionGpuSmall.Sm90AndSm80PathsVariants:AttentionGpuSmall.Sm90AndSm80VariantsDeterministic' \
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+timeout 400 tests/gpu/run --kernels minimal \
+  --filter "AttentionGpuSm90.*:AttentionGpuVariants*:AttentionGpuSmall.Sm90*${EXTRA_FILTER:-}" \
+  --sanitize-filter "AttentionGpuSmall.Sm90AndSm80PathsVariants:AttentionGpuSmall.Sm90AndSm80VariantsDeterministic${EXTRA_SANITIZE:-}" \
   --out "$OUT/t" > "$OUT/run.txt" 2>&1
 echo "tests/gpu/run rc=$? after $(( $(date +%s) - t0 )) s" >> "$OUT/run.txt"
-PYTHONPATH=python PYTHONUNBUFFERED=1 timeout $(( 420 - ($(date +%s) - t0) )) \
+PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 timeout $(( 520 - ($(date +%s) - t0) )) \
   python3 bench/variants.py --out "$OUT" > "$OUT/variants.txt" 2>&1
 echo "variants.py rc=$? after $(( $(date +%s) - t0 )) s" >> "$OUT/variants.txt"
-PYTHONPATH=python:bench timeout $(( 470 - ($(date +%s) - t0) )) python3 - > "$OUT/order_ab.txt" 2>&1 <<'PY'
+PYTHONPATH=python:bench${PYTHONPATH:+:$PYTHONPATH} timeout $(( 575 - ($(date +%s) - t0) )) python3 - > "$OUT/order_ab.txt" 2>&1 <<'PY'
 import os, torch, flashkit
 from timing import median_ms
 b, s, h, d = 2, 8192, 16, 128
@@ -31,8 +36,8 @@ for causal, win in ((False, (1024, 1024)), (True, (1024, 0))):
         run().backward(do)
     for lpt in ("", "1", "0"):
         os.environ["FLASHKIT_SM90_FWD_LPT"] = lpt
-        fwd = median_ms(run, reps=20)
-        fb = median_ms(both, reps=20)
+        fwd = median_ms(run, reps=10)
+        fb = median_ms(both, reps=10)
         print(f"causal={causal} window={win} LPT={lpt or 'unset'}: fwd {fwd:.3f} ms, "
               f"bwd {fb - fwd:.3f} ms")
 PY
