@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "common/mas_likelihood.h"
+#include "cuda/common/acquire_release.h"
 #include "cuda/common/mbarrier.h"
 #include "flashkit/tensor.h"
 
@@ -122,18 +123,19 @@ struct Params {
   int32_t* bad;  // [B]: 1 where the item's lengths admit no path
   // An item's rows are split over `splits` CTAs of one cluster (co-scheduled, so waiting on a
   // neighbour cannot deadlock), `rows` each (dp_warps warps of K rows a lane). CTA k reads
-  // Q[row0 - 1, y] of CTA k-1 from `ring` ([B][splits][W * 32] ring_put words, zeroed before
-  // each launch).
+  // Q[row0 - 1, y] of CTA k-1 from `ring` ([B][splits][W * 32]) once `progress` ([B][splits],
+  // -1 before the launch) has passed y.
   int splits, rows, dp_warps;
   // L2 prefetch of each row: every l2_group blocks (32 frames each), the next l2_group blocks
   // starting l2_blocks ahead of the register loads, as one contiguous run per row (longer runs
   // per row: fewer DRAM pages opened per byte).
   int l2_blocks, l2_group;
-  uint64_t* ring;
-  // pace (split items, path written here; else null): [B][splits], -1 before the launch, the
-  // last frame warp 0 of the CTA has finished, which paces the warp that zeroes the path (no
-  // data flows through it: relaxed accesses).
-  int32_t* pace;
+  float* ring;
+  int32_t* progress;
+  // pace_off > 0 (split items, path written here): progress[pace_off + b * splits + part], -1
+  // before the launch, is the last frame warp 0 of the CTA has finished, which paces the warp
+  // that zeroes the path (no data flows through it: relaxed accesses).
+  int pace_off;
   // The path, when the kernel writes it itself (path != null: each item's T x S elements are
   // one dense block, rows or columns contiguous): one extra warp per CTA zeroes the CTA's share
   // of the block while the DP runs, and CTA 0 writes the ones after the backtrack.
@@ -519,26 +521,6 @@ static __device__ void backtrack_one_lane(const uint32_t* bits, int bstride, int
   asm volatile("st.shared.s32 [%0], 0;" ::"r"(sstart) : "memory");
 }
 
-// The ring between the CTAs of an item (Params::ring, [B][splits][W * 32], one word a frame of
-// the CTA's last row): each value travels with a tag in one 64-bit word, so a consumer that sees
-// the tag sees the value, and the producer needs no release fence. (v9 and before: a release
-// store of a progress word per 32-frame block, whose fence waited for every load the producer
-// warp had in flight: 41% of that warp's time at T = 2048, on the critical chain of the item.)
-// 64-bit aligned relaxed accesses are single-copy atomic; the words are zeroed before each launch
-// (a memset node: capturable), so a tag is never stale.
-__device__ __forceinline__ void ring_put(uint64_t* p, float v) {
-  const uint64_t w = (uint64_t{1} << 32) | __float_as_uint(v);
-  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(w) : "memory");
-}
-// Waits until the producer has written the word and returns its value.
-__device__ __forceinline__ float ring_get(const uint64_t* p) {
-  uint64_t w;
-  do {
-    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(p) : "memory");
-  } while ((w >> 32) == 0);
-  return __uint_as_float(static_cast<uint32_t>(w));
-}
-
 // Waits until the upstream row (the warp above, or the previous CTA for warp 0) has published
 // frames y - 1 .. y + 30 (stage y / 32 of the ring above) and returns them, lane j holding frame
 // y - 1 + j, and frees that stage; then, as a producer, waits until the warp below has freed
@@ -546,8 +528,8 @@ __device__ __forceinline__ float ring_get(const uint64_t* p) {
 // y .. y + 30 were cleared by the previous call; stage 0 is free at the start).
 static __device__ __forceinline__ float take_upstream(
     float neg, float (*s_ring)[kRing], uint64_t (*full)[kStages], uint64_t (*empty)[kStages],
-    const uint64_t* in_ring, bool from_cta, int warp, int nwarps, int lane, int y, int ty,
-    float keep) {
+    const int32_t* in_progress, const float* in_ring, bool from_cta, int warp, int nwarps, int lane,
+    int y, int ty, float keep) {
   const int c = y >> 5;
   const int yr = y - 1 + lane;
   float v = keep;
@@ -556,18 +538,23 @@ static __device__ __forceinline__ float take_upstream(
     v = yr >= 0 && yr < ty ? s_ring[warp - 1][yr & (kRing - 1)] : neg;
     mbar_arrive(&empty[warp - 1][c % kStages]);
   } else if (from_cta) {
-    v = yr >= 0 && yr < ty ? ring_get(in_ring + yr) : neg;
+    const int need = min(y + 30, ty - 1);
+    while (load_acquire(in_progress) < need) {
+    }
+    v = yr >= 0 && yr < ty ? in_ring[yr] : neg;
   }
   if (warp + 1 < nwarps) mbar_wait(&empty[warp][(c + 1) % kStages], (((c + 1) / kStages) & 1) ^ 1);
   return v;
 }
 
 // Lane 31 of a warp at the end of its 32-frame block c (frames up to 32c + 31 of its last row are
-// in the shared-memory ring, which covers stage c, frames 32c - 1 .. 32c + 30): tells the warp
-// below that stage c is full. full: this warp's ring's full barriers, or null for the last warp
-// (no consumer in the CTA). Every block c an item runs is read by its consumer (32c < ty), so
-// each stage gets exactly one arrival.
-static __device__ __forceinline__ void publish(uint64_t* full, int c) {
+// in the rings, which covers stage c, frames 32c - 1 .. 32c + 30): tells the next CTA how far it
+// may read (`last` = min(32c + 31, ty - 1)) and the warp below that stage c is full. full: this
+// warp's ring's full barriers, or null for the last warp (no consumer in the CTA). Every block c
+// an item runs is read by its consumer (32c < ty), so each stage gets exactly one arrival.
+static __device__ __forceinline__ void publish(int32_t* progress, bool to_cta, uint64_t* full,
+                                               int c, int last) {
+  if (to_cta) store_release(progress, last);
   if (full != nullptr) mbar_arrive(&full[c % kStages]);
 }
 

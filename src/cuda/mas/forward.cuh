@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
   // Warp 0's progress, for the pace of the path warp (split items: long ones; a CTA without rows
   // in the item runs no DP and zeroes at once).
   const int32_t* const pace =
-      p.pace != nullptr && row0 < tx ? p.pace + b * p.splits + part : nullptr;
+      p.pace_off > 0 && row0 < tx ? p.progress + p.pace_off + b * p.splits + part : nullptr;
   if (!dp) {
     if (item_path != nullptr)
       zero_paced(item_path, zero_lo, zero_hi, lane, pace, ty,
@@ -133,11 +133,12 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
     // Upstream of warp 0: the previous CTA (global ring) or the first column's constants.
     const bool from_cta = part > 0 && warp == 0;
     const bool to_cta = part + 1 < p.splits && row0 + p.rows < tx && warp == nwarps - 1;
-    const bool lane0 = lane == 0, lane31 = lane == 31;
-    int32_t* out_pace = p.pace != nullptr ? p.pace + b * p.splits + part : nullptr;
+    const bool lane0 = lane == 0, lane31 = lane == 31, to_cta31 = to_cta && lane31;
+    const int32_t* in_progress = p.progress + b * p.splits + part - 1;
+    int32_t* out_progress = p.progress + b * p.splits + part;
     const size_t ring_len = static_cast<size_t>(p.W) * 32;
-    const uint64_t* in_ring = p.ring + (static_cast<size_t>(b) * p.splits + part - 1) * ring_len;
-    uint64_t* out_ring = p.ring + (static_cast<size_t>(b) * p.splits + part) * ring_len;
+    const float* in_ring = p.ring + (static_cast<size_t>(b) * p.splits + part - 1) * ring_len;
+    float* out_ring = p.ring + (static_cast<size_t>(b) * p.splits + part) * ring_len;
     uint64_t* full = warp + 1 < nwarps ? s_full[warp] : nullptr;  // null: no consumer here
     uint32_t* bits_out = bits_item + (x0 - row0);
     const bool live = x0 < tx;  // rows the backtrack reads
@@ -191,11 +192,15 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
           mbar_wait(&s_full[warp - 1][c % kStages], (c / kStages) & 1);
           lds32(&s_ring[warp - 1][(32 * c) & (kRing - 1)], r);
           mbar_arrive(&s_empty[warp - 1][c % kStages]);
-        } else if (from_cta) {  // the previous CTA, through global memory: lane j's frame
-          const int y = 32 * c + lane;
-          const float mine = y < ty ? ring_get(in_ring + y) : p.neg;
+        } else if (from_cta) {  // the previous CTA, through global memory
+          const int need = min(32 * c + 31, ty - 1);
+          while (load_acquire(in_progress) < need) {
+          }
 #pragma unroll
-          for (int j = 0; j < 32; ++j) r[j] = __shfl_sync(kFull, mine, j);
+          for (int k = 0; k < 8; ++k) {
+            const float4 v = reinterpret_cast<const float4*>(in_ring + 32 * c)[k];
+            r[4 * k] = v.x, r[4 * k + 1] = v.y, r[4 * k + 2] = v.z, r[4 * k + 3] = v.w;
+          }
         } else {
 #pragma unroll
           for (int j = 0; j < 32; ++j) r[j] = p.neg;
@@ -227,11 +232,15 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
           sts32_if(lane0, &s_ring[warp][(32 * c) & (kRing - 1)], t);
           if (lane0) mbar_arrive(&full[c % kStages]);
         }
-        if (to_cta && lane0)
+        if (to_cta && lane0) {
 #pragma unroll
-          for (int j = 0; j < 32; ++j) ring_put(out_ring + 32 * c + j, t[j]);
-        if (out_pace != nullptr && warp == 0 && lane31)
-          asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" ::"l"(out_pace),
+          for (int k = 0; k < 8; ++k)
+            reinterpret_cast<float4*>(out_ring + 32 * c)[k] =
+                make_float4(t[4 * k], t[4 * k + 1], t[4 * k + 2], t[4 * k + 3]);
+          store_release(out_progress, min(32 * c + 31, ty - 1));
+        }
+        if (p.pace_off > 0 && warp == 0 && lane31)
+          asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" ::"l"(out_progress + p.pace_off),
                        "r"(min(32 * c + 31, ty - 1))
                        : "memory");
         prev = r[31];
@@ -244,6 +253,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
       auto run_block = [&](int c, float ring_v, uint32_t(&bits)[K], auto fast) {
         constexpr bool kFast = decltype(fast)::value;
         float* ring_blk = s_ring[warp] + ((32 * c) & (kRing - 1));
+        float* out_blk = out_ring + 32 * c;
 #pragma unroll
         for (int u = 0; u < kChunks; ++u) {
           const int g = c * kChunks + u;  // chunk index
@@ -264,6 +274,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
                             bits[K - 1], 1u << j);
             up = shfl_up1(q[K - 1]);
             store_if(lane31, ring_blk + j, q[K - 1]);
+            if (to_cta31) out_blk[j] = q[K - 1];
 #pragma unroll
             for (int i = K - 2; i >= 0; --i)
               q[i] = cell(i > 0 ? q[i - 1] : nb, q[i], Chunk<S>::get(cur[i], jj), bits[i], 1u << j);
@@ -276,8 +287,8 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
         // lane j: Q[row0_warp - 1, 32c - 1 + j]; for the item's row -1 (Cython's x == 0 case) 0 at
         // frame -1, else neg.
         const float ring_v =
-            take_upstream(p.neg, s_ring, s_full, s_empty, in_ring, from_cta, warp, nwarps, lane,
-                          32 * c, ty, lane == 0 && c == 0 ? 0.f : p.neg);
+            take_upstream(p.neg, s_ring, s_full, s_empty, in_progress, in_ring, from_cta, warp,
+                          nwarps, lane, 32 * c, ty, lane == 0 && c == 0 ? 0.f : p.neg);
         if constexpr (kVec && !kFused) {
           const int yp = (c + p.l2_blocks) * 32, yend = min(min(yp + 32 * p.l2_group, ty), p.S);
           if (p.l2_blocks > 0 && (c & (p.l2_group - 1)) == 0 && all_live && yp < yend)
@@ -298,14 +309,9 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
           for (int i = 0; i < K; i += 4)
             dst[i / 4] = make_uint4(bits[i], bits[i + 1], bits[i + 2], bits[i + 3]);
         }
-        if (lane31) publish(full, c);
-        if (to_cta) {  // the block's last row from the warp's own ring, a frame a lane
-          __syncwarp();
-          const int y = 32 * c + lane;
-          ring_put(out_ring + y, s_ring[warp][y & (kRing - 1)]);
-        }
-        if (out_pace != nullptr && warp == 0 && lane31)
-          asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" ::"l"(out_pace),
+        if (lane31) publish(out_progress, to_cta, full, c, min(32 * c + 31, ty - 1));
+        if (p.pace_off > 0 && warp == 0 && lane31)
+          asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" ::"l"(out_progress + p.pace_off),
                        "r"(min(32 * c + 31, ty - 1))
                        : "memory");
       }

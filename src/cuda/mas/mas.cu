@@ -27,8 +27,8 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 // Workspace carve-up (256-byte aligned pieces).
 struct Scratch {
-  uint64_t* ring;
-  int32_t* pace;
+  float* ring;
+  int32_t* progress;
   uint32_t* bits;
   int32_t* start;
   int32_t* dur;
@@ -41,24 +41,23 @@ size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, bool need_dur,
               Stream stream) {
   const size_t ring =
-      splits > 1 ? align256(sizeof(uint64_t) * B * static_cast<size_t>(splits) * W * 32) : 0;
-  const size_t pace = splits > 1 ? align256(sizeof(int32_t) * B * splits) : 0;
+      splits > 1 ? align256(sizeof(float) * B * static_cast<size_t>(splits) * W * 32) : 0;
+  // progress and, behind it, pace: [B][splits] each.
+  const size_t progress = splits > 1 ? align256(sizeof(int32_t) * 2 * B * splits) : 0;
   const size_t bits = align256(sizeof(uint32_t) * B * static_cast<size_t>(W) * Tw);
   const size_t rows = align256(sizeof(int32_t) * B * static_cast<size_t>(Tw));
   const size_t bad = align256(sizeof(int32_t) * B);
   const size_t coef = align256(sizeof(float) * B * static_cast<size_t>(C) * 3 * Tw);
   char* w = static_cast<char*>(
-      workspace(opts.workspace, ring + pace + bits + rows * (need_dur ? 2 : 1) + bad + coef,
+      workspace(opts.workspace, ring + progress + bits + rows * (need_dur ? 2 : 1) + bad + coef,
                 stream, "mas"));
   Scratch s;
-  s.ring = splits > 1 ? reinterpret_cast<uint64_t*>(w) : nullptr;
-  s.pace = splits > 1 ? reinterpret_cast<int32_t*>(w + ring) : nullptr;
-  if (splits > 1) {  // no tag in the ring, no frame paced yet; in stream order, capturable
-    FK_CUDA_CHECK(cudaMemsetAsync(s.ring, 0, ring, reinterpret_cast<cudaStream_t>(stream)));
+  s.ring = splits > 1 ? reinterpret_cast<float*>(w) : nullptr;
+  s.progress = splits > 1 ? reinterpret_cast<int32_t*>(w + ring) : nullptr;
+  if (splits > 1)  // "no frame published yet" for every producer; in stream order, capturable
     FK_CUDA_CHECK(
-        cudaMemsetAsync(s.pace, 0xff, pace, reinterpret_cast<cudaStream_t>(stream)));
-  }
-  w += ring + pace;
+        cudaMemsetAsync(s.progress, 0xff, progress, reinterpret_cast<cudaStream_t>(stream)));
+  w += ring + progress;
   s.bits = reinterpret_cast<uint32_t*>(w);
   s.start = reinterpret_cast<int32_t*>(w + bits);
   s.dur = need_dur ? reinterpret_cast<int32_t*>(w + bits + rows) : nullptr;
@@ -292,7 +291,7 @@ Params common_params(int B, int T, int S, int C, const TensorView& tl, const Ten
   p.T = T, p.S = S, p.Tw = (T + 7) / 8 * 8, p.W = (S + 31) / 32, p.C = C, p.l2_group = 1;
   choose_split(p, B);
   s = carve(opts, B, p.Tw, p.W, C, p.splits, !durations.defined(), opts.stream);
-  p.ring = s.ring;
+  p.ring = s.ring, p.progress = s.progress;
   p.tx = tl.data, p.txs = tl.stride[0], p.txl = tl.ndim == 2 ? tl.stride[1] : 0;
   p.tx_line = tl.ndim == 2 ? static_cast<int>(tl.shape[1]) : -1,
   p.tx_dtype = static_cast<int>(tl.dtype);
@@ -306,7 +305,7 @@ Params common_params(int B, int T, int S, int C, const TensorView& tl, const Ten
   else
     p.dur = s.dur, p.db = p.Tw, p.dx = 1;
   set_fused_path(p, path);
-  p.pace = p.splits > 1 && p.path != nullptr && tuning().pace ? s.pace : nullptr;
+  p.pace_off = p.splits > 1 && p.path != nullptr && tuning().pace ? B * p.splits : 0;
   return p;
 }
 
