@@ -27,25 +27,9 @@ struct BlockRange {
 // tanh as 1 - 2 / (e^{2|x|} + 1): absolute error ~1e-7 everywhere, which is what the softmax
 // sees (softcap * t). The build's --use_fast_math turns tanhf into tanh.approx.f32, whose 2^-11
 // relative error would shift a score by up to 5e-4 * softcap (0.015 at Gemma's softcap 30).
-// kRcpOnFma (the sm90 forward): (1 - u) / (1 + u) with u = e^{-2|x|} in (0, 1] and 1 / (1 + u)
-// from the minimax quadratic on [1, 2] (relative error 1/99) and two Newton steps (1e-4, then
-// 1e-8), 7 FMA-pipe ops instead of MUFU.RCP: with the softmax's ex2 that forward ran 3 MUFU ops
-// per score and was bound by them (bench/NOTES-attention.md); absolute error ~1.4e-7. The
-// backwards keep MUFU.RCP: not MUFU-bound, and the Newton temporaries raised the sm90 hdim 64
-// one's spills (40 -> 92 B).
-template <bool kRcpOnFma = false>
 __device__ __forceinline__ float tanh_abs_accurate(float x) {
-  if constexpr (kRcpOnFma) {
-    const float u = exp2f(-2.f * float(M_LOG2E) * fabsf(x));  // 0 past |x| ~ 44: t = 1
-    const float d = 1.f + u;
-    float r = fmaf(fmaf(32.f / 99.f, d, -16.f / 11.f), d, 70.f / 33.f);
-    r = fmaf(r, fmaf(-d, r, 1.f), r);
-    r = fmaf(r, fmaf(-d, r, 1.f), r);
-    return copysignf((1.f - u) * r, x);
-  } else {
-    const float e = __expf(2.f * fabsf(x));  // inf past |x| ~ 44: the quotient is then 0, t = 1
-    return copysignf(1.f - __fdividef(2.f, e + 1.f), x);
-  }
+  const float e = __expf(2.f * fabsf(x));  // inf past |x| ~ 44: the quotient is then 0, t = 1
+  return copysignf(1.f - __fdividef(2.f, e + 1.f), x);
 }
 
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -103,8 +87,7 @@ struct PlainScores {
 
   // s: raw scores q.k of the tile at (row0, col0) as (rows, cols); coord gives each element's
   // (row, col) within the tile. Masked scores become -inf; the softmax scales the rest.
-  // kRcpOnFma: unused (GeneralScores' softcap).
-  template <bool kRcpOnFma = false, class S, class Coord>
+  template <class S, class Coord>
   __device__ __forceinline__ void fwd_scores(S& s, const Coord& coord, int row0, int col0,
                                              bool mask, float) const {
     if (!mask) return;
@@ -382,16 +365,13 @@ struct GeneralScores {
   }
 
   // s: raw scores q.k -> softcap -> ALiBi -> masks, in the softmax's unscaled units. One pass per
-  // modifier: short live ranges next to the O accumulator. kRcpOnFma: softcap's tanh without
-  // MUFU.RCP (tanh_abs_accurate; the sm90 forward, whose 240 registers hold the Newton steps: the
-  // sm80 forward at 255 spilled 88 B with them).
-  template <bool kRcpOnFma = false, class S, class Coord>
+  // modifier: short live ranges next to the O accumulator.
+  template <class S, class Coord>
   __device__ __forceinline__ void fwd_scores(S& s, const Coord& coord, int row0, int col0,
                                              bool mask, float) const {
     if (kHasSoftcap && cap_in != 0.f) {
       CUTE_UNROLL
-      for (int i = 0; i < cute::size(s); ++i)
-        s(i) = cap_out * tanh_abs_accurate<kRcpOnFma>(s(i) * cap_in);
+      for (int i = 0; i < cute::size(s); ++i) s(i) = cap_out * tanh_abs_accurate(s(i) * cap_in);
     }
     if (kHasAlibi && slope != 0.f) {
       // Distances as this thread's first column's plus a compile-time column offset: an FADD

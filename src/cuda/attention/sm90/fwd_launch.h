@@ -4,8 +4,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-
 #include "cuda/attention/sm90/fwd_epilogue.h"
 #include "cuda/attention/sm90/fwd_kernel.h"
 #include "cuda/attention/sm90/fwd_mainloop.h"
@@ -27,15 +25,9 @@ void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   FK_CUDA_CHECK(cudaGetDevice(&device));
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int num_blocks = ceil_div(a.seqlen_q, t.block_m);
-  // Longest first where the key tiles grow with the query block (causal, or a right window bound
-  // without a left one). A sliding window (both bounds) gives every block but the edge ones the
-  // same count: there the dense order keeps a wave's tiles on ~2 heads, whose K/V stay in L2,
-  // where longest first spreads it over every (head, batch) pair (b2 h16 8k, window 1024/1024:
-  // ~42 MB of K/V windows in flight against the 50 MB L2). FLASHKIT_SM90_FWD_LPT=1 restores the
-  // older rule (any right bound), =0 the dense order, for A/B runs (bench/NOTES-attention.md).
-  const bool right_bound = Policy::kCausal || a.causal || a.window_right >= 0;
-  const char* lpt = std::getenv("FLASHKIT_SM90_FWD_LPT");
-  const bool reverse = lpt && *lpt ? *lpt == '1' && right_bound : right_bound && a.window_left < 0;
+  // Longest first where the last query blocks carry the most key tiles (causal, as a right
+  // window bound makes it for the general policies).
+  const bool reverse = Policy::kCausal || a.causal || a.window_right >= 0;
   auto params = Kernel::to_params(a, {num_blocks, a.heads, a.batch, reverse, sms});
   constexpr auto kernel = sm90::run_kernel_sm90<Kernel>;
   ensure_smem_limit<kernel>(Kernel::kSmemBytes);  // one driver call per device, not per launch

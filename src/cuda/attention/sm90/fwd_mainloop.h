@@ -301,8 +301,7 @@ struct FwdMainloop {
       if (last && !kOInQ) Ring::Barrier::arrive(&smem.q_empty);
       Tensor s = rowcol_view(acc_s);
       const bool masked = pol.template fwd_needs_mask<kBlockM, kBlockN>(w.block, n);
-      // <true>: softcap's tanh without MUFU.RCP, which made this loop MUFU-bound (score_policy.h).
-      pol.template fwd_scores<true>(s, cS, row0, n * kBlockN, masked, p.scale);
+      pol.fwd_scores(s, cS, row0, n * kBlockN, masked, p.scale);
     };
     // The online softmax of S_n (l sums P before dropout drops some of it, as on sm80).
     auto softmax_of = [&](auto& acc_s, int n, float (&alpha)[Softmax::kRows]) {
