@@ -151,7 +151,11 @@ const Tuning& tuning() {
     if (const char* e = std::getenv("FLASHKIT_MAS_PACE")) t.pace = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_STAGE")) t.stage = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_PATH_KERNEL"))
-      t.path_kernel = std::strcmp(e, "1") == 0;
+      t.path_kernel = std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_SLOTS")) {
+      const int n = std::atoi(e);
+      if (n == 8 || n == 16 || n == 32) t.slots = n;
+    }
     return t;
   }();
   return t;
