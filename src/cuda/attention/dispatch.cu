@@ -131,8 +131,8 @@ unsigned score_mods(const AttentionOptions& o) {
 }
 
 [[noreturn]] [[maybe_unused]] void no_attention_kernels() {
-  fail("q: this build has no CUDA attention kernels (FLASHKIT_KERNELS=noattention: decode and "
-       "MAS only); build with FLASHKIT_KERNELS=minimal or all");
+  fail("q: this build has no callable CUDA attention kernels (FLASHKIT_KERNELS=noattention or "
+       "check: decode and MAS only); build with FLASHKIT_KERNELS=minimal or all");
 }
 
 // Calls f.operator()<Element, kHeadDim = bucket, Policy>() for the compiled kernel matching the

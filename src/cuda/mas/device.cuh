@@ -116,7 +116,6 @@ struct Params {
   uint32_t* bits;
   int bits_smem;
   int stage_bytes;  // the CTA's likelihood stage in dynamic shared memory (staged kernels)
-  int stage_slots;  // chunks staged per warp (Stager's kSlots: 8, 16 or 32)
   int32_t* start;   // [B][Tw]: first frame of row x's run
   int32_t* dur;     // frames of row x's run: the durations output or scratch
   int64_t db, dx;

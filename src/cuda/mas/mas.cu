@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +12,7 @@
 #include "api/validate.h"
 #include "common/dtype_bits.h"
 #include "cuda/common/check.h"
+#include "cuda/common/smem_limit.h"
 #include "cuda/common/workspace.h"
 #include "cuda/mas/forward.cuh"
 #include "cuda/mas/launch.h"
@@ -66,21 +66,9 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
   return s;
 }
 
-// Lets `kernel` take kMaxDynSmem bytes of dynamic shared memory, once per device (`done`: one
-// bit per device, kept by the caller per kernel).
-void allow_bits_smem(const void* kernel, std::atomic<uint64_t>& done) {
-  int dev = 0;
-  FK_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = uint64_t{1} << (dev % 64);
-  if (done.load(std::memory_order_relaxed) & bit) return;
-  FK_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxDynSmem));
-  done.fetch_or(bit, std::memory_order_relaxed);
-}
-
 template <Src S, int K, int NB, bool kVec, bool kStage = false, int kSlots = 8>
 void launch_kernel(const Params& p, int B, cudaStream_t stream) {
-  auto kernel = mas_forward<S, K, NB, kVec, kStage, kSlots>;
+  constexpr auto kernel = mas_forward<S, K, NB, kVec, kStage, kSlots>;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(B * p.splits);
   cfg.blockDim = dim3(p.dp_warps * 32 + (p.path != nullptr ? 32 : 0));
@@ -89,9 +77,7 @@ void launch_kernel(const Params& p, int B, cudaStream_t stream) {
   cfg.stream = stream;
   // Opt in whenever there is dynamic shared memory: the 48 KB default counts the static part
   // too (17.5 KB here), so 31-48 KB of stage and bits failed to launch (d2 run of v8).
-  static std::atomic<uint64_t> smem_allowed{0};  // per instantiation: per kernel
-  if (cfg.dynamicSmemBytes > 0)
-    allow_bits_smem(reinterpret_cast<const void*>(kernel), smem_allowed);
+  if (cfg.dynamicSmemBytes > 0) ensure_smem_limit<kernel>(kMaxDynSmem);
   cudaLaunchAttribute cluster;
   cluster.id = cudaLaunchAttributeClusterDimension;
   cluster.val.clusterDim.x = p.splits, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
@@ -109,8 +95,9 @@ void launch_rows(const Params& p, int B, cudaStream_t stream) {
   constexpr int kNB4 = S == Src::f32 ? 4 : 2;
   if constexpr (kVec && S != Src::fused)
     if (p.rows <= 512 && p.stage_bytes > 0) {
-      if (p.stage_slots == 32) return launch_kernel<S, 4, kNB4, true, true, 32>(p, B, stream);
-      if (p.stage_slots == 16) return launch_kernel<S, 4, kNB4, true, true, 16>(p, B, stream);
+      const int slots = p.stage_bytes / (p.dp_warps * Stager<4>::kSlotBytes);
+      if (slots == 32) return launch_kernel<S, 4, kNB4, true, true, 32>(p, B, stream);
+      if (slots == 16) return launch_kernel<S, 4, kNB4, true, true, 16>(p, B, stream);
       return launch_kernel<S, 4, kNB4, true, true, 8>(p, B, stream);
     }
   if (p.rows <= 512)
@@ -161,14 +148,16 @@ const Tuning& tuning() {
   return t;
 }
 
-// The shared-memory stage (v8) up to 512 text rows, register loads with L2 prefetch (v7) above:
-// measured on the H200 (bench/NOTES-mas.md, v8), the stage is 1.18x faster at T = 512 (B = 32,
-// S = 4T) but 0.90x at T = 1024 and 2048, where the DP is read-bound and the stage's 6 chunks a
-// warp keep fewer bytes in flight than v7's register chunks plus L2 prefetch runs.
-constexpr int kStageMaxText = 512;
+// Short texts (up to kShortText rows) take the shared-memory stage (v8) and the forward kernel's
+// path warp; longer ones register loads with L2 prefetch (v7) and the separate path kernel.
+// Measured (bench/NOTES-mas.md, v8 on the H200, v9 on the H100; B = 32, S = 4T): the stage is
+// 1.18x faster at T = 512 but 0.90x at T = 1024 and 2048, where the DP is read-bound and the
+// stage (8-16 chunks a warp there) keeps fewer bytes in flight than v7's register chunks plus L2
+// prefetch runs; the path: see set_fused_path.
+constexpr int kShortText = 512;
 bool use_stage(int T) {
   const int forced = tuning().stage;
-  return forced >= 0 ? forced != 0 : T <= kStageMaxText;
+  return forced >= 0 ? forced != 0 : T <= kShortText;
 }
 
 // Chunks staged per DP warp: the deepest of 8, 16, 32 whose stage takes at most 128 KB of the
@@ -197,8 +186,8 @@ void choose_split(Params& p, int B) {
   const int k = per <= 512 ? 4 : 8;
   p.rows = std::max((per + 32 * k - 1) / (32 * k), 1) * 32 * k;
   p.dp_warps = p.rows / (32 * k);
-  p.stage_slots = stage_slots(p.dp_warps);
-  p.stage_bytes = k == 4 && use_stage(p.T) ? p.dp_warps * p.stage_slots * Stager<4>::kSlotBytes : 0;
+  p.stage_bytes =
+      k == 4 && use_stage(p.T) ? p.dp_warps * stage_slots(p.dp_warps) * Stager<4>::kSlotBytes : 0;
   p.bits_smem = p.splits == 1 && sizeof(uint32_t) * p.W * p.rows <=
                                      std::min<size_t>(kMaxBitsSmem, kMaxDynSmem - p.stage_bytes);
 }
@@ -225,14 +214,14 @@ void choose_l2(Params& p, int64_t block_bytes, int es) {
 }
 
 // The forward kernel writes the path itself when each item's T x S elements form one dense block
-// (rows or columns contiguous: both originals' layouts) and the text is at most kStageMaxText
-// rows; other views and longer texts go through finish(). Why not longer texts (v9, H100, B = 32,
+// (rows or columns contiguous: both originals' layouts) and the text is short (kShortText);
+// other views and longer texts go through finish(). Why not longer texts (v9, H100, B = 32,
 // S = 4T): there the DP is memory-bound and the path warp's zeros, paced or not, slow it by more
-// than the separate kernel's full-speed pass costs (T = 2048: 3.02 ms against 2.50).
+// than the separate kernel's full-speed pass costs (same call, T = 2048: 2.73 ms against 2.37).
 void set_fused_path(Params& p, const TensorView& path) {
   if (!path.defined() || path.numel() == 0 || p.dp_warps >= kMaxBlock / 32) return;
   const int forced = tuning().path_kernel;
-  if (forced >= 0 ? forced != 0 : p.T > kStageMaxText) return;
+  if (forced >= 0 ? forced != 0 : p.T > kShortText) return;
   const int64_t px = path.stride[1], py = path.stride[2];
   const bool rows = (py == 1 || p.S == 1) && (px == p.S || p.T == 1);
   const bool cols = (px == 1 || p.T == 1) && (py == p.T || p.S == 1);
