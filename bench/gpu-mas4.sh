@@ -18,10 +18,7 @@ log="$out/t"
 mkdir -p "$log"
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$log/steps.txt"; }
 left() { echo $(( budget - ($(date +%s) - t0) )); }
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
+. bench/carried_wheels.sh
 export PYTHONUNBUFFERED=1
 
 if [ -z "${SKIP_MICRO:-}" ]; then

@@ -8,10 +8,7 @@ cd "$(dirname "$0")/.."
 out=${OUT:?set OUT}
 log="$out/t"
 mkdir -p "$log"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
+. bench/carried_wheels.sh
 if [ "${BUILD:-1}" = 1 ]; then
   tests/gpu/run --kernels "${KERNELS:-noattention}" --filter 'MasGpu*' --no-sanitize --out "$log" \
     >"$log/run.txt" 2>&1

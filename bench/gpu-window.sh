@@ -9,10 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?set OUT}"
 t0=$(date +%s)
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
+. bench/carried_wheels.sh
 timeout 400 tests/gpu/run --kernels minimal \
   --filter "AttentionGpuSm90.*:AttentionGpuVariants*:AttentionGpuSmall.Sm90*${EXTRA_FILTER:-}" \
   --sanitize-filter "AttentionGpuSmall.Sm90AndSm80PathsVariants:AttentionGpuSmall.Sm90AndSm80VariantsDeterministic${EXTRA_SANITIZE:-}" \
