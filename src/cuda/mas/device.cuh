@@ -22,6 +22,12 @@ constexpr int kMaxThreads = 256;  // DP threads: 8 warps, one shared-memory ring
 // Threads of a CTA: DP warps plus, when the kernel writes the path, the warp that zeroes it
 // (only while the DP warps leave room: a ninth warp would cap registers at 168 a thread).
 constexpr int kMaxBlock = kMaxThreads;
+// The forward kernel's launch bound for K rows a lane: K = 4 (staged or not) up to 512 rows, 4
+// DP warps + the path warp; K = 1 and 2 (staged, v11) up to 8 DP warps + the path warp (few
+// registers a thread); K = 8 kMaxBlock.
+__host__ __device__ constexpr int max_block_threads(int K) {
+  return K <= 2 ? kMaxThreads + 32 : K == 4 ? 512 / 4 + 32 : kMaxBlock;
+}
 constexpr int kMaxChannels = 256;  // fused: channels (a bound on the work per frame)
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kMaxBitsSmem = 160 * 1024;  // decision bits kept in shared memory up to this size
@@ -233,7 +239,7 @@ static __device__ int2 item_lengths(const Params& p, int b) {
   if (p.tx_line < 0 && p.ty_line < 0)
     return make_int2(static_cast<const int32_t*>(p.tx)[b * p.txs],
                      static_cast<const int32_t*>(p.ty)[b * p.tys]);
-  __shared__ double partial[2][kMaxBlock / 32];
+  __shared__ double partial[2][max_block_threads(1) / 32];
   double acc[2] = {0, 0};
   const void* tline = static_cast<const char*>(p.tx) + b * p.txs * dtype_bytes(p.tx_dtype);
   const void* yline = static_cast<const char*>(p.ty) + b * p.tys * dtype_bytes(p.ty_dtype);
@@ -391,6 +397,20 @@ __device__ __forceinline__ float cell_pred(float v_prev, float v_cur, float valu
       : "=f"(q), "+r"(bits)
       : "f"(v_prev), "f"(v_cur), "f"(value), "r"(bit));
   return q;
+}
+
+// A 32-frame block's decision words of the lane's K rows (consecutive words, 4K-byte aligned).
+template <int K>
+__device__ __forceinline__ void store_bits(uint32_t* dst, const uint32_t (&bits)[K]) {
+  if constexpr (K == 1) {
+    *dst = bits[0];
+  } else if constexpr (K == 2) {
+    *reinterpret_cast<uint2*>(dst) = make_uint2(bits[0], bits[1]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < K; i += 4)
+      reinterpret_cast<uint4*>(dst)[i / 4] = make_uint4(bits[i], bits[i + 1], bits[i + 2], bits[i + 3]);
+  }
 }
 
 // Fused: value[x, y0 + j] for the thread's rows from the coefficients and z[b, c, y0 + j]

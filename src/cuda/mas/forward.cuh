@@ -30,22 +30,21 @@ namespace cg = cooperative_groups;
 // shared-memory stage per warp (staged.cuh) and the rings carry whole blocks; the blocks run in
 // two copies, plain (inside the row, below every row's diagonal) and general (bounded copies,
 // diagonal mask), with nothing else inline.
-template <Src S, int K, int NB, bool kVec, bool kStage, int kSlots = 8, bool kRolled = false>
-__global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
+template <Src S, int K, int NB, bool kVec, bool kStage, int kSlots = 8>
+__global__ void __launch_bounds__(max_block_threads(K), 1)
     mas_forward(const Params p) {
   using T = typename Chunk<S>::T;
   constexpr int kCols = Chunk<S>::kCols;
   constexpr int kChunks = 32 / kCols;  // chunks per 32-frame block
   static_assert(kChunks % NB == 0, "each chunk's buffer must be known at compile time");
   constexpr bool kFused = S == Src::fused;
-  static_assert(!kStage || (K == 4 && kVec && !kFused), "the stage serves K = 4 vector rows");
+  static_assert(!kStage || (K <= 4 && kVec && !kFused), "the stage serves K = 1, 2, 4 vector rows");
   // Dynamic shared memory: the stage (kStage), then the decision bits when p.bits_smem.
   extern __shared__ uint4 s_dyn[];
   __shared__ __align__(16) float s_ring[kMaxThreads / 32][kRing];
   __shared__ uint64_t s_full[kMaxThreads / 32][kStages];   // ring w, stage s written
   __shared__ uint64_t s_empty[kMaxThreads / 32][kStages];  // ring w, stage s read
   __shared__ int32_t s_start[kMaxText];  // the backtrack's run starts (CTA 0), for write_runs
-  __shared__ __align__(16) float s_up[2][32];  // kRolled: warp 0's upstream block (double-buffered)
   const int b = blockIdx.x / p.splits, part = blockIdx.x % p.splits;
   int tid;  // kept in a register: re-reading %tid.x in the loop would wait with the loads
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
@@ -148,130 +147,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
     float q[K];  // Q[x0 + i, y - 1]; Q = neg at frame -1
 #pragma unroll
     for (int i = 0; i < K; ++i) q[i] = p.neg;
-    if constexpr (kStage && kRolled) {
-      // v11: the same cells as the unrolled loop below, a chunk (kCols frames) per iteration of
-      // a loop that is not unrolled, so the code a DP warp runs fits the instruction cache (the
-      // 32-frame unroll was 12 KB of SASS plain plus 23 KB general; ncu at T = 128: no_inst
-      // 30-60% of the loop's samples). What the unrolled loop kept in registers by frame index
-      // goes through shared memory a chunk at a time: the upstream row is read from the ring
-      // slot (warp 0: from s_up), lane 0's copy of the warp's last row (t) is stored into this
-      // warp's ring slot, and the chunk's decision bits are shifted into place.
-      float prev = part == 0 && warp == 0 ? 0.f : p.neg;
-      const int src_lane = (lane + 31) & 31;
-      float recv = shfl_rotate(q[K - 1], src_lane);  // lane 0: the warp's last row (unused)
-      const bool keep_last = full != nullptr || to_cta;  // lane 0 stores the last row
-      if (warp == 0) {
-        s_up[0][lane] = p.neg, s_up[1][lane] = p.neg;
-        __syncwarp();
-      }
-      stage_wait<kAhead - 1>();  // chunk 0 has landed
-      // Chunk u of block c: chunk g = c * kChunks + u is read from its slot first, then chunk
-      // g + kAhead is copied into chunk g - 2's slot, and at the end chunk g + 1 is waited for,
-      // so the shared-memory read overlaps the copies' issue.
-      auto run_chunk = [&](int c, int u, const float* up, uint32_t(&bits)[K], auto general) {
-        constexpr bool kGeneral = decltype(general)::value;
-        const int g = c * kChunks + u;
-        uint32_t cur[K][8];
-        stager.read(g, cur);
-        stager.template issue<kGeneral>(g + kAhead);
-        float r[kCols];  // the upstream row's frames 32c + u * kCols + j (lane 0 uses them)
-#pragma unroll
-        for (int k = 0; k < kCols / 4; ++k)
-          asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                       : "=f"(r[4 * k]), "=f"(r[4 * k + 1]), "=f"(r[4 * k + 2]), "=f"(r[4 * k + 3])
-                       : "r"(smem_addr(up + u * kCols + 4 * k))
-                       : "memory");
-        if constexpr (kGeneral) mask_above_diagonal<S, K>(cur, x0 - g * kCols);
-        float t[kCols];
-        uint32_t cb[K];
-#pragma unroll
-        for (int i = 0; i < K; ++i) cb[i] = 0;
-#pragma unroll
-        for (int j = 0; j < kCols; ++j) {
-          const float nb = lane0 ? (j == 0 ? prev : r[j - 1]) : recv;
-          q[K - 1] = cell_pred(K > 1 ? q[K - 2] : nb, q[K - 1], Chunk<S>::get(cur[K - 1], j),
-                               cb[K - 1], 1u << j);
-          recv = shfl_rotate(q[K - 1], src_lane);
-          t[j] = recv;
-#pragma unroll
-          for (int i = K - 2; i >= 0; --i)
-            q[i] = cell_pred(i > 0 ? q[i - 1] : nb, q[i], Chunk<S>::get(cur[i], j), cb[i], 1u << j);
-        }
-        prev = r[kCols - 1];
-#pragma unroll
-        for (int i = 0; i < K; ++i) bits[i] |= cb[i] << (u * kCols);
-        if (keep_last) {
-          const uint32_t dst = smem_addr(&s_ring[warp][(32 * c + u * kCols) & (kRing - 1)]);
-#pragma unroll
-          for (int k = 0; k < kCols / 4; ++k)
-            asm volatile(
-                "{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.shared.v4.f32 [%1], {%2, %3, %4, %5}; }" ::"r"(
-                    static_cast<uint32_t>(lane0)),
-                "r"(dst + 16 * k), "f"(t[4 * k]), "f"(t[4 * k + 1]), "f"(t[4 * k + 2]),
-                "f"(t[4 * k + 3])
-                : "memory");
-        }
-        stage_wait<kAhead - 1>();  // chunk g + 1 has landed
-      };
-      const int nblocks = (ty + 31) / 32;
-      // The last chunk a block copies ends at byte 32 * (c * kChunks + kChunks + kAhead).
-      const int plain_end = stager.row_bytes / 32 - kChunks - kAhead;
-      for (int c = 0; c < nblocks; ++c) {
-        const float* up = s_up[0];  // the item's row -1 (warp 0 of CTA 0): neg
-        if (warp > 0) {  // the warp above: stage c of its ring (frames 32c .. 32c + 31)
-          mbar_wait(&s_full[warp - 1][c % kStages], (c / kStages) & 1);
-          up = &s_ring[warp - 1][(32 * c) & (kRing - 1)];
-        } else if (from_cta) {  // the previous CTA, through global memory, into s_up[c & 1]
-          const int need = min(32 * c + 31, ty - 1);
-          while (load_acquire(in_progress) < need) {
-          }
-          // s_up[c & 1] was last read in block c - 2, before block c - 1's __syncwarp.
-          s_up[c & 1][lane] = in_ring[32 * c + lane];
-          __syncwarp();
-          up = s_up[c & 1];
-        }
-        // This warp's ring stage c is written chunk by chunk: the warp below must have read
-        // stage c - kStages from the same slots.
-        if (full != nullptr) mbar_wait(&s_empty[warp][c % kStages], ((c / kStages) & 1) ^ 1);
-        {
-          const int yp = (c + p.l2_blocks) * 32, yend = min(min(yp + 32 * p.l2_group, ty), p.S);
-          if (p.l2_blocks > 0 && (c & (p.l2_group - 1)) == 0 && all_live && yp < yend)
-#pragma unroll
-            for (int i = 0; i < K; ++i) prefetch_l2(rows + i * p.vx + yp, (yend - yp) * sizeof(T));
-        }
-        uint32_t bits[K];
-#pragma unroll
-        for (int i = 0; i < K; ++i) bits[i] = 0;
-        if (32 * c >= warp_rows_end && c * kChunks <= plain_end) {
-#pragma unroll 1
-          for (int u = 0; u < kChunks; ++u) run_chunk(c, u, up, bits, std::false_type{});
-        } else {
-#pragma unroll 1
-          for (int u = 0; u < kChunks; ++u) run_chunk(c, u, up, bits, std::true_type{});
-        }
-        if (warp > 0) mbar_arrive(&s_empty[warp - 1][c % kStages]);
-        if (live) {
-          uint4* dst = reinterpret_cast<uint4*>(bits_out + static_cast<size_t>(c) * bstride);
-#pragma unroll
-          for (int i = 0; i < K; i += 4)
-            dst[i / 4] = make_uint4(bits[i], bits[i + 1], bits[i + 2], bits[i + 3]);
-        }
-        if (full != nullptr && lane0) mbar_arrive(&full[c % kStages]);
-        if (to_cta && lane0) {  // lane 0 stored these frames into its ring slot itself
-          float last[32];
-          lds32(&s_ring[warp][(32 * c) & (kRing - 1)], last);
-#pragma unroll
-          for (int k = 0; k < 8; ++k)
-            reinterpret_cast<float4*>(out_ring + 32 * c)[k] =
-                make_float4(last[4 * k], last[4 * k + 1], last[4 * k + 2], last[4 * k + 3]);
-          store_release(out_progress, min(32 * c + 31, ty - 1));
-        }
-        if (p.pace_off > 0 && warp == 0 && lane31)
-          asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" ::"l"(out_progress + p.pace_off),
-                       "r"(min(32 * c + 31, ty - 1))
-                       : "memory");
-      }
-    } else if constexpr (kStage) {
+    if constexpr (kStage) {
       // Upstream row, block c at a time: r[j] = Q[row0_warp - 1, 32c + j] (every lane holds all
       // 32; lane 0 uses them), prev = the frame before r[0]. Row -1 of the item (Cython's x == 0
       // case) is 0 at frame -1 and neg after.
@@ -297,7 +173,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
           for (int jj = 0; jj < kCols; ++jj) {
             const int j = u * kCols + jj;  // frame 32c + j
             const float nb = lane0 ? (j == 0 ? prev : r[j - 1]) : recv;
-            q[K - 1] = cell_pred(K > 1 ? q[K - 2] : nb, q[K - 1], Chunk<S>::get(cur[K - 1], jj),
+            q[K - 1] = cell_pred(K > 1 ? q[K > 1 ? K - 2 : 0] : nb, q[K - 1], Chunk<S>::get(cur[K - 1], jj),
                                  bits[K - 1], 1u << j);
             recv = shfl_rotate(q[K - 1], src_lane);
             t[j] = recv;
@@ -342,12 +218,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
           run_block(c, bits, std::false_type{});
         else
           run_block(c, bits, std::true_type{});
-        if (live) {
-          uint4* dst = reinterpret_cast<uint4*>(bits_out + static_cast<size_t>(c) * bstride);
-#pragma unroll
-          for (int i = 0; i < K; i += 4)
-            dst[i / 4] = make_uint4(bits[i], bits[i + 1], bits[i + 2], bits[i + 3]);
-        }
+        if (live) store_bits<K>(bits_out + static_cast<size_t>(c) * bstride, bits);
         // Lane 0 holds the warp's last row for frames 32c .. 32c + 31: stage c of this warp's
         // ring (once the warp below has read stage c - kStages from the same slots) and, for the
         // CTA's last warp, the next CTA's global ring.
@@ -394,7 +265,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
             const float ring = shfl_idx(ring_v, j);  // every lane shuffles; lane 0 keeps it
             const float nb = lane0 ? ring : up;
             // The last row first: its shuffle for the next frame then overlaps the other rows.
-            q[K - 1] = cell(K > 1 ? q[K - 2] : nb, q[K - 1], Chunk<S>::get(cur[K - 1], jj),
+            q[K - 1] = cell(K > 1 ? q[K > 1 ? K - 2 : 0] : nb, q[K - 1], Chunk<S>::get(cur[K - 1], jj),
                             bits[K - 1], 1u << j);
             up = shfl_up1(q[K - 1]);
             store_if(lane31, ring_blk + j, q[K - 1]);
@@ -427,12 +298,7 @@ __global__ void __launch_bounds__(K == 4 ? 512 / 4 + 32 : kMaxBlock, 1)
           run_block(c, ring_v, bits, std::true_type{});
         else
           run_block(c, ring_v, bits, std::false_type{});
-        if (live) {
-          uint4* dst = reinterpret_cast<uint4*>(bits_out + static_cast<size_t>(c) * bstride);
-#pragma unroll
-          for (int i = 0; i < K; i += 4)
-            dst[i / 4] = make_uint4(bits[i], bits[i + 1], bits[i + 2], bits[i + 3]);
-        }
+        if (live) store_bits<K>(bits_out + static_cast<size_t>(c) * bstride, bits);
         if (lane31) publish(out_progress, to_cta, full, c, min(32 * c + 31, ty - 1));
         if (p.pace_off > 0 && warp == 0 && lane31)
           asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" ::"l"(out_progress + p.pace_off),

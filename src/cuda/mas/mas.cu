@@ -66,47 +66,9 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
   return s;
 }
 
-// Knobs for measuring on the GPU without a rebuild (read once): FLASHKIT_MAS_L2="D,G" forces the
-// L2 prefetch (D blocks ahead, runs of G blocks; G a power of two), FLASHKIT_MAS_PACE=0 lets the
-// path warp zero at full speed, FLASHKIT_MAS_STAGE=0 / 1 loads the likelihood into registers as v7
-// did / through the shared-memory stage at every T, FLASHKIT_MAS_PATH_KERNEL=0 / 1 writes dense
-// paths with the forward kernel's path warp / with the separate path kernel after the DP at every
-// T, FLASHKIT_MAS_SLOTS=8|16|32 the chunks staged per warp, FLASHKIT_MAS_ROLLED=0 the staged
-// frame loop unrolled over 32 frames (v9) instead of a loop over chunks (v11). Unset: the choices
-// below.
-struct Tuning {
-  int l2_blocks = -1, l2_group = 1;
-  bool pace = true;
-  int path_kernel = -1;  // -1: by the text length (set_fused_path)
-  int stage = -1;  // -1: by the text length (use_stage)
-  int slots = 0;   // 0: by the shared memory left (stage_slots)
-  bool rolled = true;  // staged frame loop a chunk per iteration (v11); 0: v9's 32-frame unroll
-};
-const Tuning& tuning() {
-  static const Tuning t = [] {
-    Tuning t;
-    if (const char* e = std::getenv("FLASHKIT_MAS_L2")) {
-      int d = 0, g = 1;
-      if (std::sscanf(e, "%d,%d", &d, &g) == 2 && d >= 0 && g >= 1 && g <= 16 && (g & (g - 1)) == 0)
-        t.l2_blocks = d, t.l2_group = g;
-    }
-    if (const char* e = std::getenv("FLASHKIT_MAS_PACE")) t.pace = std::strcmp(e, "0") != 0;
-    if (const char* e = std::getenv("FLASHKIT_MAS_STAGE")) t.stage = std::strcmp(e, "0") != 0;
-    if (const char* e = std::getenv("FLASHKIT_MAS_PATH_KERNEL"))
-      t.path_kernel = std::strcmp(e, "0") != 0;
-    if (const char* e = std::getenv("FLASHKIT_MAS_ROLLED")) t.rolled = std::strcmp(e, "0") != 0;
-    if (const char* e = std::getenv("FLASHKIT_MAS_SLOTS")) {
-      const int n = std::atoi(e);
-      if (n == 8 || n == 16 || n == 32) t.slots = n;
-    }
-    return t;
-  }();
-  return t;
-}
-
-template <Src S, int K, int NB, bool kVec, bool kStage = false, int kSlots = 8, bool kRolled = false>
+template <Src S, int K, int NB, bool kVec, bool kStage = false, int kSlots = 8>
 void launch_kernel(const Params& p, int B, cudaStream_t stream) {
-  constexpr auto kernel = mas_forward<S, K, NB, kVec, kStage, kSlots, kRolled>;
+  constexpr auto kernel = mas_forward<S, K, NB, kVec, kStage, kSlots>;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(B * p.splits);
   cfg.blockDim = dim3(p.dp_warps * 32 + (p.path != nullptr ? 32 : 0));
@@ -128,20 +90,27 @@ void launch_kernel(const Params& p, int B, cudaStream_t stream) {
 // K = 4 rows a lane up to 512 rows a CTA, else K = 8. Chunks in registers: fp32 4 (24 frames
 // ahead), 16-bit 2 (16 frames ahead: a 32-frame block is 2 chunks), fused and K = 8 2; K = 4
 // with contiguous aligned rows goes through the shared-memory stage instead (v8, stage_bytes).
+template <Src S, int K>
+void launch_staged(const Params& p, int B, cudaStream_t stream) {
+  constexpr int kNB = S == Src::f32 ? 4 : 2;  // unused by the staged loop
+  const int slots = p.stage_bytes / (p.dp_warps * Stager<K>::kSlotBytes);
+  if (slots == 32) return launch_kernel<S, K, kNB, true, true, 32>(p, B, stream);
+  if (slots == 16) return launch_kernel<S, K, kNB, true, true, 16>(p, B, stream);
+  launch_kernel<S, K, kNB, true, true, 8>(p, B, stream);
+}
+
+// Staged (contiguous aligned rows, stage_bytes > 0): K = 1, 2 or 4 rows a lane (choose_split).
+// Otherwise K = 4 rows a lane up to 512 rows a CTA, else K = 8; chunks in registers: fp32 4 (24
+// frames ahead), 16-bit 2 (16 frames ahead: a 32-frame block is 2 chunks), fused and K = 8 2.
 template <Src S, bool kVec>
 void launch_rows(const Params& p, int B, cudaStream_t stream) {
   constexpr int kNB4 = S == Src::f32 ? 4 : 2;
   if constexpr (kVec && S != Src::fused)
-    if (p.rows <= 512 && p.stage_bytes > 0) {
-      const int slots = p.stage_bytes / (p.dp_warps * Stager<4>::kSlotBytes);
-      if (tuning().rolled) {
-        if (slots == 32) return launch_kernel<S, 4, kNB4, true, true, 32, true>(p, B, stream);
-        if (slots == 16) return launch_kernel<S, 4, kNB4, true, true, 16, true>(p, B, stream);
-        return launch_kernel<S, 4, kNB4, true, true, 8, true>(p, B, stream);
-      }
-      if (slots == 32) return launch_kernel<S, 4, kNB4, true, true, 32>(p, B, stream);
-      if (slots == 16) return launch_kernel<S, 4, kNB4, true, true, 16>(p, B, stream);
-      return launch_kernel<S, 4, kNB4, true, true, 8>(p, B, stream);
+    if (p.stage_bytes > 0) {
+      const int k = p.rows / (32 * p.dp_warps);
+      if (k == 1) return launch_staged<S, 1>(p, B, stream);
+      if (k == 2) return launch_staged<S, 2>(p, B, stream);
+      return launch_staged<S, 4>(p, B, stream);
     }
   if (p.rows <= 512)
     launch_kernel<S, 4, kNB4, kVec>(p, B, stream);
@@ -157,6 +126,45 @@ void launch_forward(const Params& p, int B, bool vec, cudaStream_t stream) {
     launch_rows<S, false>(p, B, stream);
 }
 
+// Knobs for measuring on the GPU without a rebuild (read once): FLASHKIT_MAS_L2="D,G" forces the
+// L2 prefetch (D blocks ahead, runs of G blocks; G a power of two), FLASHKIT_MAS_PACE=0 lets the
+// path warp zero at full speed, FLASHKIT_MAS_STAGE=0 / 1 loads the likelihood into registers as v7
+// did / through the shared-memory stage at every T, FLASHKIT_MAS_PATH_KERNEL=0 / 1 writes dense
+// paths with the forward kernel's path warp / with the separate path kernel after the DP at every
+// T, FLASHKIT_MAS_SLOTS=8|16|32 the chunks staged per warp, FLASHKIT_MAS_K=1|2|4 the staged
+// kernel's rows a lane (where the CTA's rows allow it). Unset: the choices below.
+struct Tuning {
+  int l2_blocks = -1, l2_group = 1;
+  bool pace = true;
+  int path_kernel = -1;  // -1: by the text length (set_fused_path)
+  int stage = -1;  // -1: by the text length (use_stage)
+  int slots = 0;   // 0: by the shared memory left (stage_slots)
+  int k = 0;       // staged rows a lane, 1, 2 or 4; 0: by the rows a CTA (stage_rows_per_lane)
+};
+const Tuning& tuning() {
+  static const Tuning t = [] {
+    Tuning t;
+    if (const char* e = std::getenv("FLASHKIT_MAS_L2")) {
+      int d = 0, g = 1;
+      if (std::sscanf(e, "%d,%d", &d, &g) == 2 && d >= 0 && g >= 1 && g <= 16 && (g & (g - 1)) == 0)
+        t.l2_blocks = d, t.l2_group = g;
+    }
+    if (const char* e = std::getenv("FLASHKIT_MAS_PACE")) t.pace = std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_STAGE")) t.stage = std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_PATH_KERNEL"))
+      t.path_kernel = std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_K")) {
+      const int n = std::atoi(e);
+      if (n == 1 || n == 2 || n == 4) t.k = n;
+    }
+    if (const char* e = std::getenv("FLASHKIT_MAS_SLOTS")) {
+      const int n = std::atoi(e);
+      if (n == 8 || n == 16 || n == 32) t.slots = n;
+    }
+    return t;
+  }();
+  return t;
+}
 
 // Short texts (up to kShortText rows) take the shared-memory stage (v8) and the forward kernel's
 // path warp; longer ones register loads with L2 prefetch (v7) and the separate path kernel.
@@ -171,19 +179,30 @@ bool use_stage(int T) {
 }
 
 // Chunks staged per DP warp: the deepest of 8, 16, 32 whose stage takes at most 128 KB of the
-// CTA's shared memory (the decision bits may take up to 72 KB beside it): 32 (240 frames ahead)
-// with one DP warp, 16 with two, 8 with four.
-int stage_slots(int dp_warps) {
-  if (tuning().slots > 0) return tuning().slots;
+// CTA's shared memory (the decision bits may take up to 72 KB beside it); a slot is K KB.
+int stage_slots(int dp_warps, int k) {
+  const int forced = tuning().slots;
+  if (forced > 0 && dp_warps * forced * k * 1024 <= (128 << 10)) return forced;
   int slots = 32;
-  while (slots > 8 && dp_warps * slots * Stager<4>::kSlotBytes > (128 << 10)) slots /= 2;
+  while (slots > 8 && dp_warps * slots * k * 1024 > (128 << 10)) slots /= 2;
   return slots;
+}
+
+// Rows a lane of the staged kernel for `per` rows a CTA (at most 512): as few as the CTA's 8 DP
+// warps allow, so a text's rows are spread over as many schedulers as possible (v11): 1 up to
+// 256 rows, else 2. v9 ran 4 rows a lane everywhere: one warp per 128 rows, ~40 instructions a
+// frame at ~0.3 IPC (ncu, T = 128), i.e. a frame cost ~140-200 cycles against the ~45-cycle
+// dependent chain of a 1-row lane (shuffle -> select -> compare -> add).
+int stage_rows_per_lane(int per) {
+  const int forced = tuning().k;
+  const int k = forced > 0 ? forced : (per <= 256 ? 1 : 2);
+  return per <= k * kMaxThreads ? k : 4;
 }
 
 // Rows per CTA and CTAs per item: split long texts over a cluster while the batch leaves SMs
 // idle, keeping at least 256 rows a CTA (the pipeline costs 32 frames of lag per CTA). Clusters
 // exist from sm_90 on; older GPUs run one CTA per item.
-void choose_split(Params& p, int B) {
+void choose_split(Params& p, int B, bool staged_rows) {
   int dev = 0, sms = 0, major = 0;
   FK_CUDA_CHECK(cudaGetDevice(&dev));
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -193,11 +212,11 @@ void choose_split(Params& p, int B) {
          p.T / (p.splits * 2) >= 256)
     p.splits *= 2;
   const int per = (p.T + p.splits - 1) / p.splits;
-  const int k = per <= 512 ? 4 : 8;
+  const bool stage = staged_rows && per <= 512 && use_stage(p.T);
+  const int k = stage ? stage_rows_per_lane(per) : per <= 512 ? 4 : 8;
   p.rows = std::max((per + 32 * k - 1) / (32 * k), 1) * 32 * k;
   p.dp_warps = p.rows / (32 * k);
-  p.stage_bytes =
-      k == 4 && use_stage(p.T) ? p.dp_warps * stage_slots(p.dp_warps) * Stager<4>::kSlotBytes : 0;
+  p.stage_bytes = stage ? p.dp_warps * stage_slots(p.dp_warps, k) * k * 1024 : 0;
   p.bits_smem = p.splits == 1 && sizeof(uint32_t) * p.W * p.rows <=
                                      std::min<size_t>(kMaxBitsSmem, kMaxDynSmem - p.stage_bytes);
 }
@@ -229,7 +248,9 @@ void choose_l2(Params& p, int64_t block_bytes, int es) {
 // S = 4T): there the DP is memory-bound and the path warp's zeros, paced or not, slow it by more
 // than the separate kernel's full-speed pass costs (same call, T = 2048: 2.73 ms against 2.37).
 void set_fused_path(Params& p, const TensorView& path) {
-  if (!path.defined() || path.numel() == 0 || p.dp_warps >= kMaxBlock / 32) return;
+  if (!path.defined() || path.numel() == 0 ||
+      (p.dp_warps + 1) * 32 > max_block_threads(p.rows / (32 * p.dp_warps)))
+    return;
   const int forced = tuning().path_kernel;
   if (forced >= 0 ? forced != 0 : p.T > kShortText) return;
   const int64_t px = path.stride[1], py = path.stride[2];
@@ -289,10 +310,10 @@ void finish(const Params& p, const Scratch& s, int B, const TensorView& path,
 
 Params common_params(int B, int T, int S, int C, const TensorView& tl, const TensorView& ml,
                      const TensorView& path, const TensorView& durations, const MasOptions& opts,
-                     Scratch& s) {
+                     bool staged_rows, Scratch& s) {
   Params p{};
   p.T = T, p.S = S, p.Tw = (T + 7) / 8 * 8, p.W = (S + 31) / 32, p.C = C, p.l2_group = 1;
-  choose_split(p, B);
+  choose_split(p, B, staged_rows);
   s = carve(opts, B, p.Tw, p.W, C, p.splits, !durations.defined(), opts.stream);
   p.ring = s.ring, p.progress = s.progress;
   p.tx = tl.data, p.txs = tl.stride[0], p.txl = tl.ndim == 2 ? tl.stride[1] : 0;
@@ -339,12 +360,12 @@ void monotonic_alignment_search(const TensorView& value, const TensorView& text_
   auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
   if (B == 0) return empty_batch(opts, stream);
   Scratch s;
-  Params p = common_params(B, T, S, 0, text_lengths, mel_lengths, path, durations, opts, s);
-  p.value = value.data, p.vb = value.stride[0], p.vx = value.stride[1], p.vy = value.stride[2];
   const int es = static_cast<int>(dtype_size(value.dtype));
+  const bool vec = value.stride[2] == 1 && aligned16(value.data) && (value.stride[1] * es) % 16 == 0 &&
+                   (value.stride[0] * es) % 16 == 0;
+  Params p = common_params(B, T, S, 0, text_lengths, mel_lengths, path, durations, opts, vec, s);
+  p.value = value.data, p.vb = value.stride[0], p.vx = value.stride[1], p.vy = value.stride[2];
   choose_l2(p, int64_t{B} * T * 32 * es, es);
-  const bool vec =
-      p.vy == 1 && aligned16(value.data) && (p.vx * es) % 16 == 0 && (p.vb * es) % 16 == 0;
   switch (value.dtype) {
     case DType::f16:
       launch_forward<Src::f16>(p, B, vec, stream);
@@ -373,7 +394,7 @@ void monotonic_alignment_search_fused(const TensorView& z, const TensorView& m,
   auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
   if (B == 0) return empty_batch(opts, stream);
   Scratch s;
-  Params p = common_params(B, T, S, C, text_lengths, mel_lengths, path, durations, opts, s);
+  Params p = common_params(B, T, S, C, text_lengths, mel_lengths, path, durations, opts, false, s);
   p.z = z.data, p.zb = z.stride[0], p.zc = z.stride[1], p.zy = z.stride[2];
   p.zdtype = static_cast<int>(z.dtype);
   if (C > 0) {
