@@ -37,10 +37,10 @@ export PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH}
 profile() {  # name knob Ts
   [ "$(left)" -gt 30 ] || { stamp "skip profile $1"; return; }
   stamp "profile_mas $1"
-  env $2 timeout 60 python3 bench/profile_mas.py --Ts "$3" >"$log/profile-$1.log" 2>&1
+  env ${2//,/ } timeout 60 python3 bench/profile_mas.py --Ts "$3" >"$log/profile-$1.log" 2>&1
   grep "us$" "$log/profile-$1.log" | sed "s/^/$1 /"
 }
-# PROFILES: "name knob Ts" entries separated by ';' (knob "-" for none).
+# PROFILES: "name knobs Ts" entries separated by ";" (knobs "-" for none, several joined by ",").
 IFS=';' read -ra entries <<<"${PROFILES:-auto - 128,256,512,1024,2048;stage1 FLASHKIT_MAS_STAGE=1 1024,2048;pathkernel FLASHKIT_MAS_PATH_KERNEL=1 128,512,2048}"
 for e in "${entries[@]}"; do
   read -r name knob ts <<<"$e"

@@ -132,7 +132,8 @@ void launch_forward(const Params& p, int B, bool vec, cudaStream_t stream) {
 // did / through the shared-memory stage at every T, FLASHKIT_MAS_PATH_KERNEL=0 / 1 writes dense
 // paths with the forward kernel's path warp / with the separate path kernel after the DP at every
 // T, FLASHKIT_MAS_SLOTS=8|16|32 the chunks staged per warp, FLASHKIT_MAS_K=1|2|4 the staged
-// kernel's rows a lane (where the CTA's rows allow it). Unset: the choices below.
+// kernel's rows a lane (where the CTA's rows allow it), FLASHKIT_MAS_SPLIT_ROWS=n splits items
+// over a cluster down to n rows a CTA (default 256). Unset: the choices below.
 struct Tuning {
   int l2_blocks = -1, l2_group = 1;
   bool pace = true;
@@ -140,6 +141,7 @@ struct Tuning {
   int stage = -1;  // -1: by the text length (use_stage)
   int slots = 0;   // 0: by the shared memory left (stage_slots)
   int k = 0;       // staged rows a lane, 1, 2 or 4; 0: by the rows a CTA (stage_rows_per_lane)
+  int split_rows = 256;  // split an item over a cluster down to this many rows a CTA
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -153,6 +155,10 @@ const Tuning& tuning() {
     if (const char* e = std::getenv("FLASHKIT_MAS_STAGE")) t.stage = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_PATH_KERNEL"))
       t.path_kernel = std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_SPLIT_ROWS")) {
+      const int n = std::atoi(e);
+      if (n >= 32 && n <= 1024) t.split_rows = n;
+    }
     if (const char* e = std::getenv("FLASHKIT_MAS_K")) {
       const int n = std::atoi(e);
       if (n == 1 || n == 2 || n == 4) t.k = n;
@@ -188,14 +194,13 @@ int stage_slots(int dp_warps, int k) {
   return slots;
 }
 
-// Rows a lane of the staged kernel for `per` rows a CTA (at most 512): as few as the CTA's 8 DP
-// warps allow, so a text's rows are spread over as many schedulers as possible (v11): 1 up to
-// 256 rows, else 2. v9 ran 4 rows a lane everywhere: one warp per 128 rows, ~40 instructions a
-// frame at ~0.3 IPC (ncu, T = 128), i.e. a frame cost ~140-200 cycles against the ~45-cycle
-// dependent chain of a 1-row lane (shuffle -> select -> compare -> add).
+// Rows a lane of the staged kernel for `per` rows a CTA (at most 512): 2 (v12), i.e. one DP warp
+// per 64 rows. Measured (H100, same machine, B = 32, S = 4T, kernels with path): K = 2 56 / 107 /
+// 266 us at T = 128 / 256 / 512 against v9's K = 4 78 / 121 / 287 and K = 1 62 / 115 / 276 (one
+// more 32-frame block of lag per extra warp).
 int stage_rows_per_lane(int per) {
   const int forced = tuning().k;
-  const int k = forced > 0 ? forced : (per <= 256 ? 1 : 2);
+  const int k = forced > 0 ? forced : 2;
   return per <= k * kMaxThreads ? k : 4;
 }
 
@@ -209,7 +214,7 @@ void choose_split(Params& p, int B, bool staged_rows) {
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   p.splits = 1;
   while (major >= 9 && p.splits < 8 && int64_t{B} * p.splits * 2 <= sms &&
-         p.T / (p.splits * 2) >= 256)
+         p.T / (p.splits * 2) >= tuning().split_rows)
     p.splits *= 2;
   const int per = (p.T + p.splits - 1) / p.splits;
   const bool stage = staged_rows && per <= 512 && use_stage(p.T);
