@@ -3,7 +3,7 @@
 backward and forward+backward (CUDA events, median after warm-up) of flashkit (through
 flashkit._C on torch tensors) and PyTorch SDPA's flash (FA2), cudnn, efficient and math
 backends, all in this process on the same inputs; then peak memory of forward+backward vs
-seqlen for flashkit and math. Writes <out>/2026-11-21-<gpu>-<name>.json (+ PNGs when
+seqlen for flashkit and math. Writes <out>/<date>-<gpu>-<name>.json (+ PNGs when
 matplotlib is there; bench/plot_attention.py draws them from the JSON otherwise).
 "flashkit" is the library's own choice of kernels (the Hopper forward and backward on sm_90 where
 they exist); "flashkit-sm80" forces the sm80-class ones (FLASHKIT_ATTENTION_PATH=sm80).
@@ -21,6 +21,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from flashkit import _C
 from timing import median_ms
+
+DATE = time.strftime("%Y-%m-%d")  # of the run, for the result files' names
 
 TOKENS, HIDDEN = 16384, 2048
 SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
@@ -171,7 +173,7 @@ def main():
     p.add_argument("--quick", action="store_true", help="flashkit and flash only, seqlen 2k and 8k")
     p.add_argument("--methods", default="flashkit,flash,cudnn,efficient,math")
     p.add_argument("--fwd-only", action="store_true", help="time the forward only, no memory sweep")
-    p.add_argument("--name", default="attention", help="file name after 2026-11-21-<gpu>-")
+    p.add_argument("--name", default="attention", help="file name after <date>-<gpu>-")
     p.add_argument("--hdims", default="64,128,256", help="head dims to time")
     p.add_argument("--seqlens", default=",".join(map(str, SEQLENS)), help="sequence lengths to time")
     args = p.parse_args()
@@ -191,7 +193,7 @@ def main():
            "flops": "4*b*h*s*s*d (/2 causal); bwd x2.5; fwd+bwd x3.5", "speed": speed, "memory": memory,
            "seconds": round(time.time() - t0, 1)}
     os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, f"2026-11-21-{tag}-{args.name}{'-quick' if args.quick else ''}.json")
+    path = os.path.join(args.out, f"{DATE}-{tag}-{args.name}{'-quick' if args.quick else ''}.json")
     with open(path, "w") as f:
         json.dump(res, f, indent=1)
     print("wrote", path)

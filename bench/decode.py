@@ -25,6 +25,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 faulthandler.enable()
+DATE = time.strftime("%Y-%m-%d")  # of the run, for the result files' names
 
 
 def load_extension():
@@ -152,7 +153,7 @@ def main():
     todo = QUICK if args.quick else [(b, h, ctx, d) for (b, h, ctx) in SHAPES for d in HDIMS]
     variants = [parse_variant(s) for s in args.variants.split(",") if s]
     tag = gpu.replace("NVIDIA ", "").replace(" ", "-").lower()
-    path = os.path.join(args.out, f"2026-11-21-{tag}-decode.json")
+    path = os.path.join(args.out, f"{DATE}-{tag}-decode.json")
     knobs = {k_: v_ for k_, v_ in os.environ.items() if k_.startswith("FLASHKIT_DECODE_")}
     print("knobs:", knobs, "flush:", args.flush)
     for (b, h, ctx, d) in todo:
@@ -237,7 +238,7 @@ def main():
         del q, k, v, out, qt, kt, vt
         torch.cuda.empty_cache()
     print("wrote", path)
-    plot(rows, os.path.join(args.out, f"2026-11-21-{tag}-decode-speedup.png"), gpu)
+    plot(rows, os.path.join(args.out, f"{DATE}-{tag}-decode-speedup.png"), gpu)
 
 
 def dump(path, gpu, rows, knobs, flush):
