@@ -45,6 +45,11 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
   __shared__ uint64_t s_full[kMaxThreads / 32][kStages];   // ring w, stage s written
   __shared__ uint64_t s_empty[kMaxThreads / 32][kStages];  // ring w, stage s read
   __shared__ int32_t s_start[kMaxText];  // the backtrack's run starts (CTA 0), for write_runs
+  // kStage with split items: the previous CTA's last warp writes its last row into s_xring (as a
+  // warp does into s_ring, over distributed shared memory), s_xfull[s] gets its lane 0's arrival
+  // per stage; s_xempty[s] gets the 32 arrivals of the next CTA's warp 0 once it read a stage.
+  [[maybe_unused]] __shared__ __align__(16) float s_xring[kStage ? kRing : 4];
+  __shared__ uint64_t s_xfull[kStages], s_xempty[kStages];
   const int b = blockIdx.x / p.splits, part = blockIdx.x % p.splits;
   int tid;  // kept in a register: re-reading %tid.x in the loop would wait with the loads
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
@@ -114,7 +119,21 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
     mbar_init(&s_full[warp][lane], 1);    // the producer's lane 31
     mbar_init(&s_empty[warp][lane], 32);  // every lane of the consumer warp
   }
-  __syncthreads();
+  const bool xring = kStage && p.splits > 1;  // the cluster's CTAs chained through s_xring
+  if (xring && threadIdx.x < kStages) {
+    mbar_init(&s_xfull[threadIdx.x], 1);
+    mbar_init(&s_xempty[threadIdx.x], 32);
+  }
+  if (xring) {
+#if __CUDA_ARCH__ >= 900
+    fence_mbar_init_cluster();
+    cg::this_cluster().sync();  // every CTA's barriers exist before any other CTA arrives
+#else
+    __trap();  // unreachable: choose_split never splits an item below sm_90 (no clusters)
+#endif
+  } else {
+    __syncthreads();
+  }
   constexpr int kStageBytes = kStage ? kSlots * StagerT::kSlotBytes : 0;  // per DP warp
   uint32_t* const bits_item =
       p.bits_smem
@@ -130,7 +149,8 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
       zero_paced(item_path, zero_lo, zero_hi, lane, pace, ty,
                  pace != nullptr ? min((ty + 255) / 256, 64) : 1);
   } else if (row0 < tx) {
-    // Upstream of warp 0: the previous CTA (global ring) or the first column's constants.
+    // Upstream of warp 0: the previous CTA (the staged kernel: s_xring; else the global ring) or
+    // the first column's constants.
     const bool from_cta = part > 0 && warp == 0;
     const bool to_cta = part + 1 < p.splits && row0 + p.rows < tx && warp == nwarps - 1;
     const bool lane0 = lane == 0, lane31 = lane == 31, to_cta31 = to_cta && lane31;
@@ -153,6 +173,12 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
       // case) is 0 at frame -1 and neg after.
       float r[32], t[32];
       float prev = part == 0 && warp == 0 ? 0.f : p.neg;
+#if __CUDA_ARCH__ >= 900
+      // Distributed-shared-memory addresses of the cross-CTA ring (split items).
+      uint32_t xempty_prev = 0, xring_next = 0, xfull_next = 0;
+      if (from_cta) xempty_prev = cluster_map(s_xempty, part - 1);
+      if (to_cta) xring_next = cluster_map(s_xring, part + 1), xfull_next = cluster_map(s_xfull, part + 1);
+#endif
       const int src_lane = (lane + 31) & 31;
       float recv = shfl_rotate(q[K - 1], src_lane);  // lane 0: the warp's last row (unused)
       stage_wait<kAhead - 1>();
@@ -192,15 +218,12 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
           mbar_wait(&s_full[warp - 1][c % kStages], (c / kStages) & 1);
           lds32(&s_ring[warp - 1][(32 * c) & (kRing - 1)], r);
           mbar_arrive(&s_empty[warp - 1][c % kStages]);
-        } else if (from_cta) {  // the previous CTA, through global memory
-          const int need = min(32 * c + 31, ty - 1);
-          while (load_acquire(in_progress) < need) {
-          }
-#pragma unroll
-          for (int k = 0; k < 8; ++k) {
-            const float4 v = reinterpret_cast<const float4*>(in_ring + 32 * c)[k];
-            r[4 * k] = v.x, r[4 * k + 1] = v.y, r[4 * k + 2] = v.z, r[4 * k + 3] = v.w;
-          }
+        } else if (from_cta) {  // the previous CTA's last warp: stage c of s_xring
+#if __CUDA_ARCH__ >= 900
+          mbar_wait_cluster(&s_xfull[c % kStages], (c / kStages) & 1);
+          lds32(&s_xring[(32 * c) & (kRing - 1)], r);
+          mbar_arrive_remote(xempty_prev + 8 * (c % kStages));
+#endif
         } else {
 #pragma unroll
           for (int j = 0; j < 32; ++j) r[j] = p.neg;
@@ -221,18 +244,23 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
         if (live) store_bits<K>(bits_out + static_cast<size_t>(c) * bstride, bits);
         // Lane 0 holds the warp's last row for frames 32c .. 32c + 31: stage c of this warp's
         // ring (once the warp below has read stage c - kStages from the same slots) and, for the
-        // CTA's last warp, the next CTA's global ring.
+        // CTA's last warp, the next CTA's s_xring.
         if (full != nullptr) {
           mbar_wait(&s_empty[warp][c % kStages], ((c / kStages) & 1) ^ 1);
           sts32_if(lane0, &s_ring[warp][(32 * c) & (kRing - 1)], t);
           if (lane0) mbar_arrive(&full[c % kStages]);
         }
-        if (to_cta && lane0) {
+        if (to_cta) {  // stage c of the next CTA's s_xring, once its warp 0 read stage c - 8
+#if __CUDA_ARCH__ >= 900
+          mbar_wait_cluster(&s_xempty[c % kStages], ((c / kStages) & 1) ^ 1);
+          if (lane0) {
+            const uint32_t dst = xring_next + 4 * ((32 * c) & (kRing - 1));
 #pragma unroll
-          for (int k = 0; k < 8; ++k)
-            reinterpret_cast<float4*>(out_ring + 32 * c)[k] =
-                make_float4(t[4 * k], t[4 * k + 1], t[4 * k + 2], t[4 * k + 3]);
-          store_release(out_progress, min(32 * c + 31, ty - 1));
+            for (int k = 0; k < 8; ++k)
+              st_cluster_v4(dst + 16 * k, t[4 * k], t[4 * k + 1], t[4 * k + 2], t[4 * k + 3]);
+            mbar_arrive_remote(xfull_next + 8 * (c % kStages));
+          }
+#endif
         }
         if (p.pace_off > 0 && warp == 0 && lane31)
           asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" ::"l"(out_progress + p.pace_off),
