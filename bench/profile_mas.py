@@ -50,7 +50,7 @@ def main():
             if args.once:
                 torch.cuda.synchronize()
                 continue
-            med, _, _ = timer.run(call, args.reps)
+            med, _, _ = timer.run(call, args.reps, warmup_ms=50.0)
             print(f"T={T:5d} {name:18s} {med * 1e3:9.1f} us", flush=True)
         del value, mask, pth
         torch.cuda.empty_cache()
