@@ -5,14 +5,7 @@
 # split A/B (bench/profile_mas.py) and bench/mas.py at T <= 512 (Super-MAS alongside).
 # usage: OUT=/some/dir bench/gpu-mas6.sh   (.carry and .whl carried)
 set -uo pipefail
-cd "$(dirname "$0")/.."
-out=${OUT:?set OUT}
-log="$out/t"
-mkdir -p "$log"
-t0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$log/steps.txt"; }
-. bench/carried_wheels.sh
-export PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+. "$(dirname "$0")/gpu_prelude.sh"
 stamp "build + tests"
 timeout 330 tests/gpu/run --kernels noattention --filter 'MasGpu*' --sanitize-filter 'MasGpuSmall*' \
   --out "$log" >"$log/run.txt" 2>&1

@@ -5,14 +5,7 @@
 # lane, v12) for bench/NOTES-mas.md. Run from the repo root with .carry and .whl carried.
 # usage: OUT=/some/dir bench/gpu-session6.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
-out=${OUT:?set OUT}
-log="$out/t"
-mkdir -p "$log"
-t0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$log/steps.txt"; }
-. bench/carried_wheels.sh
-export PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+. "$(dirname "$0")/gpu_prelude.sh"
 stamp "build + tests"
 timeout 330 tests/gpu/run --kernels noattention --filter 'MasGpu*:DecodeGpu*' --no-sanitize \
   --out "$log" >"$log/run.txt" 2>&1
