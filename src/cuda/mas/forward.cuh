@@ -30,7 +30,7 @@ namespace cg = cooperative_groups;
 // shared-memory stage per warp (staged.cuh) and the rings carry whole blocks; the blocks run in
 // two copies, plain (inside the row, below every row's diagonal) and general (bounded copies,
 // diagonal mask), with nothing else inline.
-template <Src S, int K, int NB, bool kVec, bool kStage, int kSlots = 8>
+template <Src S, int K, int NB, bool kVec, bool kStage, int kSlots = 8, bool kSkew = false>
 __global__ void __launch_bounds__(max_block_threads(K), 1)
     mas_forward(const Params p) {
   using T = typename Chunk<S>::T;
@@ -61,7 +61,10 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
 
   uint32_t buf[kStage ? 2 : NB][K][8];
   using StagerT = Stager<K, kSlots>;
-  constexpr int kAhead = StagerT::kAhead;
+  // kSkew: lane 31 reads chunks up to 4 behind lane 0's (31 frames), so its slots are refilled
+  // only kSlots - 5 chunks ahead.
+  constexpr int kAhead = kSkew ? kSlots - 5 : StagerT::kAhead;
+  static_assert(!kSkew || (kStage && kAhead >= 3), "the skewed loop is a staged loop, 8+ slots");
   StagerT stager{};
   auto fetch = [&](uint32_t(&bf)[K][8], int g, int nrows) {
     if constexpr (kFused) {
@@ -167,18 +170,193 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
     float q[K];  // Q[x0 + i, y - 1]; Q = neg at frame -1
 #pragma unroll
     for (int i = 0; i < K; ++i) q[i] = p.neg;
-    if constexpr (kStage) {
+    // Pieces every frame loop shares: the L2 prefetch of the rows a few blocks ahead, warp 0's
+    // progress for the path warp's pace, and (staged loops) lane 0's upstream stage c.
+    auto l2_ahead = [&](int c) {
+      if constexpr (kVec && !kFused) {
+        const int yp = (c + p.l2_blocks) * 32, yend = min(min(yp + 32 * p.l2_group, ty), p.S);
+        if (p.l2_blocks > 0 && (c & (p.l2_group - 1)) == 0 && all_live && yp < yend)
+#pragma unroll
+          for (int i = 0; i < K; ++i) prefetch_l2(rows + i * p.vx + yp, (yend - yp) * sizeof(T));
+      }
+    };
+    auto publish_pace = [&](int frame) {
+      if (p.pace_off > 0 && warp == 0 && lane31)
+        asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" ::"l"(out_progress + p.pace_off),
+                     "r"(min(frame, ty - 1))
+                     : "memory");
+    };
+#if __CUDA_ARCH__ >= 900
+    // Distributed-shared-memory addresses of the staged loops' cross-CTA ring (split items).
+    uint32_t xempty_prev = 0, xring_next = 0, xfull_next = 0;
+    if (kStage && from_cta) xempty_prev = cluster_map(s_xempty, part - 1);
+    if (kStage && to_cta) xring_next = cluster_map(s_xring, part + 1), xfull_next = cluster_map(s_xfull, part + 1);
+#endif
+    // Stage c of lane 0's upstream row into r (frames 32c .. 32c + 31): from the warp above's
+    // ring, from the previous CTA's last warp through s_xring, or the item's row -1 (neg).
+    auto take_stage = [&](int c, float(&r)[32]) {
+      if (warp > 0) {
+        mbar_wait(&s_full[warp - 1][c % kStages], (c / kStages) & 1);
+        lds32(&s_ring[warp - 1][(32 * c) & (kRing - 1)], r);
+        mbar_arrive(&s_empty[warp - 1][c % kStages]);
+      } else if (from_cta) {
+#if __CUDA_ARCH__ >= 900
+        mbar_wait_cluster(&s_xfull[c % kStages], (c / kStages) & 1);
+        lds32(&s_xring[(32 * c) & (kRing - 1)], r);
+        mbar_arrive_remote(xempty_prev + 8 * (c % kStages));
+#endif
+      } else {
+#pragma unroll
+        for (int j = 0; j < 32; ++j) r[j] = p.neg;
+      }
+    };
+    if constexpr (kStage && kSkew) {
+      // v14 (FLASHKIT_MAS_SKEW=1; prepared in session 6, not yet run on a GPU): lane l runs frame
+      // s - l at step s, so the value it needs from lane l - 1 (its last row at frame s - l - 1)
+      // was computed at step s - 2 and shuffled at the end of step s - 2: the shuffle is off the
+      // dependent chain, which is one cell a step. Step block c is steps 32c .. 32c + 31 (lane 0:
+      // frames 32c .. 32c + 31, the upstream stage c as before). Each lane reads its rows'
+      // likelihood at its own frame from its own stage bytes (one LDS a row a step, loaded a
+      // step ahead); lane 31 stores the warp's last row into the ring a frame a step, so ring
+      // stage c is complete after step block c + 1 (a warp lags its upstream by two blocks). The
+      // decision bits of step block c cover frames 32c - l .. 32c + 31 - l: block c - 1's word
+      // is stored at the end of step block c. One extra step block lets lane 31 finish.
+      float r[32];
+      float prev = part == 0 && warp == 0 ? 0.f : p.neg;
+      constexpr int kHalf = kCols / 2;           // elements in a 16-byte half of a chunk
+      constexpr int kPer = 4 / sizeof(T);        // elements in a 32-bit word
+      // This lane's likelihood of row i at frame f (f >= 0; its chunk has landed).
+      auto value_at = [&](int f, float(&v)[K]) {
+        const int e = f % kCols;
+        const uint32_t a = stager.slot0 +
+                           static_cast<uint32_t>((f / kCols) & (kSlots - 1)) * StagerT::kSlotBytes +
+                           (e / kHalf) * 512 + ((e % kHalf) / kPer) * 4;
+#pragma unroll
+        for (int i = 0; i < K; ++i) {
+          uint32_t w;
+          asm volatile("ld.shared.u32 %0, [%1];" : "=r"(w) : "r"(a + i * 1024) : "memory");
+          v[i] = Chunk<S>::get(&w, (e % kHalf) % kPer);
+        }
+      };
+      float recv[2] = {p.neg, p.neg};  // lane l - 1's last row, shuffled at steps s - 2, s - 1
+      const bool keep_last = lane31 && (full != nullptr || to_cta);  // lane 31 stores the last row
+      const uint32_t ring_base = smem_addr(&s_ring[warp][0]);
+      uint32_t pend[K];                 // the bits of the block before, frames not yet stored
+#pragma unroll
+      for (int i = 0; i < K; ++i) pend[i] = 0;
+      stage_wait<kAhead - 1>();  // chunk 0 has landed
+      float v[K];
+      value_at(0, v);
+      const int nsteps = (ty + 31) / 32 + 1;  // step blocks: lane 31 reaches frame ty - 1
+      const int nblocks = (ty + 31) / 32;
+      // The last chunk a step block copies ends at byte 32 * (c * kChunks + kChunks + kAhead).
+      const int plain_end = stager.row_bytes / 32 - kChunks - kAhead;
+      auto run_steps = [&](int c, uint32_t(&cb)[K], auto general) {
+        constexpr bool kGeneral = decltype(general)::value;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+          const int f = 32 * c + j - lane;  // this lane's frame at this step
+          float cur[K];
+#pragma unroll
+          for (int i = 0; i < K; ++i) cur[i] = v[i];
+          if (j % kCols == kCols - 1) {  // lane 0 reads chunk g from the next step on
+            const int g = (32 * c + j + 1) / kCols;
+            stager.template issue<kGeneral>(g + kAhead - 1);  // into chunk g - 6's slot
+            stage_wait<kAhead - 1>();                         // chunk g has landed
+          }
+          value_at(max(f + 1, 0), v);  // the next step's values (lanes before their frame 0: any)
+          if constexpr (kGeneral) {
+#pragma unroll
+            for (int i = 0; i < K; ++i) cur[i] = x0 + i > f ? 0.f : cur[i];  // above the diagonal
+          }
+          const float nb = lane0 ? (j == 0 ? prev : r[j - 1]) : recv[j & 1];
+          float qn[K];
+          uint32_t bb[K];
+#pragma unroll
+          for (int i = 0; i < K; ++i) bb[i] = 0;
+#pragma unroll
+          for (int i = K - 1; i >= 0; --i)
+            qn[i] = cell_pred(i > 0 ? q[i > 0 ? i - 1 : 0] : nb, q[i], cur[i], bb[i], 1u << j);
+          if constexpr (kGeneral) {
+            const bool active = f >= 0;  // lanes before their first frame keep Q at frame -1
+#pragma unroll
+            for (int i = 0; i < K; ++i) q[i] = active ? qn[i] : q[i], cb[i] |= active ? bb[i] : 0u;
+          } else {
+#pragma unroll
+            for (int i = 0; i < K; ++i) q[i] = qn[i], cb[i] |= bb[i];
+          }
+          recv[j & 1] = shfl_up1(q[K - 1]);  // used two steps on, at step s + 2
+          // Lane 31's last row at frame f into the ring slot for the warp below / the next CTA.
+          // Into this warp's ring (the last warp's too: it forwards whole stages to the next CTA).
+          // Frames past the item's last block are not stored: their stage was never freed.
+          const bool put = keep_last && f >= 0 && f < 32 * nblocks;
+          asm volatile(
+              "{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.shared.f32 [%1], %2; }" ::"r"(
+                  static_cast<uint32_t>(put)),
+              "r"(ring_base + 4 * (f & (kRing - 1))), "f"(q[K - 1])
+              : "memory");
+        }
+      };
+      for (int c = 0; c < nsteps; ++c) {
+        // Lane 0's upstream, stage c (none past the item's last block: those frames are >= ty).
+        if (c < nblocks) {
+          take_stage(c, r);
+        } else {
+#pragma unroll
+          for (int j = 0; j < 32; ++j) r[j] = p.neg;
+        }
+        // Lane 31 writes stage c's first frame at this block's last step: its slots must be free.
+        if (c < nblocks) {
+          if (full != nullptr) mbar_wait(&s_empty[warp][c % kStages], ((c / kStages) & 1) ^ 1);
+#if __CUDA_ARCH__ >= 900
+          if (to_cta) mbar_wait_cluster(&s_xempty[c % kStages], ((c / kStages) & 1) ^ 1);
+#endif
+        }
+        l2_ahead(c);
+        uint32_t cb[K];
+#pragma unroll
+        for (int i = 0; i < K; ++i) cb[i] = 0;
+        if (32 * c >= warp_rows_end + 32 && c * kChunks <= plain_end && c + 1 < nsteps)
+          run_steps(c, cb, std::false_type{});
+        else
+          run_steps(c, cb, std::true_type{});
+        // Frames 32c - l .. 32c + 31 - l: block c - 1's word is complete.
+        if (c > 0) {
+          uint32_t word[K];
+#pragma unroll
+          for (int i = 0; i < K; ++i)
+            word[i] = pend[i] | (lane > 0 ? cb[i] << (32 - lane) : 0u), pend[i] = cb[i] >> lane;
+          if (live && c - 1 < nblocks) store_bits<K>(bits_out + static_cast<size_t>(c - 1) * bstride, word);
+          // Stage c - 1 of the ring (frames 32(c - 1) .. 32c - 1) is complete: the warp below may
+          // read it, or lane 31 forwards it into the next CTA's s_xring (it stored it itself).
+          if (c - 1 < nblocks) {
+            if (full != nullptr && lane31) mbar_arrive(&full[(c - 1) % kStages]);
+#if __CUDA_ARCH__ >= 900
+            if (to_cta && lane31) {
+              float last[32];
+              lds32(&s_ring[warp][(32 * (c - 1)) & (kRing - 1)], last);
+              const uint32_t dst = xring_next + 4 * ((32 * (c - 1)) & (kRing - 1));
+#pragma unroll
+              for (int k = 0; k < 8; ++k)
+                st_cluster_v4(dst + 16 * k, last[4 * k], last[4 * k + 1], last[4 * k + 2],
+                              last[4 * k + 3]);
+              mbar_arrive_remote(xfull_next + 8 * ((c - 1) % kStages));
+            }
+#endif
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < K; ++i) pend[i] = cb[i] >> lane;
+        }
+        publish_pace(32 * c);  // lane 31 has finished frame 32c
+        prev = r[31];
+      }
+    } else if constexpr (kStage) {
       // Upstream row, block c at a time: r[j] = Q[row0_warp - 1, 32c + j] (every lane holds all
       // 32; lane 0 uses them), prev = the frame before r[0]. Row -1 of the item (Cython's x == 0
       // case) is 0 at frame -1 and neg after.
       float r[32], t[32];
       float prev = part == 0 && warp == 0 ? 0.f : p.neg;
-#if __CUDA_ARCH__ >= 900
-      // Distributed-shared-memory addresses of the cross-CTA ring (split items).
-      uint32_t xempty_prev = 0, xring_next = 0, xfull_next = 0;
-      if (from_cta) xempty_prev = cluster_map(s_xempty, part - 1);
-      if (to_cta) xring_next = cluster_map(s_xring, part + 1), xfull_next = cluster_map(s_xfull, part + 1);
-#endif
       const int src_lane = (lane + 31) & 31;
       float recv = shfl_rotate(q[K - 1], src_lane);  // lane 0: the warp's last row (unused)
       stage_wait<kAhead - 1>();
@@ -214,26 +392,8 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
       // The last chunk a block copies ends at byte 32 * (c * kChunks + kChunks + kAhead).
       const int plain_end = stager.row_bytes / 32 - kChunks - kAhead;
       for (int c = 0; c < nblocks; ++c) {
-        if (warp > 0) {  // the warp above: stage c of its ring (frames 32c .. 32c + 31)
-          mbar_wait(&s_full[warp - 1][c % kStages], (c / kStages) & 1);
-          lds32(&s_ring[warp - 1][(32 * c) & (kRing - 1)], r);
-          mbar_arrive(&s_empty[warp - 1][c % kStages]);
-        } else if (from_cta) {  // the previous CTA's last warp: stage c of s_xring
-#if __CUDA_ARCH__ >= 900
-          mbar_wait_cluster(&s_xfull[c % kStages], (c / kStages) & 1);
-          lds32(&s_xring[(32 * c) & (kRing - 1)], r);
-          mbar_arrive_remote(xempty_prev + 8 * (c % kStages));
-#endif
-        } else {
-#pragma unroll
-          for (int j = 0; j < 32; ++j) r[j] = p.neg;
-        }
-        {
-          const int yp = (c + p.l2_blocks) * 32, yend = min(min(yp + 32 * p.l2_group, ty), p.S);
-          if (p.l2_blocks > 0 && (c & (p.l2_group - 1)) == 0 && all_live && yp < yend)
-#pragma unroll
-            for (int i = 0; i < K; ++i) prefetch_l2(rows + i * p.vx + yp, (yend - yp) * sizeof(T));
-        }
+        take_stage(c, r);
+        l2_ahead(c);
         uint32_t bits[K];
 #pragma unroll
         for (int i = 0; i < K; ++i) bits[i] = 0;
@@ -262,10 +422,7 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
           }
 #endif
         }
-        if (p.pace_off > 0 && warp == 0 && lane31)
-          asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" ::"l"(out_progress + p.pace_off),
-                       "r"(min(32 * c + 31, ty - 1))
-                       : "memory");
+        publish_pace(32 * c + 31);
         prev = r[31];
       }
     } else {
@@ -312,12 +469,7 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
         const float ring_v =
             take_upstream(p.neg, s_ring, s_full, s_empty, in_progress, in_ring, from_cta, warp,
                           nwarps, lane, 32 * c, ty, lane == 0 && c == 0 ? 0.f : p.neg);
-        if constexpr (kVec && !kFused) {
-          const int yp = (c + p.l2_blocks) * 32, yend = min(min(yp + 32 * p.l2_group, ty), p.S);
-          if (p.l2_blocks > 0 && (c & (p.l2_group - 1)) == 0 && all_live && yp < yend)
-#pragma unroll
-            for (int i = 0; i < K; ++i) prefetch_l2(rows + i * p.vx + yp, (yend - yp) * sizeof(T));
-        }
+        l2_ahead(c);
         uint32_t bits[K];
 #pragma unroll
         for (int i = 0; i < K; ++i) bits[i] = 0;
@@ -328,10 +480,7 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
           run_block(c, ring_v, bits, std::false_type{});
         if (live) store_bits<K>(bits_out + static_cast<size_t>(c) * bstride, bits);
         if (lane31) publish(out_progress, to_cta, full, c, min(32 * c + 31, ty - 1));
-        if (p.pace_off > 0 && warp == 0 && lane31)
-          asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" ::"l"(out_progress + p.pace_off),
-                       "r"(min(32 * c + 31, ty - 1))
-                       : "memory");
+        publish_pace(32 * c + 31);
       }
     }
   }

@@ -66,9 +66,59 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
   return s;
 }
 
-template <Src S, int K, int NB, bool kVec, bool kStage = false, int kSlots = 8>
+// Knobs for measuring on the GPU without a rebuild (read once): FLASHKIT_MAS_L2="D,G" forces the
+// L2 prefetch (D blocks ahead, runs of G blocks; G a power of two), FLASHKIT_MAS_PACE=0 lets the
+// path warp zero at full speed, FLASHKIT_MAS_STAGE=0 / 1 loads the likelihood into registers as v7
+// did / through the shared-memory stage at every T, FLASHKIT_MAS_PATH_KERNEL=0 / 1 writes dense
+// paths with the forward kernel's path warp / with the separate path kernel after the DP at every
+// T, FLASHKIT_MAS_SLOTS=8|16|32 the chunks staged per warp, FLASHKIT_MAS_K=1|2|4 the staged
+// kernel's rows a lane (where the CTA's rows allow it), FLASHKIT_MAS_SPLIT_ROWS=n splits items
+// over a cluster down to n rows a CTA (default 256), FLASHKIT_MAS_SKEW=1 runs the staged K = 2
+// kernel's lane-skewed frame loop (v14, prepared in session 6, not yet run on a GPU). Unset: the
+// choices below.
+struct Tuning {
+  int l2_blocks = -1, l2_group = 1;
+  bool pace = true;
+  int path_kernel = -1;  // -1: by the text length (set_fused_path)
+  int stage = -1;  // -1: by the text length (use_stage)
+  int slots = 0;   // 0: by the shared memory left (stage_slots)
+  int k = 0;       // staged rows a lane, 1, 2 or 4; 0: by the rows a CTA (stage_rows_per_lane)
+  int split_rows = 256;  // split an item over a cluster down to this many rows a CTA
+  bool skew = false;     // the staged K = 2 kernel's lane-skewed frame loop (v14, unverified)
+};
+const Tuning& tuning() {
+  static const Tuning t = [] {
+    Tuning t;
+    if (const char* e = std::getenv("FLASHKIT_MAS_L2")) {
+      int d = 0, g = 1;
+      if (std::sscanf(e, "%d,%d", &d, &g) == 2 && d >= 0 && g >= 1 && g <= 16 && (g & (g - 1)) == 0)
+        t.l2_blocks = d, t.l2_group = g;
+    }
+    if (const char* e = std::getenv("FLASHKIT_MAS_PACE")) t.pace = std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_STAGE")) t.stage = std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_PATH_KERNEL"))
+      t.path_kernel = std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_SKEW")) t.skew = std::strcmp(e, "1") == 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_SPLIT_ROWS")) {
+      const int n = std::atoi(e);
+      if (n >= 32 && n <= 1024) t.split_rows = n;
+    }
+    if (const char* e = std::getenv("FLASHKIT_MAS_K")) {
+      const int n = std::atoi(e);
+      if (n == 1 || n == 2 || n == 4) t.k = n;
+    }
+    if (const char* e = std::getenv("FLASHKIT_MAS_SLOTS")) {
+      const int n = std::atoi(e);
+      if (n == 8 || n == 16 || n == 32) t.slots = n;
+    }
+    return t;
+  }();
+  return t;
+}
+
+template <Src S, int K, int NB, bool kVec, bool kStage = false, int kSlots = 8, bool kSkew = false>
 void launch_kernel(const Params& p, int B, cudaStream_t stream) {
-  constexpr auto kernel = mas_forward<S, K, NB, kVec, kStage, kSlots>;
+  constexpr auto kernel = mas_forward<S, K, NB, kVec, kStage, kSlots, kSkew>;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(B * p.splits);
   cfg.blockDim = dim3(p.dp_warps * 32 + (p.path != nullptr ? 32 : 0));
@@ -94,6 +144,12 @@ template <Src S, int K>
 void launch_staged(const Params& p, int B, cudaStream_t stream) {
   constexpr int kNB = S == Src::f32 ? 4 : 2;  // unused by the staged loop
   const int slots = p.stage_bytes / (p.dp_warps * Stager<K>::kSlotBytes);
+  if constexpr (K == 2)
+    if (tuning().skew) {
+      if (slots == 32) return launch_kernel<S, K, kNB, true, true, 32, true>(p, B, stream);
+      if (slots == 16) return launch_kernel<S, K, kNB, true, true, 16, true>(p, B, stream);
+      return launch_kernel<S, K, kNB, true, true, 8, true>(p, B, stream);
+    }
   if (slots == 32) return launch_kernel<S, K, kNB, true, true, 32>(p, B, stream);
   if (slots == 16) return launch_kernel<S, K, kNB, true, true, 16>(p, B, stream);
   launch_kernel<S, K, kNB, true, true, 8>(p, B, stream);
@@ -126,51 +182,6 @@ void launch_forward(const Params& p, int B, bool vec, cudaStream_t stream) {
     launch_rows<S, false>(p, B, stream);
 }
 
-// Knobs for measuring on the GPU without a rebuild (read once): FLASHKIT_MAS_L2="D,G" forces the
-// L2 prefetch (D blocks ahead, runs of G blocks; G a power of two), FLASHKIT_MAS_PACE=0 lets the
-// path warp zero at full speed, FLASHKIT_MAS_STAGE=0 / 1 loads the likelihood into registers as v7
-// did / through the shared-memory stage at every T, FLASHKIT_MAS_PATH_KERNEL=0 / 1 writes dense
-// paths with the forward kernel's path warp / with the separate path kernel after the DP at every
-// T, FLASHKIT_MAS_SLOTS=8|16|32 the chunks staged per warp, FLASHKIT_MAS_K=1|2|4 the staged
-// kernel's rows a lane (where the CTA's rows allow it), FLASHKIT_MAS_SPLIT_ROWS=n splits items
-// over a cluster down to n rows a CTA (default 256). Unset: the choices below.
-struct Tuning {
-  int l2_blocks = -1, l2_group = 1;
-  bool pace = true;
-  int path_kernel = -1;  // -1: by the text length (set_fused_path)
-  int stage = -1;  // -1: by the text length (use_stage)
-  int slots = 0;   // 0: by the shared memory left (stage_slots)
-  int k = 0;       // staged rows a lane, 1, 2 or 4; 0: by the rows a CTA (stage_rows_per_lane)
-  int split_rows = 256;  // split an item over a cluster down to this many rows a CTA
-};
-const Tuning& tuning() {
-  static const Tuning t = [] {
-    Tuning t;
-    if (const char* e = std::getenv("FLASHKIT_MAS_L2")) {
-      int d = 0, g = 1;
-      if (std::sscanf(e, "%d,%d", &d, &g) == 2 && d >= 0 && g >= 1 && g <= 16 && (g & (g - 1)) == 0)
-        t.l2_blocks = d, t.l2_group = g;
-    }
-    if (const char* e = std::getenv("FLASHKIT_MAS_PACE")) t.pace = std::strcmp(e, "0") != 0;
-    if (const char* e = std::getenv("FLASHKIT_MAS_STAGE")) t.stage = std::strcmp(e, "0") != 0;
-    if (const char* e = std::getenv("FLASHKIT_MAS_PATH_KERNEL"))
-      t.path_kernel = std::strcmp(e, "0") != 0;
-    if (const char* e = std::getenv("FLASHKIT_MAS_SPLIT_ROWS")) {
-      const int n = std::atoi(e);
-      if (n >= 32 && n <= 1024) t.split_rows = n;
-    }
-    if (const char* e = std::getenv("FLASHKIT_MAS_K")) {
-      const int n = std::atoi(e);
-      if (n == 1 || n == 2 || n == 4) t.k = n;
-    }
-    if (const char* e = std::getenv("FLASHKIT_MAS_SLOTS")) {
-      const int n = std::atoi(e);
-      if (n == 8 || n == 16 || n == 32) t.slots = n;
-    }
-    return t;
-  }();
-  return t;
-}
 
 // Short texts (up to kShortText rows) take the shared-memory stage (v8) and the forward kernel's
 // path warp; longer ones register loads with L2 prefetch (v7) and the separate path kernel.
