@@ -30,7 +30,8 @@ namespace cg = cooperative_groups;
 // shared-memory stage per warp (staged.cuh) and the rings carry whole blocks; the blocks run in
 // two copies, plain (inside the row, below every row's diagonal) and general (bounded copies,
 // diagonal mask), with nothing else inline.
-template <Src S, int K, int NB, bool kVec, bool kStage, int kSlots = 8, bool kSkew = false>
+template <Src S, int K, int NB, bool kVec, bool kStage, int kSlots = 8, bool kSkew = false,
+          bool kSelCell = false>
 __global__ void __launch_bounds__(max_block_threads(K), 1)
     mas_forward(const Params p) {
   using T = typename Chunk<S>::T;
@@ -427,6 +428,14 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
       }
     } else {
       float up = shfl_up1(q[K - 1]);  // Q[x0 - 1, y - 1] from the lane above (lanes > 0)
+      // v14 (session 6, GPU-unverified): the register path's cells as the staged loops' (4 SASS
+      // instructions a cell instead of 6, same arithmetic); FLASHKIT_MAS_CELL=sel keeps v9's.
+      auto cellf = [](float v_prev, float v_cur, float value, uint32_t& bits, uint32_t bit) {
+        if constexpr (kSelCell)
+          return cell(v_prev, v_cur, value, bits, bit);
+        else
+          return cell_pred(v_prev, v_cur, value, bits, bit);
+      };
 
       // One 32-frame block; kFast: every load it issues takes the vector path and it holds no cell
       // above the diagonal (decided per warp).
@@ -450,14 +459,14 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
             const float ring = shfl_idx(ring_v, j);  // every lane shuffles; lane 0 keeps it
             const float nb = lane0 ? ring : up;
             // The last row first: its shuffle for the next frame then overlaps the other rows.
-            q[K - 1] = cell(K > 1 ? q[K > 1 ? K - 2 : 0] : nb, q[K - 1], Chunk<S>::get(cur[K - 1], jj),
+            q[K - 1] = cellf(K > 1 ? q[K > 1 ? K - 2 : 0] : nb, q[K - 1], Chunk<S>::get(cur[K - 1], jj),
                             bits[K - 1], 1u << j);
             up = shfl_up1(q[K - 1]);
             store_if(lane31, ring_blk + j, q[K - 1]);
             if (to_cta31) out_blk[j] = q[K - 1];
 #pragma unroll
             for (int i = K - 2; i >= 0; --i)
-              q[i] = cell(i > 0 ? q[i - 1] : nb, q[i], Chunk<S>::get(cur[i], jj), bits[i], 1u << j);
+              q[i] = cellf(i > 0 ? q[i - 1] : nb, q[i], Chunk<S>::get(cur[i], jj), bits[i], 1u << j);
           }
         }
       };

@@ -74,8 +74,9 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
 // T, FLASHKIT_MAS_SLOTS=8|16|32 the chunks staged per warp, FLASHKIT_MAS_K=1|2|4 the staged
 // kernel's rows a lane (where the CTA's rows allow it), FLASHKIT_MAS_SPLIT_ROWS=n splits items
 // over a cluster down to n rows a CTA (default 256), FLASHKIT_MAS_SKEW=1 runs the staged K = 2
-// kernel's lane-skewed frame loop (v14, prepared in session 6, not yet run on a GPU). Unset: the
-// choices below.
+// kernel's lane-skewed frame loop (v14, prepared in session 6, not yet run on a GPU),
+// FLASHKIT_MAS_CELL=sel the register path's v9 cells instead of the staged loops' (v14, the
+// default, also not yet run on a GPU). Unset: the choices below.
 struct Tuning {
   int l2_blocks = -1, l2_group = 1;
   bool pace = true;
@@ -85,6 +86,7 @@ struct Tuning {
   int k = 0;       // staged rows a lane, 1, 2 or 4; 0: by the rows a CTA (stage_rows_per_lane)
   int split_rows = 256;  // split an item over a cluster down to this many rows a CTA
   bool skew = false;     // the staged K = 2 kernel's lane-skewed frame loop (v14, unverified)
+  bool sel_cell = false;  // the register path's v9 cells (compare, select, 2 adds, 2 bit ops)
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -99,6 +101,7 @@ const Tuning& tuning() {
     if (const char* e = std::getenv("FLASHKIT_MAS_PATH_KERNEL"))
       t.path_kernel = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_SKEW")) t.skew = std::strcmp(e, "1") == 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_CELL")) t.sel_cell = std::strcmp(e, "sel") == 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_SPLIT_ROWS")) {
       const int n = std::atoi(e);
       if (n >= 32 && n <= 1024) t.split_rows = n;
@@ -116,9 +119,10 @@ const Tuning& tuning() {
   return t;
 }
 
-template <Src S, int K, int NB, bool kVec, bool kStage = false, int kSlots = 8, bool kSkew = false>
+template <Src S, int K, int NB, bool kVec, bool kStage = false, int kSlots = 8, bool kSkew = false,
+          bool kSelCell = false>
 void launch_kernel(const Params& p, int B, cudaStream_t stream) {
-  constexpr auto kernel = mas_forward<S, K, NB, kVec, kStage, kSlots, kSkew>;
+  constexpr auto kernel = mas_forward<S, K, NB, kVec, kStage, kSlots, kSkew, kSelCell>;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(B * p.splits);
   cfg.blockDim = dim3(p.dp_warps * 32 + (p.path != nullptr ? 32 : 0));
@@ -168,6 +172,10 @@ void launch_rows(const Params& p, int B, cudaStream_t stream) {
       if (k == 2) return launch_staged<S, 2>(p, B, stream);
       return launch_staged<S, 4>(p, B, stream);
     }
+  if (tuning().sel_cell) {
+    if (p.rows <= 512) return launch_kernel<S, 4, kNB4, kVec, false, 8, false, true>(p, B, stream);
+    return launch_kernel<S, 8, 2, kVec, false, 8, false, true>(p, B, stream);
+  }
   if (p.rows <= 512)
     launch_kernel<S, 4, kNB4, kVec>(p, B, stream);
   else
