@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU call for MAS v14 (bench/NOTES-mas.md, "v14"): build (decode + MAS kernels), the MAS GPU
-# tests with sanitizers as they stand (the register path's new cells are the default), then the
-# same tests with the lane-skewed loop
+# tests with sanitizers as they stand, then the same tests with the register path's new cells
+# (FLASHKIT_MAS_CELL=pred), with the lane-skewed loop
 # (FLASHKIT_MAS_SKEW=1), alone and with every item of 64+ rows split over a cluster
 # (FLASHKIT_MAS_SPLIT_ROWS=32), each under memcheck + racecheck on the small cases; the skew A/B
 # and cell A/Bs (bench/profile_mas.py), bench/mas.py's full sweep as it stands and at T <= 512 with
@@ -14,10 +14,12 @@ timeout 330 tests/gpu/run --kernels noattention --filter 'MasGpu*' --sanitize-fi
   --out "$log" >"$log/run.txt" 2>&1
 stamp "tests/gpu/run rc=$?"
 grep -E "gpu tests|sanitizer|build" "$log/run.txt" | tail -4
-for knobs in "FLASHKIT_MAS_SKEW=1" "FLASHKIT_MAS_SKEW=1 FLASHKIT_MAS_SPLIT_ROWS=32"; do
+for knobs in "FLASHKIT_MAS_CELL=pred" "FLASHKIT_MAS_SKEW=1" \
+  "FLASHKIT_MAS_SKEW=1 FLASHKIT_MAS_SPLIT_ROWS=32"; do
   tag=$(echo "$knobs" | tr ' =' '_-')
   env $knobs timeout 60 build-gpu/flashkit_gpu_tests --gtest_filter='MasGpu*' >"$log/$tag.log" 2>&1
   stamp "$knobs tests rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$log/$tag.log" | tr '\n' ' ')"
+  [ "$knobs" = "FLASHKIT_MAS_CELL=pred" ] && continue  # same memory accesses as the default
   for tool in memcheck racecheck; do
     env $knobs timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 \
       build-gpu/flashkit_gpu_tests --gtest_filter='MasGpuSmall*' >"$log/$tag-$tool.log" 2>&1
@@ -29,11 +31,11 @@ profile() {  # name knobs Ts
   grep "path " "$log/profile-$1.log" | sed "s/^/$1 /"
 }
 profile auto "" 128,256,512,1024,2048
-profile sel FLASHKIT_MAS_CELL=sel 1024,2048
+profile pred FLASHKIT_MAS_CELL=pred 1024,2048
 profile skew FLASHKIT_MAS_SKEW=1 128,256,512
 profile skew-s128 FLASHKIT_MAS_SKEW=1,FLASHKIT_MAS_SPLIT_ROWS=128 256,512
 profile auto2 "" 128,256,512,1024,2048
-profile sel2 FLASHKIT_MAS_CELL=sel 1024,2048
+profile pred2 FLASHKIT_MAS_CELL=pred 1024,2048
 profile skew2 FLASHKIT_MAS_SKEW=1 128,256,512
 stamp "bench/mas.py"
 timeout 120 python3 bench/mas.py --out "$out" --cython-max-t 256 --reps 7 >"$log/mas.log" 2>&1

@@ -428,8 +428,8 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
       }
     } else {
       float up = shfl_up1(q[K - 1]);  // Q[x0 - 1, y - 1] from the lane above (lanes > 0)
-      // v14 (session 6, GPU-unverified): the register path's cells as the staged loops' (4 SASS
-      // instructions a cell instead of 6, same arithmetic); FLASHKIT_MAS_CELL=sel keeps v9's.
+      // kSelCell: v7's cell (6 SASS instructions); else the staged loops' cell_pred (4, the same
+      // arithmetic; v14b, FLASHKIT_MAS_CELL=pred, prepared in session 6, not yet run on a GPU).
       auto cellf = [](float v_prev, float v_cur, float value, uint32_t& bits, uint32_t bit) {
         if constexpr (kSelCell)
           return cell(v_prev, v_cur, value, bits, bit);

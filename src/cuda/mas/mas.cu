@@ -75,8 +75,9 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
 // kernel's rows a lane (where the CTA's rows allow it), FLASHKIT_MAS_SPLIT_ROWS=n splits items
 // over a cluster down to n rows a CTA (default 256), FLASHKIT_MAS_SKEW=1 runs the staged K = 2
 // kernel's lane-skewed frame loop (v14, prepared in session 6, not yet run on a GPU),
-// FLASHKIT_MAS_CELL=sel the register path's v9 cells instead of the staged loops' (v14, the
-// default, also not yet run on a GPU). Unset: the choices below.
+// FLASHKIT_MAS_CELL=pred the staged loops' cells on the register path too (v14b, prepared in
+// session 6, not yet run on a GPU; v9's cells stay the default until measured). Unset: the
+// choices below.
 struct Tuning {
   int l2_blocks = -1, l2_group = 1;
   bool pace = true;
@@ -86,7 +87,7 @@ struct Tuning {
   int k = 0;       // staged rows a lane, 1, 2 or 4; 0: by the rows a CTA (stage_rows_per_lane)
   int split_rows = 256;  // split an item over a cluster down to this many rows a CTA
   bool skew = false;     // the staged K = 2 kernel's lane-skewed frame loop (v14, unverified)
-  bool sel_cell = false;  // the register path's v9 cells (compare, select, 2 adds, 2 bit ops)
+  bool sel_cell = true;  // the register path's v9 cells (compare, select, 2 adds, 2 bit ops)
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -101,7 +102,7 @@ const Tuning& tuning() {
     if (const char* e = std::getenv("FLASHKIT_MAS_PATH_KERNEL"))
       t.path_kernel = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_SKEW")) t.skew = std::strcmp(e, "1") == 0;
-    if (const char* e = std::getenv("FLASHKIT_MAS_CELL")) t.sel_cell = std::strcmp(e, "sel") == 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_CELL")) t.sel_cell = std::strcmp(e, "pred") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_SPLIT_ROWS")) {
       const int n = std::atoi(e);
       if (n >= 32 && n <= 1024) t.split_rows = n;
