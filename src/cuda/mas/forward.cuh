@@ -42,7 +42,8 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
   static_assert(!kStage || (K <= 4 && kVec && !kFused), "the stage serves K = 1, 2, 4 vector rows");
   // Dynamic shared memory: the stage (kStage), then the decision bits when p.bits_smem.
   extern __shared__ uint4 s_dyn[];
-  __shared__ __align__(16) float s_ring[kMaxThreads / 32][kRing];
+  // 1024-byte aligned: a warp's ring is 1024 bytes, so slot addresses are base | offset.
+  __shared__ __align__(1024) float s_ring[kMaxThreads / 32][kRing];
   __shared__ uint64_t s_full[kMaxThreads / 32][kStages];   // ring w, stage s written
   __shared__ uint64_t s_empty[kMaxThreads / 32][kStages];  // ring w, stage s read
   __shared__ int32_t s_start[kMaxText];  // the backtrack's run starts (CTA 0), for write_runs
@@ -61,10 +62,10 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
   const T* rows = kFused ? nullptr : static_cast<const T*>(p.value) + b * p.vb + x0 * p.vx;
 
   uint32_t buf[kStage ? 2 : NB][K][8];
-  using StagerT = Stager<K, kSlots>;
+  using StagerT = std::conditional_t<kSkew, SkewStager<K, kSlots>, Stager<K, kSlots>>;
   // kSkew: lane 31 reads chunks up to 4 behind lane 0's (31 frames), so its slots are refilled
   // only kSlots - 5 chunks ahead.
-  constexpr int kAhead = kSkew ? kSlots - 5 : StagerT::kAhead;
+  constexpr int kAhead = kSkew ? kSlots - 5 : Stager<K, kSlots>::kAhead;
   static_assert(!kSkew || (kStage && kAhead >= 3), "the skewed loop is a staged loop, 8+ slots");
   StagerT stager{};
   auto fetch = [&](uint32_t(&bf)[K][8], int g, int nrows) {
@@ -84,7 +85,10 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
           if (x0 + i < p.T) prefetch_l2(rows + i * p.vx, ahead);
     }
     if constexpr (kStage) {
-      stager.slot0 = smem_addr(s_dyn) + warp * kSlots * StagerT::kSlotBytes + lane * 16;
+      if constexpr (kSkew)
+        stager.init(smem_addr(s_dyn) + warp * StagerT::kWarpBytes, lane);
+      else
+        stager.slot0 = smem_addr(s_dyn) + warp * kSlots * StagerT::kSlotBytes + lane * 16;
       stager.row_bytes = p.S * static_cast<int>(sizeof(T));
       const T* item = static_cast<const T*>(p.value) + b * p.vb;
 #pragma unroll
@@ -138,7 +142,8 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
   } else {
     __syncthreads();
   }
-  constexpr int kStageBytes = kStage ? kSlots * StagerT::kSlotBytes : 0;  // per DP warp
+  constexpr int kStageBytes = !kStage ? 0 : kSkew ? SkewStager<K, kSlots>::kWarpBytes
+                                                 : kSlots * Stager<K, kSlots>::kSlotBytes;  // a DP warp
   uint32_t* const bits_item =
       p.bits_smem
           ? reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(s_dyn) + nwarps * kStageBytes)
@@ -224,19 +229,15 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
       // is stored at the end of step block c. One extra step block lets lane 31 finish.
       float r[32];
       float prev = part == 0 && warp == 0 ? 0.f : p.neg;
-      constexpr int kHalf = kCols / 2;           // elements in a 16-byte half of a chunk
-      constexpr int kPer = 4 / sizeof(T);        // elements in a 32-bit word
-      // This lane's likelihood of row i at frame f (f >= 0; its chunk has landed).
-      auto value_at = [&](int f, float(&v)[K]) {
-        const int e = f % kCols;
-        const uint32_t a = stager.slot0 +
-                           static_cast<uint32_t>((f / kCols) & (kSlots - 1)) * StagerT::kSlotBytes +
-                           (e / kHalf) * 512 + ((e % kHalf) / kPer) * 4;
+      constexpr int kPer = 4 / sizeof(T);  // elements in a 32-bit word
+      // This lane's likelihood of its rows at frame f, fe = f * element size (f >= 0 and its
+      // chunk landed, or a lane before its frame 0 that ignores the values).
+      auto value_at = [&](int f, uint32_t fe, float(&v)[K]) {
+        if constexpr (kSkew) {
+          uint32_t w[K];
+          stager.words(fe, w);
 #pragma unroll
-        for (int i = 0; i < K; ++i) {
-          uint32_t w;
-          asm volatile("ld.shared.u32 %0, [%1];" : "=r"(w) : "r"(a + i * 1024) : "memory");
-          v[i] = Chunk<S>::get(&w, (e % kHalf) % kPer);
+          for (int i = 0; i < K; ++i) v[i] = Chunk<S>::get(&w[i], f % kPer);
         }
       };
       float recv[2] = {p.neg, p.neg};  // lane l - 1's last row, shuffled at steps s - 2, s - 1
@@ -247,16 +248,19 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
       for (int i = 0; i < K; ++i) pend[i] = 0;
       stage_wait<kAhead - 1>();  // chunk 0 has landed
       float v[K];
-      value_at(0, v);
+      value_at(0, 0, v);
       const int nsteps = (ty + 31) / 32 + 1;  // step blocks: lane 31 reaches frame ty - 1
       const int nblocks = (ty + 31) / 32;
       // The last chunk a step block copies ends at byte 32 * (c * kChunks + kChunks + kAhead).
       const int plain_end = stager.row_bytes / 32 - kChunks - kAhead;
+      constexpr uint32_t kE = sizeof(T);
       auto run_steps = [&](int c, uint32_t(&cb)[K], auto general) {
         constexpr bool kGeneral = decltype(general)::value;
+        const int f0 = 32 * c - lane;  // this lane's frame at step 0 of the block
+        const uint32_t fe0 = static_cast<uint32_t>(f0) * kE, f4 = static_cast<uint32_t>(f0) * 4;
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
-          const int f = 32 * c + j - lane;  // this lane's frame at this step
+          const int f = f0 + j;  // this lane's frame at this step
           float cur[K];
 #pragma unroll
           for (int i = 0; i < K; ++i) cur[i] = v[i];
@@ -265,36 +269,38 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
             stager.template issue<kGeneral>(g + kAhead - 1);  // into chunk g - 6's slot
             stage_wait<kAhead - 1>();                         // chunk g has landed
           }
-          value_at(max(f + 1, 0), v);  // the next step's values (lanes before their frame 0: any)
+          value_at(f + 1, fe0 + kE * (j + 1), v);  // the next step's values
           if constexpr (kGeneral) {
 #pragma unroll
             for (int i = 0; i < K; ++i) cur[i] = x0 + i > f ? 0.f : cur[i];  // above the diagonal
           }
           const float nb = lane0 ? (j == 0 ? prev : r[j - 1]) : recv[j & 1];
-          float qn[K];
-          uint32_t bb[K];
-#pragma unroll
-          for (int i = 0; i < K; ++i) bb[i] = 0;
-#pragma unroll
-          for (int i = K - 1; i >= 0; --i)
-            qn[i] = cell_pred(i > 0 ? q[i > 0 ? i - 1 : 0] : nb, q[i], cur[i], bb[i], 1u << j);
           if constexpr (kGeneral) {
+            float qn[K];
+            uint32_t bb[K];
+#pragma unroll
+            for (int i = 0; i < K; ++i) bb[i] = 0;
+#pragma unroll
+            for (int i = K - 1; i >= 0; --i)
+              qn[i] = cell_pred(i > 0 ? q[i > 0 ? i - 1 : 0] : nb, q[i], cur[i], bb[i], 1u << j);
             const bool active = f >= 0;  // lanes before their first frame keep Q at frame -1
 #pragma unroll
             for (int i = 0; i < K; ++i) q[i] = active ? qn[i] : q[i], cb[i] |= active ? bb[i] : 0u;
-          } else {
+          } else {  // every lane at frame >= 0: in place, the last row first (it reads the old q)
 #pragma unroll
-            for (int i = 0; i < K; ++i) q[i] = qn[i], cb[i] |= bb[i];
+            for (int i = K - 1; i >= 0; --i)
+              q[i] = cell_pred(i > 0 ? q[i > 0 ? i - 1 : 0] : nb, q[i], cur[i], cb[i], 1u << j);
           }
           recv[j & 1] = shfl_up1(q[K - 1]);  // used two steps on, at step s + 2
           // Lane 31's last row at frame f into the ring slot for the warp below / the next CTA.
           // Into this warp's ring (the last warp's too: it forwards whole stages to the next CTA).
           // Frames past the item's last block are not stored: their stage was never freed.
-          const bool put = keep_last && f >= 0 && f < 32 * nblocks;
+          // (A plain step block is never the last one and starts past frame 31: f is in range.)
+          const bool put = keep_last && (!kGeneral || (f >= 0 && f < 32 * nblocks));
           asm volatile(
               "{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.shared.f32 [%1], %2; }" ::"r"(
                   static_cast<uint32_t>(put)),
-              "r"(ring_base + 4 * (f & (kRing - 1))), "f"(q[K - 1])
+              "r"(ring_base | ((f4 + 4 * j) & (4 * kRing - 4))), "f"(q[K - 1])
               : "memory");
         }
       };

@@ -241,7 +241,9 @@ void choose_split(Params& p, int B, bool staged_rows) {
   const int k = stage ? stage_rows_per_lane(per) : per <= 512 ? 4 : 8;
   p.rows = std::max((per + 32 * k - 1) / (32 * k), 1) * 32 * k;
   p.dp_warps = p.rows / (32 * k);
-  p.stage_bytes = stage ? p.dp_warps * stage_slots(p.dp_warps, k) * k * 1024 : 0;
+  // The skewed loop's stage (SkewStager) pads each lane's row buffer by 16 bytes: k * 512 a warp.
+  const int pad = tuning().skew && k == 2 ? k * 512 : 0;
+  p.stage_bytes = stage ? p.dp_warps * (stage_slots(p.dp_warps, k) * k * 1024 + pad) : 0;
   p.bits_smem = p.splits == 1 && sizeof(uint32_t) * p.W * p.rows <=
                                      std::min<size_t>(kMaxBitsSmem, kMaxDynSmem - p.stage_bytes);
 }
