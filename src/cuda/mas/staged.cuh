@@ -7,6 +7,25 @@
 
 namespace flashkit::cuda::mas_kernels {
 
+// One 16-byte cp.async of row bytes off .. off + 15 into shared address d. kEdge: a piece past the
+// row's end (rows are whole 16-byte pieces: a piece is all in or all out) is zero-filled and not
+// read (ignore-src); else it is known to lie inside the row.
+template <bool kEdge>
+__device__ __forceinline__ void copy16(uint32_t d, const char* row, int off, int row_bytes) {
+  if constexpr (kEdge) {
+    const uint32_t out = off >= row_bytes;
+    const char* src = out ? row : row + off;
+    asm volatile(
+        "{ .reg .pred p; setp.ne.u32 p, %2, 0;\n\t"
+        "cp.async.cg.shared.global.L2::256B [%0], [%1], 16, p; }" ::"r"(d),
+        "l"(src), "r"(out)
+        : "memory");
+  } else {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(d), "l"(row + off)
+                 : "memory");
+  }
+}
+
 // One lane's staging of kSlots_ chunks (8, 16 or 32: mas.cu's stage_slots, by the shared memory
 // the CTA's warps leave): kAhead in flight ahead of the one being read, two slots of slack (a
 // slot is refilled a whole chunk after its registers were used). Why not registers (v7): every
@@ -28,9 +47,8 @@ struct Stager {
   const char* row[K];  // the lane's rows; rows >= T point at row T - 1 (never read by the band)
   int row_bytes;       // S * element size
 
-  // Chunk g (bytes 32g .. 32g + 31 of each row) into slot g % kSlots, then one commit group.
-  // kEdge: 16-byte halves past the row's end are zero-filled and not read (ignore-src), else the
-  // chunk is known to lie inside the row.
+  // Chunk g (bytes 32g .. 32g + 31 of each row) into slot g % kSlots, then one commit group;
+  // kEdge: copy16's.
   template <bool kEdge>
   __device__ __forceinline__ void issue(int g) const {
     const uint32_t dst = slot0 + static_cast<uint32_t>(g & (kSlots - 1)) * kSlotBytes;
@@ -38,22 +56,8 @@ struct Stager {
 #pragma unroll
     for (int i = 0; i < K; ++i)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t d = dst + (2 * i + h) * 512;
-        if constexpr (kEdge) {  // rows are whole 16-byte pieces: a half is all in or all out
-          const uint32_t out = off + 16 * h >= row_bytes;
-          const char* src = out ? row[i] : row[i] + off + 16 * h;
-          asm volatile(
-              "{ .reg .pred p; setp.ne.u32 p, %2, 0;\n\t"
-              "cp.async.cg.shared.global.L2::256B [%0], [%1], 16, p; }" ::"r"(d),
-              "l"(src), "r"(out)
-              : "memory");
-        } else {
-          asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(d),
-                       "l"(row[i] + off + 16 * h)
-                       : "memory");
-        }
-      }
+      for (int h = 0; h < 2; ++h)
+        copy16<kEdge>(dst + (2 * i + h) * 512, row[i], off + 16 * h, row_bytes);
     asm volatile("cp.async.commit_group;" ::: "memory");
   }
 
@@ -100,22 +104,8 @@ struct SkewStager {
 #pragma unroll
     for (int i = 0; i < K; ++i)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t d = buf0 + i * kRegion + at + 16 * h;
-        if constexpr (kEdge) {
-          const uint32_t out = off + 16 * h >= row_bytes;
-          const char* src = out ? row[i] : row[i] + off + 16 * h;
-          asm volatile(
-              "{ .reg .pred p; setp.ne.u32 p, %2, 0;\n\t"
-              "cp.async.cg.shared.global.L2::256B [%0], [%1], 16, p; }" ::"r"(d),
-              "l"(src), "r"(out)
-              : "memory");
-        } else {
-          asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(d),
-                       "l"(row[i] + off + 16 * h)
-                       : "memory");
-        }
-      }
+      for (int h = 0; h < 2; ++h)
+        copy16<kEdge>(buf0 + i * kRegion + at + 16 * h, row[i], off + 16 * h, row_bytes);
     asm volatile("cp.async.commit_group;" ::: "memory");
   }
 
