@@ -222,8 +222,7 @@ def sweep(args):
                 call(setup() if setup else None)  # warm-up: workspace growth, module load
             mem = 0 if name in ("cython", "flashkit_cpu") else peak_bytes(
                 torch, lambda: call(setup() if setup else None))
-            gpu_fast = not slow and name != "cython"  # a GPU method of this sweep
-            med, all_ms, out = timer.run(call, reps, setup, WARMUP_MS if gpu_fast else 0.0)
+            med, all_ms, out = timer.run(call, reps, setup, 0.0 if slow else WARMUP_MS)
             out = torch.as_tensor(out).to("cuda")
             paths[name] = out
             rows.append({"T": T, "S": S, "method": name, "ms_median": med, "ms_all": all_ms,

@@ -24,7 +24,7 @@ def main():
 
     import flashkit
     from flashkit import _C as fk_C
-    from mas import Timer
+    from mas import WARMUP_MS, Timer
 
     timer = Timer(torch)
     B = args.batch
@@ -50,7 +50,7 @@ def main():
             if args.once:
                 torch.cuda.synchronize()
                 continue
-            med, _, _ = timer.run(call, args.reps, warmup_ms=50.0)
+            med, _, _ = timer.run(call, args.reps, warmup_ms=WARMUP_MS)
             print(f"T={T:5d} {name:18s} {med * 1e3:9.1f} us", flush=True)
         del value, mask, pth
         torch.cuda.empty_cache()

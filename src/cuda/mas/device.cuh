@@ -23,7 +23,7 @@ constexpr int kMaxThreads = 256;  // DP threads: 8 warps, one shared-memory ring
 // (only while the DP warps leave room: a ninth warp would cap registers at 168 a thread).
 constexpr int kMaxBlock = kMaxThreads;
 // The forward kernel's launch bound for K rows a lane: K = 4 (staged or not) up to 512 rows, 4
-// DP warps + the path warp; K = 1 and 2 (staged, v11) up to 8 DP warps + the path warp (few
+// DP warps + the path warp; K = 1 and 2 (staged, v12) up to 8 DP warps + the path warp (few
 // registers a thread); K = 8 kMaxBlock.
 __host__ __device__ constexpr int max_block_threads(int K) {
   return K <= 2 ? kMaxThreads + 32 : K == 4 ? 512 / 4 + 32 : kMaxBlock;

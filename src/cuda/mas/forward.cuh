@@ -216,6 +216,17 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
         for (int j = 0; j < 32; ++j) r[j] = p.neg;
       }
     };
+    // Stage c of this warp's last row (frames 32c .. 32c + 31, in t) into the next CTA's s_xring
+    // by one lane, then that stage's full barrier there (the caller waited for s_xempty).
+    auto send_stage = [&](int c, const float(&t)[32]) {
+#if __CUDA_ARCH__ >= 900
+      const uint32_t dst = xring_next + 4 * ((32 * c) & (kRing - 1));
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        st_cluster_v4(dst + 16 * k, t[4 * k], t[4 * k + 1], t[4 * k + 2], t[4 * k + 3]);
+      mbar_arrive_remote(xfull_next + 8 * (c % kStages));
+#endif
+    };
     if constexpr (kStage && kSkew) {
       // v14 (FLASHKIT_MAS_SKEW=1; prepared in session 6, not yet run on a GPU): lane l runs frame
       // s - l at step s, so the value it needs from lane l - 1 (its last row at frame s - l - 1)
@@ -233,12 +244,10 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
       // This lane's likelihood of its rows at frame f, fe = f * element size (f >= 0 and its
       // chunk landed, or a lane before its frame 0 that ignores the values).
       auto value_at = [&](int f, uint32_t fe, float(&v)[K]) {
-        if constexpr (kSkew) {
-          uint32_t w[K];
-          stager.words(fe, w);
+        uint32_t w[K];
+        stager.words(fe, w);
 #pragma unroll
-          for (int i = 0; i < K; ++i) v[i] = Chunk<S>::get(&w[i], f % kPer);
-        }
+        for (int i = 0; i < K; ++i) v[i] = Chunk<S>::get(&w[i], f % kPer);
       };
       float recv[2] = {p.neg, p.neg};  // lane l - 1's last row, shuffled at steps s - 2, s - 1
       const bool keep_last = lane31 && (full != nullptr || to_cta);  // lane 31 stores the last row
@@ -305,19 +314,17 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
         }
       };
       for (int c = 0; c < nsteps; ++c) {
-        // Lane 0's upstream, stage c (none past the item's last block: those frames are >= ty).
+        // Lane 0's upstream, stage c (none past the item's last block: those frames are >= ty),
+        // and, as lane 31 writes stage c's first frame at this block's last step, its free slots.
         if (c < nblocks) {
           take_stage(c, r);
-        } else {
-#pragma unroll
-          for (int j = 0; j < 32; ++j) r[j] = p.neg;
-        }
-        // Lane 31 writes stage c's first frame at this block's last step: its slots must be free.
-        if (c < nblocks) {
           if (full != nullptr) mbar_wait(&s_empty[warp][c % kStages], ((c / kStages) & 1) ^ 1);
 #if __CUDA_ARCH__ >= 900
           if (to_cta) mbar_wait_cluster(&s_xempty[c % kStages], ((c / kStages) & 1) ^ 1);
 #endif
+        } else {
+#pragma unroll
+          for (int j = 0; j < 32; ++j) r[j] = p.neg;
         }
         l2_ahead(c);
         uint32_t cb[K];
@@ -338,18 +345,11 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
           // read it, or lane 31 forwards it into the next CTA's s_xring (it stored it itself).
           if (c - 1 < nblocks) {
             if (full != nullptr && lane31) mbar_arrive(&full[(c - 1) % kStages]);
-#if __CUDA_ARCH__ >= 900
             if (to_cta && lane31) {
               float last[32];
               lds32(&s_ring[warp][(32 * (c - 1)) & (kRing - 1)], last);
-              const uint32_t dst = xring_next + 4 * ((32 * (c - 1)) & (kRing - 1));
-#pragma unroll
-              for (int k = 0; k < 8; ++k)
-                st_cluster_v4(dst + 16 * k, last[4 * k], last[4 * k + 1], last[4 * k + 2],
-                              last[4 * k + 3]);
-              mbar_arrive_remote(xfull_next + 8 * ((c - 1) % kStages));
+              send_stage(c - 1, last);
             }
-#endif
           }
         } else {
 #pragma unroll
@@ -420,14 +420,8 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
         if (to_cta) {  // stage c of the next CTA's s_xring, once its warp 0 read stage c - 8
 #if __CUDA_ARCH__ >= 900
           mbar_wait_cluster(&s_xempty[c % kStages], ((c / kStages) & 1) ^ 1);
-          if (lane0) {
-            const uint32_t dst = xring_next + 4 * ((32 * c) & (kRing - 1));
-#pragma unroll
-            for (int k = 0; k < 8; ++k)
-              st_cluster_v4(dst + 16 * k, t[4 * k], t[4 * k + 1], t[4 * k + 2], t[4 * k + 3]);
-            mbar_arrive_remote(xfull_next + 8 * (c % kStages));
-          }
 #endif
+          if (lane0) send_stage(c, t);
         }
         publish_pace(32 * c + 31);
         prev = r[31];

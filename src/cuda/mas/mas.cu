@@ -84,7 +84,7 @@ struct Tuning {
   int path_kernel = -1;  // -1: by the text length (set_fused_path)
   int stage = -1;  // -1: by the text length (use_stage)
   int slots = 0;   // 0: by the shared memory left (stage_slots)
-  int k = 0;       // staged rows a lane, 1, 2 or 4; 0: by the rows a CTA (stage_rows_per_lane)
+  int k = 0;       // staged rows a lane, 1, 2 or 4; 0: 2 (stage_rows_per_lane)
   int split_rows = 256;  // split an item over a cluster down to this many rows a CTA
   bool skew = false;     // the staged K = 2 kernel's lane-skewed frame loop (v14, unverified)
   bool sel_cell = true;  // the register path's v9 cells (compare, select, 2 adds, 2 bit ops)
@@ -142,9 +142,7 @@ void launch_kernel(const Params& p, int B, cudaStream_t stream) {
   FK_CHECK_LAUNCH("mas_forward");
 }
 
-// K = 4 rows a lane up to 512 rows a CTA, else K = 8. Chunks in registers: fp32 4 (24 frames
-// ahead), 16-bit 2 (16 frames ahead: a 32-frame block is 2 chunks), fused and K = 8 2; K = 4
-// with contiguous aligned rows goes through the shared-memory stage instead (v8, stage_bytes).
+// The staged kernel for K rows a lane, by the slots a warp's stage holds (stage_bytes).
 template <Src S, int K>
 void launch_staged(const Params& p, int B, cudaStream_t stream) {
   constexpr int kNB = S == Src::f32 ? 4 : 2;  // unused by the staged loop
@@ -190,7 +188,6 @@ void launch_forward(const Params& p, int B, bool vec, cudaStream_t stream) {
   else
     launch_rows<S, false>(p, B, stream);
 }
-
 
 // Short texts (up to kShortText rows) take the shared-memory stage (v8) and the forward kernel's
 // path warp; longer ones register loads with L2 prefetch (v7) and the separate path kernel.
