@@ -30,8 +30,7 @@ namespace cg = cooperative_groups;
 // shared-memory stage per warp (staged.cuh) and the rings carry whole blocks; the blocks run in
 // two copies, plain (inside the row, below every row's diagonal) and general (bounded copies,
 // diagonal mask), with nothing else inline.
-template <Src S, int K, int NB, bool kVec, bool kStage, int kSlots = 8, bool kSkew = false,
-          bool kSelCell = false>
+template <Src S, int K, int NB, bool kVec, bool kStage, int kSlots = 8>
 __global__ void __launch_bounds__(max_block_threads(K), 1)
     mas_forward(const Params p) {
   using T = typename Chunk<S>::T;
@@ -62,11 +61,8 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
   const T* rows = kFused ? nullptr : static_cast<const T*>(p.value) + b * p.vb + x0 * p.vx;
 
   uint32_t buf[kStage ? 2 : NB][K][8];
-  using StagerT = std::conditional_t<kSkew, SkewStager<K, kSlots>, Stager<K, kSlots>>;
-  // kSkew: lane 31 reads chunks up to 4 behind lane 0's (31 frames), so its slots are refilled
-  // only kSlots - 5 chunks ahead.
-  constexpr int kAhead = kSkew ? kSlots - 5 : Stager<K, kSlots>::kAhead;
-  static_assert(!kSkew || (kStage && kAhead >= 3), "the skewed loop is a staged loop, 8+ slots");
+  using StagerT = Stager<K, kSlots>;
+  constexpr int kAhead = StagerT::kAhead;
   StagerT stager{};
   auto fetch = [&](uint32_t(&bf)[K][8], int g, int nrows) {
     if constexpr (kFused) {
@@ -85,10 +81,7 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
           if (x0 + i < p.T) prefetch_l2(rows + i * p.vx, ahead);
     }
     if constexpr (kStage) {
-      if constexpr (kSkew)
-        stager.init(smem_addr(s_dyn) + warp * StagerT::kWarpBytes, lane);
-      else
-        stager.slot0 = smem_addr(s_dyn) + warp * kSlots * StagerT::kSlotBytes + lane * 16;
+      stager.slot0 = smem_addr(s_dyn) + warp * kSlots * StagerT::kSlotBytes + lane * 16;
       stager.row_bytes = p.S * static_cast<int>(sizeof(T));
       const T* item = static_cast<const T*>(p.value) + b * p.vb;
 #pragma unroll
@@ -142,8 +135,7 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
   } else {
     __syncthreads();
   }
-  constexpr int kStageBytes = !kStage ? 0 : kSkew ? SkewStager<K, kSlots>::kWarpBytes
-                                                 : kSlots * Stager<K, kSlots>::kSlotBytes;  // a DP warp
+  constexpr int kStageBytes = kStage ? kSlots * StagerT::kSlotBytes : 0;  // a DP warp
   uint32_t* const bits_item =
       p.bits_smem
           ? reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(s_dyn) + nwarps * kStageBytes)
@@ -227,138 +219,7 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
       mbar_arrive_remote(xfull_next + 8 * (c % kStages));
 #endif
     };
-    if constexpr (kStage && kSkew) {
-      // v14 (FLASHKIT_MAS_SKEW=1; prepared in session 6, not yet run on a GPU): lane l runs frame
-      // s - l at step s, so the value it needs from lane l - 1 (its last row at frame s - l - 1)
-      // was computed at step s - 2 and shuffled at the end of step s - 2: the shuffle is off the
-      // dependent chain, which is one cell a step. Step block c is steps 32c .. 32c + 31 (lane 0:
-      // frames 32c .. 32c + 31, the upstream stage c as before). Each lane reads its rows'
-      // likelihood at its own frame from its own stage bytes (one LDS a row a step, loaded a
-      // step ahead); lane 31 stores the warp's last row into the ring a frame a step, so ring
-      // stage c is complete after step block c + 1 (a warp lags its upstream by two blocks). The
-      // decision bits of step block c cover frames 32c - l .. 32c + 31 - l: block c - 1's word
-      // is stored at the end of step block c. One extra step block lets lane 31 finish.
-      float r[32];
-      float prev = part == 0 && warp == 0 ? 0.f : p.neg;
-      constexpr int kPer = 4 / sizeof(T);  // elements in a 32-bit word
-      // This lane's likelihood of its rows at frame f, fe = f * element size (f >= 0 and its
-      // chunk landed, or a lane before its frame 0 that ignores the values).
-      auto value_at = [&](int f, uint32_t fe, float(&v)[K]) {
-        uint32_t w[K];
-        stager.words(fe, w);
-#pragma unroll
-        for (int i = 0; i < K; ++i) v[i] = Chunk<S>::get(&w[i], f % kPer);
-      };
-      float recv[2] = {p.neg, p.neg};  // lane l - 1's last row, shuffled at steps s - 2, s - 1
-      const bool keep_last = lane31 && (full != nullptr || to_cta);  // lane 31 stores the last row
-      const uint32_t ring_base = smem_addr(&s_ring[warp][0]);
-      uint32_t pend[K];                 // the bits of the block before, frames not yet stored
-#pragma unroll
-      for (int i = 0; i < K; ++i) pend[i] = 0;
-      stage_wait<kAhead - 1>();  // chunk 0 has landed
-      float v[K];
-      value_at(0, 0, v);
-      const int nsteps = (ty + 31) / 32 + 1;  // step blocks: lane 31 reaches frame ty - 1
-      const int nblocks = (ty + 31) / 32;
-      // The last chunk a step block copies ends at byte 32 * (c * kChunks + kChunks + kAhead).
-      const int plain_end = stager.row_bytes / 32 - kChunks - kAhead;
-      constexpr uint32_t kE = sizeof(T);
-      auto run_steps = [&](int c, uint32_t(&cb)[K], auto general) {
-        constexpr bool kGeneral = decltype(general)::value;
-        const int f0 = 32 * c - lane;  // this lane's frame at step 0 of the block
-        const uint32_t fe0 = static_cast<uint32_t>(f0) * kE, f4 = static_cast<uint32_t>(f0) * 4;
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          const int f = f0 + j;  // this lane's frame at this step
-          float cur[K];
-#pragma unroll
-          for (int i = 0; i < K; ++i) cur[i] = v[i];
-          if (j % kCols == kCols - 1) {  // lane 0 reads chunk g from the next step on
-            const int g = (32 * c + j + 1) / kCols;
-            stager.template issue<kGeneral>(g + kAhead - 1);  // into chunk g - 6's slot
-            stage_wait<kAhead - 1>();                         // chunk g has landed
-          }
-          value_at(f + 1, fe0 + kE * (j + 1), v);  // the next step's values
-          if constexpr (kGeneral) {
-#pragma unroll
-            for (int i = 0; i < K; ++i) cur[i] = x0 + i > f ? 0.f : cur[i];  // above the diagonal
-          }
-          const float nb = lane0 ? (j == 0 ? prev : r[j - 1]) : recv[j & 1];
-          if constexpr (kGeneral) {
-            float qn[K];
-            uint32_t bb[K];
-#pragma unroll
-            for (int i = 0; i < K; ++i) bb[i] = 0;
-#pragma unroll
-            for (int i = K - 1; i >= 0; --i)
-              qn[i] = cell_pred(i > 0 ? q[i > 0 ? i - 1 : 0] : nb, q[i], cur[i], bb[i], 1u << j);
-            const bool active = f >= 0;  // lanes before their first frame keep Q at frame -1
-#pragma unroll
-            for (int i = 0; i < K; ++i) q[i] = active ? qn[i] : q[i], cb[i] |= active ? bb[i] : 0u;
-          } else {  // every lane at frame >= 0: in place, the last row first (it reads the old q)
-#pragma unroll
-            for (int i = K - 1; i >= 0; --i)
-              q[i] = cell_pred(i > 0 ? q[i > 0 ? i - 1 : 0] : nb, q[i], cur[i], cb[i], 1u << j);
-          }
-          recv[j & 1] = shfl_up1(q[K - 1]);  // used two steps on, at step s + 2
-          // Lane 31's last row at frame f into the ring slot for the warp below / the next CTA.
-          // Into this warp's ring (the last warp's too: it forwards whole stages to the next CTA).
-          // Frames past the item's last block are not stored: their stage was never freed.
-          // (A plain step block is never the last one and starts past frame 31: f is in range.)
-          const bool put = keep_last && (!kGeneral || (f >= 0 && f < 32 * nblocks));
-          asm volatile(
-              "{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.shared.f32 [%1], %2; }" ::"r"(
-                  static_cast<uint32_t>(put)),
-              "r"(ring_base | ((f4 + 4 * j) & (4 * kRing - 4))), "f"(q[K - 1])
-              : "memory");
-        }
-      };
-      for (int c = 0; c < nsteps; ++c) {
-        // Lane 0's upstream, stage c (none past the item's last block: those frames are >= ty),
-        // and, as lane 31 writes stage c's first frame at this block's last step, its free slots.
-        if (c < nblocks) {
-          take_stage(c, r);
-          if (full != nullptr) mbar_wait(&s_empty[warp][c % kStages], ((c / kStages) & 1) ^ 1);
-#if __CUDA_ARCH__ >= 900
-          if (to_cta) mbar_wait_cluster(&s_xempty[c % kStages], ((c / kStages) & 1) ^ 1);
-#endif
-        } else {
-#pragma unroll
-          for (int j = 0; j < 32; ++j) r[j] = p.neg;
-        }
-        l2_ahead(c);
-        uint32_t cb[K];
-#pragma unroll
-        for (int i = 0; i < K; ++i) cb[i] = 0;
-        if (32 * c >= warp_rows_end + 32 && c * kChunks <= plain_end && c + 1 < nsteps)
-          run_steps(c, cb, std::false_type{});
-        else
-          run_steps(c, cb, std::true_type{});
-        // Frames 32c - l .. 32c + 31 - l: block c - 1's word is complete.
-        if (c > 0) {
-          uint32_t word[K];
-#pragma unroll
-          for (int i = 0; i < K; ++i)
-            word[i] = pend[i] | (lane > 0 ? cb[i] << (32 - lane) : 0u), pend[i] = cb[i] >> lane;
-          if (live && c - 1 < nblocks) store_bits<K>(bits_out + static_cast<size_t>(c - 1) * bstride, word);
-          // Stage c - 1 of the ring (frames 32(c - 1) .. 32c - 1) is complete: the warp below may
-          // read it, or lane 31 forwards it into the next CTA's s_xring (it stored it itself).
-          if (c - 1 < nblocks) {
-            if (full != nullptr && lane31) mbar_arrive(&full[(c - 1) % kStages]);
-            if (to_cta && lane31) {
-              float last[32];
-              lds32(&s_ring[warp][(32 * (c - 1)) & (kRing - 1)], last);
-              send_stage(c - 1, last);
-            }
-          }
-        } else {
-#pragma unroll
-          for (int i = 0; i < K; ++i) pend[i] = cb[i] >> lane;
-        }
-        publish_pace(32 * c);  // lane 31 has finished frame 32c
-        prev = r[31];
-      }
-    } else if constexpr (kStage) {
+    if constexpr (kStage) {
       // Upstream row, block c at a time: r[j] = Q[row0_warp - 1, 32c + j] (every lane holds all
       // 32; lane 0 uses them), prev = the frame before r[0]. Row -1 of the item (Cython's x == 0
       // case) is 0 at frame -1 and neg after.
@@ -428,15 +289,6 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
       }
     } else {
       float up = shfl_up1(q[K - 1]);  // Q[x0 - 1, y - 1] from the lane above (lanes > 0)
-      // kSelCell: v7's cell (6 SASS instructions); else the staged loops' cell_pred (4, the same
-      // arithmetic; v14b, FLASHKIT_MAS_CELL=pred, prepared in session 6, not yet run on a GPU).
-      auto cellf = [](float v_prev, float v_cur, float value, uint32_t& bits, uint32_t bit) {
-        if constexpr (kSelCell)
-          return cell(v_prev, v_cur, value, bits, bit);
-        else
-          return cell_pred(v_prev, v_cur, value, bits, bit);
-      };
-
       // One 32-frame block; kFast: every load it issues takes the vector path and it holds no cell
       // above the diagonal (decided per warp).
       auto run_block = [&](int c, float ring_v, uint32_t(&bits)[K], auto fast) {
@@ -459,14 +311,14 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
             const float ring = shfl_idx(ring_v, j);  // every lane shuffles; lane 0 keeps it
             const float nb = lane0 ? ring : up;
             // The last row first: its shuffle for the next frame then overlaps the other rows.
-            q[K - 1] = cellf(K > 1 ? q[K > 1 ? K - 2 : 0] : nb, q[K - 1], Chunk<S>::get(cur[K - 1], jj),
+            q[K - 1] = cell(K > 1 ? q[K > 1 ? K - 2 : 0] : nb, q[K - 1], Chunk<S>::get(cur[K - 1], jj),
                             bits[K - 1], 1u << j);
             up = shfl_up1(q[K - 1]);
             store_if(lane31, ring_blk + j, q[K - 1]);
             if (to_cta31) out_blk[j] = q[K - 1];
 #pragma unroll
             for (int i = K - 2; i >= 0; --i)
-              q[i] = cellf(i > 0 ? q[i - 1] : nb, q[i], Chunk<S>::get(cur[i], jj), bits[i], 1u << j);
+              q[i] = cell(i > 0 ? q[i - 1] : nb, q[i], Chunk<S>::get(cur[i], jj), bits[i], 1u << j);
           }
         }
       };

@@ -73,11 +73,8 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
 // paths with the forward kernel's path warp / with the separate path kernel after the DP at every
 // T, FLASHKIT_MAS_SLOTS=8|16|32 the chunks staged per warp, FLASHKIT_MAS_K=1|2|4 the staged
 // kernel's rows a lane (where the CTA's rows allow it), FLASHKIT_MAS_SPLIT_ROWS=n splits items
-// over a cluster down to n rows a CTA (default 256), FLASHKIT_MAS_SKEW=1 runs the staged K = 2
-// kernel's lane-skewed frame loop (v14, prepared in session 6, not yet run on a GPU),
-// FLASHKIT_MAS_CELL=pred the staged loops' cells on the register path too (v14b, prepared in
-// session 6, not yet run on a GPU; v9's cells stay the default until measured). Unset: the
-// choices below.
+// over a cluster down to n rows a CTA (default 256). Unset: the choices below. (Measured and
+// removed, bench/NOTES-mas.md v14: a lane-skewed staged loop and cell_pred on the register path.)
 struct Tuning {
   int l2_blocks = -1, l2_group = 1;
   bool pace = true;
@@ -86,8 +83,6 @@ struct Tuning {
   int slots = 0;   // 0: by the shared memory left (stage_slots)
   int k = 0;       // staged rows a lane, 1, 2 or 4; 0: 2 (stage_rows_per_lane)
   int split_rows = 256;  // split an item over a cluster down to this many rows a CTA
-  bool skew = false;     // the staged K = 2 kernel's lane-skewed frame loop (v14, unverified)
-  bool sel_cell = true;  // the register path's v9 cells (compare, select, 2 adds, 2 bit ops)
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -101,8 +96,6 @@ const Tuning& tuning() {
     if (const char* e = std::getenv("FLASHKIT_MAS_STAGE")) t.stage = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_PATH_KERNEL"))
       t.path_kernel = std::strcmp(e, "0") != 0;
-    if (const char* e = std::getenv("FLASHKIT_MAS_SKEW")) t.skew = std::strcmp(e, "1") == 0;
-    if (const char* e = std::getenv("FLASHKIT_MAS_CELL")) t.sel_cell = std::strcmp(e, "pred") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_SPLIT_ROWS")) {
       const int n = std::atoi(e);
       if (n >= 32 && n <= 1024) t.split_rows = n;
@@ -120,10 +113,9 @@ const Tuning& tuning() {
   return t;
 }
 
-template <Src S, int K, int NB, bool kVec, bool kStage = false, int kSlots = 8, bool kSkew = false,
-          bool kSelCell = false>
+template <Src S, int K, int NB, bool kVec, bool kStage = false, int kSlots = 8>
 void launch_kernel(const Params& p, int B, cudaStream_t stream) {
-  constexpr auto kernel = mas_forward<S, K, NB, kVec, kStage, kSlots, kSkew, kSelCell>;
+  constexpr auto kernel = mas_forward<S, K, NB, kVec, kStage, kSlots>;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(B * p.splits);
   cfg.blockDim = dim3(p.dp_warps * 32 + (p.path != nullptr ? 32 : 0));
@@ -147,12 +139,6 @@ template <Src S, int K>
 void launch_staged(const Params& p, int B, cudaStream_t stream) {
   constexpr int kNB = S == Src::f32 ? 4 : 2;  // unused by the staged loop
   const int slots = p.stage_bytes / (p.dp_warps * Stager<K>::kSlotBytes);
-  if constexpr (K == 2)
-    if (tuning().skew) {
-      if (slots == 32) return launch_kernel<S, K, kNB, true, true, 32, true>(p, B, stream);
-      if (slots == 16) return launch_kernel<S, K, kNB, true, true, 16, true>(p, B, stream);
-      return launch_kernel<S, K, kNB, true, true, 8, true>(p, B, stream);
-    }
   if (slots == 32) return launch_kernel<S, K, kNB, true, true, 32>(p, B, stream);
   if (slots == 16) return launch_kernel<S, K, kNB, true, true, 16>(p, B, stream);
   launch_kernel<S, K, kNB, true, true, 8>(p, B, stream);
@@ -171,10 +157,6 @@ void launch_rows(const Params& p, int B, cudaStream_t stream) {
       if (k == 2) return launch_staged<S, 2>(p, B, stream);
       return launch_staged<S, 4>(p, B, stream);
     }
-  if (tuning().sel_cell) {
-    if (p.rows <= 512) return launch_kernel<S, 4, kNB4, kVec, false, 8, false, true>(p, B, stream);
-    return launch_kernel<S, 8, 2, kVec, false, 8, false, true>(p, B, stream);
-  }
   if (p.rows <= 512)
     launch_kernel<S, 4, kNB4, kVec>(p, B, stream);
   else
@@ -238,9 +220,7 @@ void choose_split(Params& p, int B, bool staged_rows) {
   const int k = stage ? stage_rows_per_lane(per) : per <= 512 ? 4 : 8;
   p.rows = std::max((per + 32 * k - 1) / (32 * k), 1) * 32 * k;
   p.dp_warps = p.rows / (32 * k);
-  // The skewed loop's stage (SkewStager) pads each lane's row buffer by 16 bytes: k * 512 a warp.
-  const int pad = tuning().skew && k == 2 ? k * 512 : 0;
-  p.stage_bytes = stage ? p.dp_warps * (stage_slots(p.dp_warps, k) * k * 1024 + pad) : 0;
+  p.stage_bytes = stage ? p.dp_warps * stage_slots(p.dp_warps, k) * k * 1024 : 0;
   p.bits_smem = p.splits == 1 && sizeof(uint32_t) * p.W * p.rows <=
                                      std::min<size_t>(kMaxBitsSmem, kMaxDynSmem - p.stage_bytes);
 }

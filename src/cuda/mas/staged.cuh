@@ -76,49 +76,6 @@ struct Stager {
   }
 };
 
-// The lane-skewed loop's stage (v14, kSkew): the same chunks (bytes 32g .. 32g + 31 of each row,
-// one commit group per chunk, kSlots of them per row), but each (lane, row) owns a contiguous
-// circular buffer of kSlots * 32 bytes, padded by 16 bytes, so frame f of a row sits at byte
-// (f * element size) mod (kSlots * 32) of its buffer. At step s lane l reads frame s - l: the
-// 32 lanes' 4-byte reads hit 32 different banks (buffer stride 8 words mod 32 per lane, frame
-// offset -1 word per lane: 7 l + s mod 32), and the address is two operations from f.
-template <int K, int kSlots_>
-struct SkewStager {
-  static constexpr int kSlots = kSlots_;
-  static_assert((kSlots & (kSlots - 1)) == 0 && kSlots >= 8, "slots: a power of two, 8+");
-  static constexpr uint32_t kBuf = kSlots * 32, kRegion = kBuf + 16;
-  static constexpr uint32_t kWarpBytes = 32 * K * kRegion;  // a DP warp's share
-  uint32_t buf0;       // shared address of this lane's row-0 buffer (row i: + i * kRegion)
-  const char* row[K];  // the lane's rows; rows >= T point at row T - 1 (never read by the band)
-  int row_bytes;       // S * element size
-
-  __device__ __forceinline__ void init(uint32_t warp_base, int lane) {
-    buf0 = warp_base + static_cast<uint32_t>(lane * K) * kRegion;
-  }
-
-  // Chunk g into its slot (g mod kSlots), then one commit group; kEdge as Stager::issue.
-  template <bool kEdge>
-  __device__ __forceinline__ void issue(int g) const {
-    const int off = g * 32;
-    const uint32_t at = static_cast<uint32_t>(off) & (kBuf - 1);
-#pragma unroll
-    for (int i = 0; i < K; ++i)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        copy16<kEdge>(buf0 + i * kRegion + at + 16 * h, row[i], off + 16 * h, row_bytes);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  }
-
-  // The 32-bit words of the lane's K rows holding the frame at byte fe of a row (frame times
-  // element size; taken mod the buffer, so any value addresses some word of it).
-  __device__ __forceinline__ void words(uint32_t fe, uint32_t (&w)[K]) const {
-    const uint32_t a = buf0 + (fe & (kBuf - 4));
-#pragma unroll
-    for (int i = 0; i < K; ++i)
-      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(w[i]) : "r"(a + i * kRegion) : "memory");
-  }
-};
-
 // Returns once at most N of this thread's most recent commit groups are still in flight.
 template <int N>
 __device__ __forceinline__ void stage_wait() {
