@@ -1,9 +1,10 @@
 """flashkit's GPU MAS alone, for profiling: bench/mas.py's inputs (B = 32, S = 4T, N(0, 1) fp32,
 mask of ones) and timer (L2 flushed, median of reps), three variants per T: the drop-in
 maximum_path, the kernels writing durations only, the kernels writing the path. --once makes one
-call of each instead (to run under ncu: --kernel-name regex:mas_forward).
+call of each instead (to run under ncu: --kernel-name regex:mas_forward). --fused times the fused
+likelihood instead (bench/mas.py's z, m, logs with C = 192 channels; durations only, and the path).
 
-usage: PYTHONPATH=python python3 bench/profile_mas.py [--Ts 128,2048] [--reps 10] [--once]
+usage: PYTHONPATH=python python3 bench/profile_mas.py [--Ts 128,2048] [--reps 10] [--once] [--fused]
 """
 import argparse
 import os
@@ -18,13 +19,14 @@ def main():
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--once", action="store_true")
+    p.add_argument("--fused", action="store_true")
     p.add_argument("--out", help="ignored (tests/gpu/run passes it to every bench script)")
     args = p.parse_args()
     import torch
 
     import flashkit
     from flashkit import _C as fk_C
-    from mas import WARMUP_MS, Timer
+    from mas import CHANNELS, WARMUP_MS, Timer
 
     timer = Timer(torch)
     B = args.batch
@@ -38,13 +40,27 @@ def main():
         dur = torch.empty((B, T), dtype=torch.int32, device="cuda")
         pth = torch.empty((B, T, S), dtype=torch.float32, device="cuda")
         stream = torch.cuda.current_stream().cuda_stream
-        variants = {
-            "drop-in": lambda _: flashkit.maximum_path(value, mask, check=False),
-            "kernels durations": lambda _: fk_C.monotonic_alignment_search(
-                value, tx, ty, None, dur, -1e9, None, stream),
-            "kernels path": lambda _: fk_C.monotonic_alignment_search(
-                value, tx, ty, pth, None, -1e9, None, stream),
-        }
+        if args.fused:
+            del value, mask
+            C = CHANNELS
+            z = torch.randn((B, C, S), device="cuda", generator=gen)
+            m = torch.randn((B, C, T), device="cuda", generator=gen)
+            logs = 0.5 * torch.randn((B, C, T), device="cuda", generator=gen)
+            value = mask = None
+            variants = {
+                "fused durations": lambda _: flashkit.monotonic_alignment_search_fused(
+                    z, m, logs, tx, ty, return_path=False, return_durations=True, check=False),
+                "fused path": lambda _: flashkit.monotonic_alignment_search_fused(
+                    z, m, logs, tx, ty, check=False),
+            }
+        else:
+            variants = {
+                "drop-in": lambda _: flashkit.maximum_path(value, mask, check=False),
+                "kernels durations": lambda _: fk_C.monotonic_alignment_search(
+                    value, tx, ty, None, dur, -1e9, None, stream),
+                "kernels path": lambda _: fk_C.monotonic_alignment_search(
+                    value, tx, ty, pth, None, -1e9, None, stream),
+            }
         for name, call in variants.items():
             call(None)
             if args.once:
@@ -52,7 +68,7 @@ def main():
                 continue
             med, _, _ = timer.run(call, args.reps, warmup_ms=WARMUP_MS)
             print(f"T={T:5d} {name:18s} {med * 1e3:9.1f} us", flush=True)
-        del value, mask, pth
+        del value, mask, pth, variants
         torch.cuda.empty_cache()
 
 

@@ -227,48 +227,62 @@ TEST(MasGpuSmall, BadLengthsReportedInStatus) {
   EXPECT_EQ(status.ptr<int32_t>()[0], -1);
 }
 
+// Fused on the GPU == fused on the CPU, and == unfused on the likelihood materialised with the
+// same recipe, for one problem.
+static void check_fused(std::mt19937_64& rng, DType dt, int B, int C, int T, int S) {
+  HostTensor z(dt, {B, C, S}), m(dt, {B, C, T}), logs(dt, {B, C, T});
+  z.fill_normal(rng);
+  m.fill_normal(rng);
+  logs.fill_uniform(rng, -1.f, 0.5f);
+  std::vector<int32_t> tx, ty;
+  random_lengths(rng, B, T, S, tx, ty);
+  HostTensor txt = lengths_tensor(tx), mel = lengths_tensor(ty);
+  HostTensor p_cpu(DType::u8, {B, T, S}), d_cpu(DType::i32, {B, T}),
+      p_gpu(DType::u8, {B, T, S}), d_gpu(DType::i32, {B, T}), p_unf(DType::u8, {B, T, S});
+  monotonic_alignment_search_fused(z, m, logs, txt, mel, p_cpu, d_cpu);
+  DeviceTensor dz(z), dm(m), dl(logs), dtx(txt), dty(mel), dp(p_gpu), dd(d_gpu);
+  dp.poison();
+  dd.poison();
+  monotonic_alignment_search_fused(dz, dm, dl, dtx, dty, dp, dd);
+  FK_CUDA_CHECK(cudaDeviceSynchronize());
+  dp.download(p_gpu);
+  dd.download(d_gpu);
+  EXPECT_EQ(bytes_of(p_cpu), bytes_of(p_gpu)) << dtype_name(dt) << " C " << C;
+  EXPECT_EQ(bytes_of(d_cpu), bytes_of(d_gpu)) << dtype_name(dt) << " C " << C;
+  // Unfused on the likelihood materialised with the same recipe: the same path.
+  HostTensor v(DType::f32, {B, T, S});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t x = 0; x < T; ++x)
+      for (int64_t y = 0; y < S; ++y) {
+        float acc = 0.f;
+        for (int64_t c = 0; c < C; ++c)
+          acc = mas::add_rn(acc, mas::term(mas::coeffs(m.get((b * C + c) * T + x),
+                                                       logs.get((b * C + c) * T + x)),
+                                           z.get((b * C + c) * S + y)));
+        v.ptr<float>()[(b * T + x) * S + y] = acc;
+      }
+  DeviceTensor dv(v), dpu(p_unf);
+  monotonic_alignment_search(dv, dtx, dty, dpu, TensorView{});
+  FK_CUDA_CHECK(cudaDeviceSynchronize());
+  dpu.download(p_unf);
+  EXPECT_EQ(bytes_of(p_unf), bytes_of(p_gpu)) << dtype_name(dt) << " C " << C;
+}
+
 TEST(MasGpuSmall, FusedEqualsCpuFusedAndUnfused) {
   std::mt19937_64 rng(105);
-  for (DType dt : {DType::f32, DType::bf16})
+  // Frames a multiple of 8 (S = 80) take the vector z loads, the others the scalar ones; T = 600
+  // at B = 2 splits each item over 4 CTAs.
+  for (DType dt : {DType::f32, DType::f16, DType::bf16})
     for (auto [B, C, T, S] :
-         {std::tuple{4, 5, 33, 80}, std::tuple{3, 80, 300, 700}, std::tuple{2, 8, 600, 900}}) {
-      HostTensor z(dt, {B, C, S}), m(dt, {B, C, T}), logs(dt, {B, C, T});
-      z.fill_normal(rng);
-      m.fill_normal(rng);
-      logs.fill_uniform(rng, -1.f, 0.5f);
-      std::vector<int32_t> tx, ty;
-      random_lengths(rng, B, T, S, tx, ty);
-      HostTensor txt = lengths_tensor(tx), mel = lengths_tensor(ty);
-      HostTensor p_cpu(DType::u8, {B, T, S}), d_cpu(DType::i32, {B, T}),
-          p_gpu(DType::u8, {B, T, S}), d_gpu(DType::i32, {B, T}), p_unf(DType::u8, {B, T, S});
-      monotonic_alignment_search_fused(z, m, logs, txt, mel, p_cpu, d_cpu);
-      DeviceTensor dz(z), dm(m), dl(logs), dtx(txt), dty(mel), dp(p_gpu), dd(d_gpu);
-      dp.poison();
-      dd.poison();
-      monotonic_alignment_search_fused(dz, dm, dl, dtx, dty, dp, dd);
-      FK_CUDA_CHECK(cudaDeviceSynchronize());
-      dp.download(p_gpu);
-      dd.download(d_gpu);
-      EXPECT_EQ(bytes_of(p_cpu), bytes_of(p_gpu)) << dtype_name(dt) << " C " << C;
-      EXPECT_EQ(bytes_of(d_cpu), bytes_of(d_gpu)) << dtype_name(dt) << " C " << C;
-      // Unfused on the likelihood materialised with the same recipe: the same path.
-      HostTensor v(DType::f32, {B, T, S});
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t x = 0; x < T; ++x)
-          for (int64_t y = 0; y < S; ++y) {
-            float acc = 0.f;
-            for (int64_t c = 0; c < C; ++c)
-              acc = mas::add_rn(acc, mas::term(mas::coeffs(m.get((b * C + c) * T + x),
-                                                           logs.get((b * C + c) * T + x)),
-                                               z.get((b * C + c) * S + y)));
-            v.ptr<float>()[(b * T + x) * S + y] = acc;
-          }
-      DeviceTensor dv(v), dpu(p_unf);
-      monotonic_alignment_search(dv, dtx, dty, dpu, TensorView{});
-      FK_CUDA_CHECK(cudaDeviceSynchronize());
-      dpu.download(p_unf);
-      EXPECT_EQ(bytes_of(p_unf), bytes_of(p_gpu)) << dtype_name(dt) << " C " << C;
-    }
+         {std::tuple{4, 5, 33, 80}, std::tuple{3, 80, 300, 700}, std::tuple{2, 8, 600, 900}})
+      check_fused(rng, dt, B, C, T, S);
+}
+
+// A batch that splits each item over 2 CTAs at 2 rows a lane, vector z loads (not under the
+// sanitizers: 34 items).
+TEST(MasGpu, FusedTwoRowsALaneSplit) {
+  std::mt19937_64 rng(106);
+  for (DType dt : {DType::f32, DType::bf16}) check_fused(rng, dt, 34, 4, 600, 1200);
 }
 
 TEST(MasGpuSmall, GpuLimitsAreErrorsAndWriteNothing) {

@@ -105,6 +105,7 @@ struct Params {
   const void* z;  // [B, C, S] (fused)
   int64_t zb, zc, zy;
   int zdtype;
+  int z_vec;  // fused: z's rows contiguous, 16-byte aligned at every multiple of 8 frames
   const float* coef;  // fused: [B][C][3][Tw] = c0, c1, c2 per text row
   int C;
   // Lengths: int32 [B] (line < 0) or mask lines [B, line] of dtype *_dtype, summed.
@@ -413,40 +414,122 @@ __device__ __forceinline__ void store_bits(uint32_t* dst, const uint32_t (&bits)
   }
 }
 
-// Fused: value[x, y0 + j] for the thread's rows from the coefficients and z[b, c, y0 + j]
-// (every lane reads the same z: one broadcast load, mostly from L2).
+// Fused: value[x, y0 + j] for the thread's K rows and 8 frames from the coefficients and
+// z[b, c, y0 + j] (every lane reads the same z: broadcast loads), channels in order 0, 1, ... as
+// on the CPU. The channel loop is unrolled by 4 so four channels' loads are in flight together
+// (v15); z's dtype is a template parameter (Z: float, __half, or bf16's bits as uint16_t).
+__device__ __forceinline__ float z_float(float v) { return v; }
+__device__ __forceinline__ float z_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float z_float(uint16_t v) {
+  return __uint_as_float(static_cast<uint32_t>(v) << 16);
+}
 template <int K>
-__device__ __forceinline__ void fused_chunk(const Params& p, int b, int x0, int y0, int ty,
-                                            uint32_t (&buf)[K][8]) {
+__device__ __forceinline__ void load_coeffs(const float* at, int tw, mas::Coeffs (&k)[K]) {
+  if constexpr (K % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < K; i += 4) {
+      const float4 a0 = __ldg(reinterpret_cast<const float4*>(at + i));
+      const float4 a1 = __ldg(reinterpret_cast<const float4*>(at + tw + i));
+      const float4 a2 = __ldg(reinterpret_cast<const float4*>(at + 2 * tw + i));
+      k[i].c0 = a0.x, k[i + 1].c0 = a0.y, k[i + 2].c0 = a0.z, k[i + 3].c0 = a0.w;
+      k[i].c1 = a1.x, k[i + 1].c1 = a1.y, k[i + 2].c1 = a1.z, k[i + 3].c1 = a1.w;
+      k[i].c2 = a2.x, k[i + 1].c2 = a2.y, k[i + 2].c2 = a2.z, k[i + 3].c2 = a2.w;
+    }
+  } else if constexpr (K == 2) {
+    const float2 a0 = __ldg(reinterpret_cast<const float2*>(at));
+    const float2 a1 = __ldg(reinterpret_cast<const float2*>(at + tw));
+    const float2 a2 = __ldg(reinterpret_cast<const float2*>(at + 2 * tw));
+    k[0].c0 = a0.x, k[1].c0 = a0.y, k[0].c1 = a1.x, k[1].c1 = a1.y, k[0].c2 = a2.x, k[1].c2 = a2.y;
+  } else {
+    static_assert(K == 1, "rows a lane: 1, 2 or a multiple of 4");
+    k[0].c0 = __ldg(at), k[0].c1 = __ldg(at + tw), k[0].c2 = __ldg(at + 2 * tw);
+  }
+}
+// z[c, y0 .. y0 + 7] of one channel: kVecZ: 8 contiguous elements at a 16-byte aligned address,
+// all inside the item (one or two vector loads); else element by element, 0 past the item (nj).
+template <class Z, bool kVecZ>
+__device__ __forceinline__ void load_z8(const Z* zp, int64_t zy, int nj, float (&z)[8]) {
+  if constexpr (kVecZ && sizeof(Z) == 4) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(zp));
+    const float4 b = __ldg(reinterpret_cast<const float4*>(zp) + 1);
+    z[0] = a.x, z[1] = a.y, z[2] = a.z, z[3] = a.w, z[4] = b.x, z[5] = b.y, z[6] = b.z, z[7] = b.w;
+  } else if constexpr (kVecZ) {
+    const uint4 a = __ldg(reinterpret_cast<const uint4*>(zp));
+    const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const uint16_t h = static_cast<uint16_t>(w[j / 2] >> (16 * (j % 2)));
+      if constexpr (std::is_same_v<Z, __half>)
+        z[j] = __half2float(__ushort_as_half(h));
+      else
+        z[j] = z_float(h);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) z[j] = j < nj ? z_float(zp[j * zy]) : 0.f;
+  }
+}
+template <int K, class Z, bool kVecZ>
+__device__ __forceinline__ void fused_channels(const float* coef, const Z* zp, int tw, int nc,
+                                               int64_t zc, int64_t zy, int nj,
+                                               float (&acc)[K][8]) {
+#pragma unroll 4
+  for (int c = 0; c < nc; ++c) {
+    mas::Coeffs k[K];
+    load_coeffs<K>(coef, tw, k);
+    float z[8];
+    load_z8<Z, kVecZ>(zp, zy, nj, z);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int i = 0; i < K; ++i) acc[i][j] = mas::add_rn(acc[i][j], mas::term(k[i], z[j]));
+    coef += 3 * tw;
+    zp += zc;
+  }
+}
+// coef: the item's coefficients at row x0 ([C][3][Tw]: c0, c1, c2 rows; x0 a multiple of K, Tw
+// of 8); zp: z[b, 0, y0]; z_vec: z's rows contiguous and 16-byte aligned at every multiple of 8.
+template <int K, class Z>
+__device__ void fused_chunk_z(const float* coef, const Z* zp, int tw, int nc, int64_t zc,
+                              int64_t zy, int nj, bool z_vec, uint32_t (&buf)[K][8]) {
   float acc[K][8];
 #pragma unroll
   for (int i = 0; i < K; ++i)
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
-  const float* coef = p.coef + static_cast<size_t>(b) * p.C * 3 * p.Tw + x0;
-  for (int c = 0; c < p.C; ++c) {
-    mas::Coeffs k[K];
-#pragma unroll
-    for (int i = 0; i < K; i += 4) {
-      const float4 a0 = *reinterpret_cast<const float4*>(coef + (3 * c + 0) * p.Tw + i);
-      const float4 a1 = *reinterpret_cast<const float4*>(coef + (3 * c + 1) * p.Tw + i);
-      const float4 a2 = *reinterpret_cast<const float4*>(coef + (3 * c + 2) * p.Tw + i);
-      k[i].c0 = a0.x, k[i + 1].c0 = a0.y, k[i + 2].c0 = a0.z, k[i + 3].c0 = a0.w;
-      k[i].c1 = a1.x, k[i + 1].c1 = a1.y, k[i + 2].c1 = a1.z, k[i + 3].c1 = a1.w;
-      k[i].c2 = a2.x, k[i + 1].c2 = a2.y, k[i + 2].c2 = a2.z, k[i + 3].c2 = a2.w;
-    }
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int y = y0 + j;
-      const float z = y < ty ? load_float(p.z, p.zdtype, b * p.zb + c * p.zc + y * p.zy) : 0.f;
-#pragma unroll
-      for (int i = 0; i < K; ++i) acc[i][j] = mas::add_rn(acc[i][j], mas::term(k[i], z));
-    }
-  }
+  if (z_vec && nj >= 8)
+    fused_channels<K, Z, true>(coef, zp, tw, nc, zc, zy, nj, acc);
+  else
+    fused_channels<K, Z, false>(coef, zp, tw, nc, zc, zy, nj, acc);
 #pragma unroll
   for (int i = 0; i < K; ++i)
 #pragma unroll
     for (int j = 0; j < 8; ++j) buf[i][j] = __float_as_uint(acc[i][j]);
+}
+// Not inlined: the frame loop calls it at every chunk, and the dtype copies of the unrolled
+// channel loop inlined at each call would crowd the instruction cache of the DP loop. Scalars
+// are passed by value (a reference to Params would put it in local memory).
+template <int K>
+__device__ __noinline__ void fused_chunk_call(const float* coef, const void* z, int zdtype, int tw,
+                                              int nc, int64_t zc, int64_t zy, int nj, bool z_vec,
+                                              uint32_t (&buf)[K][8]) {
+  switch (static_cast<DType>(zdtype)) {
+    case DType::f16:
+      return fused_chunk_z<K>(coef, static_cast<const __half*>(z), tw, nc, zc, zy, nj, z_vec, buf);
+    case DType::bf16:
+      return fused_chunk_z<K>(coef, static_cast<const uint16_t*>(z), tw, nc, zc, zy, nj, z_vec,
+                              buf);
+    default:
+      return fused_chunk_z<K>(coef, static_cast<const float*>(z), tw, nc, zc, zy, nj, z_vec, buf);
+  }
+}
+template <int K>
+__device__ __forceinline__ void fused_chunk(const Params& p, int b, int x0, int y0, int ty,
+                                            uint32_t (&buf)[K][8]) {
+  const int es = p.zdtype == static_cast<int>(DType::f32) ? 4 : 2;
+  const char* z = static_cast<const char*>(p.z) + (b * p.zb + y0 * p.zy) * es;
+  fused_chunk_call<K>(p.coef + static_cast<size_t>(b) * p.C * 3 * p.Tw + x0, z, p.zdtype, p.Tw,
+                      p.C, p.zc, p.zy, ty - y0, p.z_vec != 0, buf);
 }
 
 // Walks the path back from (tx-1, ty-1) like the Cython loop, a row at a time: on row `index` the

@@ -73,7 +73,8 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
 // paths with the forward kernel's path warp / with the separate path kernel after the DP at every
 // T, FLASHKIT_MAS_SLOTS=8|16|32 the chunks staged per warp, FLASHKIT_MAS_K=1|2|4 the staged
 // kernel's rows a lane (where the CTA's rows allow it), FLASHKIT_MAS_SPLIT_ROWS=n splits items
-// over a cluster down to n rows a CTA (default 256). Unset: the choices below. (Measured and
+// over a cluster down to n rows a CTA (default 256), FLASHKIT_MAS_FUSED_SPLIT=0 gives the fused
+// mode the unfused split and rows a lane (choose_split). Unset: the choices below. (Measured and
 // removed, bench/NOTES-mas.md v14: a lane-skewed staged loop and cell_pred on the register path.)
 struct Tuning {
   int l2_blocks = -1, l2_group = 1;
@@ -83,6 +84,7 @@ struct Tuning {
   int slots = 0;   // 0: by the shared memory left (stage_slots)
   int k = 0;       // staged rows a lane, 1, 2 or 4; 0: 2 (stage_rows_per_lane)
   int split_rows = 256;  // split an item over a cluster down to this many rows a CTA
+  bool fused_split = true;  // the fused mode's own split and rows a lane (v15)
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -96,6 +98,8 @@ const Tuning& tuning() {
     if (const char* e = std::getenv("FLASHKIT_MAS_STAGE")) t.stage = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_PATH_KERNEL"))
       t.path_kernel = std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_FUSED_SPLIT"))
+      t.fused_split = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_SPLIT_ROWS")) {
       const int n = std::atoi(e);
       if (n >= 32 && n <= 1024) t.split_rows = n;
@@ -150,6 +154,11 @@ void launch_staged(const Params& p, int B, cudaStream_t stream) {
 template <Src S, bool kVec>
 void launch_rows(const Params& p, int B, cudaStream_t stream) {
   constexpr int kNB4 = S == Src::f32 ? 4 : 2;
+  if constexpr (S == Src::fused) {  // 1 or 2 rows a lane: choose_split's rule for the fused mode
+    const int k = p.rows / (32 * p.dp_warps);
+    if (k == 1) return launch_kernel<S, 1, 2, kVec>(p, B, stream);
+    if (k == 2) return launch_kernel<S, 2, 2, kVec>(p, B, stream);
+  }
   if constexpr (kVec && S != Src::fused)
     if (p.stage_bytes > 0) {
       const int k = p.rows / (32 * p.dp_warps);
@@ -165,7 +174,9 @@ void launch_rows(const Params& p, int B, cudaStream_t stream) {
 
 template <Src S>
 void launch_forward(const Params& p, int B, bool vec, cudaStream_t stream) {
-  if (vec)
+  if constexpr (S == Src::fused)
+    launch_rows<S, false>(p, B, stream);  // z is read through its own strides
+  else if (vec)
     launch_rows<S, true>(p, B, stream);
   else
     launch_rows<S, false>(p, B, stream);
@@ -206,18 +217,26 @@ int stage_rows_per_lane(int per) {
 // Rows per CTA and CTAs per item: split long texts over a cluster while the batch leaves SMs
 // idle, keeping at least 256 rows a CTA (the pipeline costs 32 frames of lag per CTA). Clusters
 // exist from sm_90 on; older GPUs run one CTA per item.
-void choose_split(Params& p, int B, bool staged_rows) {
+// The fused likelihood (v15) is compute, C x 3 operations a cell, done by the DP warps: split
+// down to 128 rows a CTA and take the fewest rows a lane (1 up to 256 rows a CTA, 2 up to 512,
+// else 8) so the most warps share it (FLASHKIT_MAS_FUSED_SPLIT=0: the unfused rule, as before).
+void choose_split(Params& p, int B, bool staged_rows, bool fused) {
   int dev = 0, sms = 0, major = 0;
   FK_CUDA_CHECK(cudaGetDevice(&dev));
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  const bool by_compute = fused && tuning().fused_split;
+  const int min_rows = by_compute ? 128 : tuning().split_rows;
   p.splits = 1;
   while (major >= 9 && p.splits < 8 && int64_t{B} * p.splits * 2 <= sms &&
-         p.T / (p.splits * 2) >= tuning().split_rows)
+         p.T / (p.splits * 2) >= min_rows)
     p.splits *= 2;
   const int per = (p.T + p.splits - 1) / p.splits;
   const bool stage = staged_rows && per <= 512 && use_stage(p.T);
-  const int k = stage ? stage_rows_per_lane(per) : per <= 512 ? 4 : 8;
+  const int k = stage         ? stage_rows_per_lane(per)
+                : by_compute ? (per <= 256 ? 1 : per <= 512 ? 2 : 8)
+                : per <= 512 ? 4
+                             : 8;
   p.rows = std::max((per + 32 * k - 1) / (32 * k), 1) * 32 * k;
   p.dp_warps = p.rows / (32 * k);
   p.stage_bytes = stage ? p.dp_warps * stage_slots(p.dp_warps, k) * k * 1024 : 0;
@@ -314,10 +333,10 @@ void finish(const Params& p, const Scratch& s, int B, const TensorView& path,
 
 Params common_params(int B, int T, int S, int C, const TensorView& tl, const TensorView& ml,
                      const TensorView& path, const TensorView& durations, const MasOptions& opts,
-                     bool staged_rows, Scratch& s) {
+                     bool staged_rows, Scratch& s, bool fused = false) {
   Params p{};
   p.T = T, p.S = S, p.Tw = (T + 7) / 8 * 8, p.W = (S + 31) / 32, p.C = C, p.l2_group = 1;
-  choose_split(p, B, staged_rows);
+  choose_split(p, B, staged_rows, fused);
   s = carve(opts, B, p.Tw, p.W, C, p.splits, !durations.defined(), opts.stream);
   p.ring = s.ring, p.progress = s.progress;
   p.tx = tl.data, p.txs = tl.stride[0], p.txl = tl.ndim == 2 ? tl.stride[1] : 0;
@@ -398,9 +417,11 @@ void monotonic_alignment_search_fused(const TensorView& z, const TensorView& m,
   auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
   if (B == 0) return empty_batch(opts, stream);
   Scratch s;
-  Params p = common_params(B, T, S, C, text_lengths, mel_lengths, path, durations, opts, false, s);
+  Params p = common_params(B, T, S, C, text_lengths, mel_lengths, path, durations, opts, false, s, true);
   p.z = z.data, p.zb = z.stride[0], p.zc = z.stride[1], p.zy = z.stride[2];
   p.zdtype = static_cast<int>(z.dtype);
+  p.z_vec = z.stride[2] == 1 && z.stride[0] % 8 == 0 && z.stride[1] % 8 == 0 &&
+            reinterpret_cast<uintptr_t>(z.data) % 16 == 0;
   if (C > 0) {
     mas_fused_coeffs<<<dim3((p.Tw + 127) / 128, C, B), 128, 0, stream>>>(
         m.data, logs.data, static_cast<int>(m.dtype), m.stride[0], m.stride[1], m.stride[2],
