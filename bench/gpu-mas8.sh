@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU call for MAS v15 (bench/NOTES-mas.md, "v15"): build (decode + MAS kernels), the MAS GPU
+# One GPU call for MAS v15 and v15b (bench/NOTES-mas.md, "v15", "v15b"): build (decode + MAS kernels), the MAS GPU
 # tests with sanitizers, the fused tests again with the old split rule (FLASHKIT_MAS_FUSED_SPLIT=0),
 # the fused A/B (bench/profile_mas.py --fused, new rule and old, interleaved), then bench/mas.py's
 # full sweep (its fused column is the new default).

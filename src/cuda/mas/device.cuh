@@ -445,42 +445,53 @@ __device__ __forceinline__ void load_coeffs(const float* at, int tw, mas::Coeffs
     k[0].c0 = __ldg(at), k[0].c1 = __ldg(at + tw), k[0].c2 = __ldg(at + 2 * tw);
   }
 }
-// z[c, y0 .. y0 + 7] of one channel: kVecZ: 8 contiguous elements at a 16-byte aligned address,
-// all inside the item (one or two vector loads); else element by element, 0 past the item (nj).
-template <class Z, bool kVecZ>
-__device__ __forceinline__ void load_z8(const Z* zp, int64_t zy, int nj, float (&z)[8]) {
+// Frames a fused call computes: 32 (a block, 4 chunks) for 1-2 rows a lane, whose accumulators
+// fit in registers; 8 (a chunk) for more rows. The coefficients are read once per call, so a
+// call of 32 frames reads a quarter of the coefficient bytes (v15b: at 8 frames a call the
+// coefficients, re-read from L2 for every chunk, set the pace).
+__host__ __device__ constexpr int fused_frames(int k) { return k <= 2 ? 32 : 8; }
+
+// z[c, y0 .. y0 + F - 1] of one channel: kVecZ: F contiguous elements at a 16-byte aligned
+// address, all inside the item (vector loads); else element by element, 0 past the item (nj).
+template <class Z, int F, bool kVecZ>
+__device__ __forceinline__ void load_z(const Z* zp, int64_t zy, int nj, float (&z)[F]) {
   if constexpr (kVecZ && sizeof(Z) == 4) {
-    const float4 a = __ldg(reinterpret_cast<const float4*>(zp));
-    const float4 b = __ldg(reinterpret_cast<const float4*>(zp) + 1);
-    z[0] = a.x, z[1] = a.y, z[2] = a.z, z[3] = a.w, z[4] = b.x, z[5] = b.y, z[6] = b.z, z[7] = b.w;
-  } else if constexpr (kVecZ) {
-    const uint4 a = __ldg(reinterpret_cast<const uint4*>(zp));
-    const uint32_t w[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const uint16_t h = static_cast<uint16_t>(w[j / 2] >> (16 * (j % 2)));
-      if constexpr (std::is_same_v<Z, __half>)
-        z[j] = __half2float(__ushort_as_half(h));
-      else
-        z[j] = z_float(h);
+    for (int q = 0; q < F / 4; ++q) {
+      const float4 a = __ldg(reinterpret_cast<const float4*>(zp) + q);
+      z[4 * q] = a.x, z[4 * q + 1] = a.y, z[4 * q + 2] = a.z, z[4 * q + 3] = a.w;
+    }
+  } else if constexpr (kVecZ) {
+#pragma unroll
+    for (int q = 0; q < F / 8; ++q) {
+      const uint4 a = __ldg(reinterpret_cast<const uint4*>(zp) + q);
+      const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const uint16_t h = static_cast<uint16_t>(w[j / 2] >> (16 * (j % 2)));
+        if constexpr (std::is_same_v<Z, __half>)
+          z[8 * q + j] = __half2float(__ushort_as_half(h));
+        else
+          z[8 * q + j] = z_float(h);
+      }
     }
   } else {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) z[j] = j < nj ? z_float(zp[j * zy]) : 0.f;
+    for (int j = 0; j < F; ++j) z[j] = j < nj ? z_float(zp[j * zy]) : 0.f;
   }
 }
-template <int K, class Z, bool kVecZ>
+template <int K, int F, class Z, bool kVecZ>
 __device__ __forceinline__ void fused_channels(const float* coef, const Z* zp, int tw, int nc,
                                                int64_t zc, int64_t zy, int nj,
-                                               float (&acc)[K][8]) {
-#pragma unroll 4
+                                               float (&acc)[K][F]) {
+#pragma unroll(F == 8 ? 4 : 1)
   for (int c = 0; c < nc; ++c) {
     mas::Coeffs k[K];
     load_coeffs<K>(coef, tw, k);
-    float z[8];
-    load_z8<Z, kVecZ>(zp, zy, nj, z);
+    float z[F];
+    load_z<Z, F, kVecZ>(zp, zy, nj, z);
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < F; ++j)
 #pragma unroll
       for (int i = 0; i < K; ++i) acc[i][j] = mas::add_rn(acc[i][j], mas::term(k[i], z[j]));
     coef += 3 * tw;
@@ -489,47 +500,53 @@ __device__ __forceinline__ void fused_channels(const float* coef, const Z* zp, i
 }
 // coef: the item's coefficients at row x0 ([C][3][Tw]: c0, c1, c2 rows; x0 a multiple of K, Tw
 // of 8); zp: z[b, 0, y0]; z_vec: z's rows contiguous and 16-byte aligned at every multiple of 8.
-template <int K, class Z>
-__device__ void fused_chunk_z(const float* coef, const Z* zp, int tw, int nc, int64_t zc,
-                              int64_t zy, int nj, bool z_vec, uint32_t (&buf)[K][8]) {
-  float acc[K][8];
+// out[q]: chunk q of the call (frames y0 + 8q .. y0 + 8q + 7).
+template <int K, int F, class Z>
+__device__ void fused_chunks_z(const float* coef, const Z* zp, int tw, int nc, int64_t zc,
+                               int64_t zy, int nj, bool z_vec, uint32_t (&out)[F / 8][K][8]) {
+  float acc[K][F];
 #pragma unroll
   for (int i = 0; i < K; ++i)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
-  if (z_vec && nj >= 8)
-    fused_channels<K, Z, true>(coef, zp, tw, nc, zc, zy, nj, acc);
+    for (int j = 0; j < F; ++j) acc[i][j] = 0.f;
+  if (z_vec && nj >= F)
+    fused_channels<K, F, Z, true>(coef, zp, tw, nc, zc, zy, nj, acc);
   else
-    fused_channels<K, Z, false>(coef, zp, tw, nc, zc, zy, nj, acc);
+    fused_channels<K, F, Z, false>(coef, zp, tw, nc, zc, zy, nj, acc);
 #pragma unroll
   for (int i = 0; i < K; ++i)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) buf[i][j] = __float_as_uint(acc[i][j]);
+    for (int j = 0; j < F; ++j) out[j / 8][i][j % 8] = __float_as_uint(acc[i][j]);
 }
-// Not inlined: the frame loop calls it at every chunk, and the dtype copies of the unrolled
-// channel loop inlined at each call would crowd the instruction cache of the DP loop. Scalars
-// are passed by value (a reference to Params would put it in local memory).
-template <int K>
-__device__ __noinline__ void fused_chunk_call(const float* coef, const void* z, int zdtype, int tw,
-                                              int nc, int64_t zc, int64_t zy, int nj, bool z_vec,
-                                              uint32_t (&buf)[K][8]) {
+// Not inlined: the frame loop calls it every F frames, and the dtype copies of the channel loop
+// inlined there would crowd the instruction cache of the DP loop. Scalars are passed by value (a
+// reference to Params would put it in local memory).
+template <int K, int F>
+__device__ __noinline__ void fused_chunks_call(const float* coef, const void* z, int zdtype,
+                                               int tw, int nc, int64_t zc, int64_t zy, int nj,
+                                               bool z_vec, uint32_t (&out)[F / 8][K][8]) {
   switch (static_cast<DType>(zdtype)) {
     case DType::f16:
-      return fused_chunk_z<K>(coef, static_cast<const __half*>(z), tw, nc, zc, zy, nj, z_vec, buf);
+      return fused_chunks_z<K, F>(coef, static_cast<const __half*>(z), tw, nc, zc, zy, nj, z_vec,
+                                  out);
     case DType::bf16:
-      return fused_chunk_z<K>(coef, static_cast<const uint16_t*>(z), tw, nc, zc, zy, nj, z_vec,
-                              buf);
+      return fused_chunks_z<K, F>(coef, static_cast<const uint16_t*>(z), tw, nc, zc, zy, nj,
+                                  z_vec, out);
     default:
-      return fused_chunk_z<K>(coef, static_cast<const float*>(z), tw, nc, zc, zy, nj, z_vec, buf);
+      return fused_chunks_z<K, F>(coef, static_cast<const float*>(z), tw, nc, zc, zy, nj, z_vec,
+                                  out);
   }
 }
+// The likelihood of the thread's K rows (from x0) at frames y0 .. y0 + F - 1 (F =
+// fused_frames(K)), frames >= ty taking z = 0.
 template <int K>
-__device__ __forceinline__ void fused_chunk(const Params& p, int b, int x0, int y0, int ty,
-                                            uint32_t (&buf)[K][8]) {
+__device__ __forceinline__ void fused_chunks(const Params& p, int b, int x0, int y0, int ty,
+                                             uint32_t (&out)[fused_frames(K) / 8][K][8]) {
   const int es = p.zdtype == static_cast<int>(DType::f32) ? 4 : 2;
   const char* z = static_cast<const char*>(p.z) + (b * p.zb + y0 * p.zy) * es;
-  fused_chunk_call<K>(p.coef + static_cast<size_t>(b) * p.C * 3 * p.Tw + x0, z, p.zdtype, p.Tw,
-                      p.C, p.zc, p.zy, ty - y0, p.z_vec != 0, buf);
+  fused_chunks_call<K, fused_frames(K)>(p.coef + static_cast<size_t>(b) * p.C * 3 * p.Tw + x0, z,
+                                        p.zdtype, p.Tw, p.C, p.zc, p.zy, ty - y0, p.z_vec != 0,
+                                        out);
 }
 
 // Walks the path back from (tx-1, ty-1) like the Cython loop, a row at a time: on row `index` the

@@ -64,9 +64,23 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
   using StagerT = Stager<K, kSlots>;
   constexpr int kAhead = StagerT::kAhead;
   StagerT stager{};
+  // Fused: the likelihood is computed fused_frames(K) frames at a time into fblk, in chunk
+  // order (fetch is called for chunks 0, 1, 2, ... in turn), and handed out a chunk at a time.
+  constexpr int kFusedChunks = kFused ? fused_frames(K) / kCols : 1;
+  [[maybe_unused]] uint32_t fblk[kFusedChunks][K][8];
   auto fetch = [&](uint32_t(&bf)[K][8], int g, int nrows) {
     if constexpr (kFused) {
-      if (x0 < nrows) fused_chunk<K>(p, b, x0, g * kCols, p.S, bf);
+      if (x0 < nrows) {
+        if constexpr (kFusedChunks == 1) {  // a chunk a call: straight into bf
+          fused_chunks<K>(p, b, x0, g * kCols, p.S, reinterpret_cast<uint32_t(&)[1][K][8]>(bf));
+        } else {
+          if (g % kFusedChunks == 0) fused_chunks<K>(p, b, x0, g * kCols, p.S, fblk);
+#pragma unroll
+          for (int i = 0; i < K; ++i)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) bf[i][j] = fblk[g % kFusedChunks][i][j];
+        }
+      }
     } else {
       load_chunk<S, K, kVec>(p, rows, x0, nrows, g * kCols, bf);
     }
