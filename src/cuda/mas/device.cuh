@@ -445,11 +445,10 @@ __device__ __forceinline__ void load_coeffs(const float* at, int tw, mas::Coeffs
     k[0].c0 = __ldg(at), k[0].c1 = __ldg(at + tw), k[0].c2 = __ldg(at + 2 * tw);
   }
 }
-// Frames a fused call computes: 32 (a block, 4 chunks) for 1-2 rows a lane, whose accumulators
-// fit in registers; 8 (a chunk) for more rows. The coefficients are read once per call, so a
-// call of 32 frames reads a quarter of the coefficient bytes (v15b: at 8 frames a call the
-// coefficients, re-read from L2 for every chunk, set the pace).
-__host__ __device__ constexpr int fused_frames(int k) { return k <= 2 ? 32 : 8; }
+// Frames a fused call computes: 32 (a block, 4 chunks) at 2 rows a lane, 8 (a chunk) otherwise
+// (K >= 4: the accumulators would not fit; K = 1: measured slower, v15b in bench/NOTES-mas.md).
+// The coefficients are read once per call.
+__host__ __device__ constexpr int fused_frames(int k) { return k == 2 ? 32 : 8; }
 
 // z[c, y0 .. y0 + F - 1] of one channel: kVecZ: F contiguous elements at a 16-byte aligned
 // address, all inside the item (vector loads); else element by element, 0 past the item (nj).

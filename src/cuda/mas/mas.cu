@@ -85,6 +85,7 @@ struct Tuning {
   int k = 0;       // staged rows a lane, 1, 2 or 4; 0: 2 (stage_rows_per_lane)
   int split_rows = 256;  // split an item over a cluster down to this many rows a CTA
   bool fused_split = true;  // the fused mode's own split and rows a lane (v15)
+  int fused_k = 0;          // the fused mode's rows a lane, 1, 2 or 4; 0: by the rule
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -98,6 +99,10 @@ const Tuning& tuning() {
     if (const char* e = std::getenv("FLASHKIT_MAS_STAGE")) t.stage = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_PATH_KERNEL"))
       t.path_kernel = std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_FUSED_K")) {
+      const int n = std::atoi(e);
+      if (n == 1 || n == 2 || n == 4) t.fused_k = n;
+    }
     if (const char* e = std::getenv("FLASHKIT_MAS_FUSED_SPLIT"))
       t.fused_split = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_SPLIT_ROWS")) {
@@ -158,6 +163,7 @@ void launch_rows(const Params& p, int B, cudaStream_t stream) {
     const int k = p.rows / (32 * p.dp_warps);
     if (k == 1) return launch_kernel<S, 1, 2, kVec>(p, B, stream);
     if (k == 2) return launch_kernel<S, 2, 2, kVec>(p, B, stream);
+    if (k == 4) return launch_kernel<S, 4, 2, kVec>(p, B, stream);
   }
   if constexpr (kVec && S != Src::fused)
     if (p.stage_bytes > 0) {
@@ -233,10 +239,13 @@ void choose_split(Params& p, int B, bool staged_rows, bool fused) {
     p.splits *= 2;
   const int per = (p.T + p.splits - 1) / p.splits;
   const bool stage = staged_rows && per <= 512 && use_stage(p.T);
-  const int k = stage         ? stage_rows_per_lane(per)
-                : by_compute ? (per <= 256 ? 1 : per <= 512 ? 2 : 8)
-                : per <= 512 ? 4
-                             : 8;
+  int k = stage         ? stage_rows_per_lane(per)
+          : by_compute ? (per <= 256 ? 1 : per <= 512 ? 2 : 8)
+          : per <= 512 ? 4
+                       : 8;
+  // FLASHKIT_MAS_FUSED_K=1|2|4 (measuring): the fused mode's rows a lane, where the CTA's rows fit.
+  if (by_compute && tuning().fused_k > 0 && per <= tuning().fused_k * (tuning().fused_k == 4 ? 128 : 256))
+    k = tuning().fused_k;
   p.rows = std::max((per + 32 * k - 1) / (32 * k), 1) * 32 * k;
   p.dp_warps = p.rows / (32 * k);
   p.stage_bytes = stage ? p.dp_warps * stage_slots(p.dp_warps, k) * k * 1024 : 0;
