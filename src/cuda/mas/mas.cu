@@ -224,8 +224,8 @@ int stage_rows_per_lane(int per) {
 // idle, keeping at least 256 rows a CTA (the pipeline costs 32 frames of lag per CTA). Clusters
 // exist from sm_90 on; older GPUs run one CTA per item.
 // The fused likelihood (v15) is compute, C x 3 operations a cell, done by the DP warps: split
-// down to 128 rows a CTA and take the fewest rows a lane (1 up to 256 rows a CTA, 2 up to 512,
-// else 8) so the most warps share it (FLASHKIT_MAS_FUSED_SPLIT=0: the unfused rule, as before).
+// down to 128 rows a CTA, then rows a lane as measured (v15c, H200, B = 32, C = 192): 1 up to 128
+// rows a CTA, 2 up to 384, 4 up to 512, else 8 (FLASHKIT_MAS_FUSED_SPLIT=0: the unfused rule).
 void choose_split(Params& p, int B, bool staged_rows, bool fused) {
   int dev = 0, sms = 0, major = 0;
   FK_CUDA_CHECK(cudaGetDevice(&dev));
@@ -240,7 +240,7 @@ void choose_split(Params& p, int B, bool staged_rows, bool fused) {
   const int per = (p.T + p.splits - 1) / p.splits;
   const bool stage = staged_rows && per <= 512 && use_stage(p.T);
   int k = stage         ? stage_rows_per_lane(per)
-          : by_compute ? (per <= 256 ? 1 : per <= 512 ? 2 : 8)
+          : by_compute ? (per <= 128 ? 1 : per <= 384 ? 2 : per <= 512 ? 4 : 8)
           : per <= 512 ? 4
                        : 8;
   // FLASHKIT_MAS_FUSED_K=1|2|4 (measuring): the fused mode's rows a lane, where the CTA's rows fit.

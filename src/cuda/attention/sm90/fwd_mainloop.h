@@ -112,9 +112,6 @@ struct FwdMainloop {
   using LayoutKV = SmemTiles<Element, kBlockN, kHeadDim, kStages>;
   using LayoutVt = decltype(transposed_staged<LayoutKV, kBlockN, kHeadDim, kStages>(LayoutKV{}));
   using Softmax = sm80::OnlineSoftmax<2>;  // a thread holds 2 rows of its warpgroup's 64
-  // Keep wgmma.wait_group 0 (P V done) after the softmax's exponentials (see mma()). With three
-  // consumer warpgroups (hdim 64, 160 registers) it costs spills (60 -> 80 B): off there.
-  static constexpr bool kExpsBeforePvWait = kConsumerWarpgroups == 2;
   using Ring = TmaRing<kStages>;
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
@@ -296,11 +293,9 @@ struct FwdMainloop {
       Ring::consumer_wait(smem.k_ring, st.k);
       wgmma<true>(mma_qk, tSrQ, tSrK(_, _, _, st.k.stage), acc_s);
     };
-    auto scores_done = [&](auto& acc_s, int n, bool last, bool release_k = true) {
-      if (release_k) {
-        Ring::consumer_release(smem.k_ring, st.k);
-        st.k.advance();
-      }
+    auto scores_done = [&](auto& acc_s, int n, bool last) {
+      Ring::consumer_release(smem.k_ring, st.k);
+      st.k.advance();
       // After the tile's last S, Q is free: the producer loads the next tile's Q while this
       // warpgroup finishes the last P V and the epilogue (with kOInQ, once O's store has read it).
       if (last && !kOInQ) Ring::Barrier::arrive(&smem.q_empty);
@@ -351,17 +346,8 @@ struct FwdMainloop {
       turns.pass_turn();
       n_next = next_live(pol, kr, w.block, n);
       warpgroup_wait<1>();
-      scores_done(acc_s, n, n_next < kr.begin, !kExpsBeforePvWait);
+      scores_done(acc_s, n, n_next < kr.begin);
       softmax_of(acc_s, n, alpha);
-      if constexpr (kExpsBeforePvWait) {
-        // ptxas hoists wgmma.wait_group 0 over any independent ALU work up to the last memory
-        // operation before it, so the exponentials would run after P V has completed. K_n's
-        // release is that anchor: issued only now, as an arrival predicated on the row sums
-        // (>= 0 or NaN: it always arrives), it depends on every exponential, and the wait
-        // follows it. K_n's stage is free since wait<1>; the producer sees it a softmax later.
-        Ring::consumer_release_after(smem.k_ring, st.k, softmax.stat[0].l + softmax.stat[1].l);
-        st.k.advance();
-      }
       warpgroup_wait<0>();
       pv_done(tOrP);
       Softmax::rescale(o, alpha);
