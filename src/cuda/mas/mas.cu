@@ -257,10 +257,18 @@ void choose_split(Params& p, int B, bool staged_rows, bool fused) {
 // MiB of lookahead (a block of all rows is 8 MiB at T = 2048: deeper, the prefetched lines were
 // evicted before use and DRAM read 1.7x the likelihood, v6b), in runs of 256 bytes per row; where
 // even two blocks do not fit, single blocks within 16 MiB as before.
+// fp32 likelihoods on the register path (texts over 512 rows a CTA) take none: measured without
+// it (session 7, same call each, B = 32, S = 4T, kernels with path), H100 T = 1024 767 -> 747 us,
+// T = 2048 2403 -> 2311; H200 705 -> 687, 2170 -> 2104 (bench/NOTES-mas.md): the register chunks
+// keep enough bytes in flight, and the prefetch's requests cost more than they hide.
 void choose_l2(Params& p, int64_t block_bytes, int es) {
   const Tuning& t = tuning();
   if (t.l2_blocks >= 0) {
     p.l2_blocks = t.l2_blocks, p.l2_group = t.l2_group;
+    return;
+  }
+  if (p.stage_bytes == 0 && es == 4) {
+    p.l2_blocks = 0, p.l2_group = 1;
     return;
   }
   const int64_t bb = std::max<int64_t>(block_bytes, 1), fit = (int64_t{24} << 20) / bb;
