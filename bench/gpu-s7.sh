@@ -7,7 +7,6 @@
 # usage: OUT=/some/dir bench/gpu-s7.sh   (.carry and .whl carried; ~550 s)
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
-left() { echo $(( 585 - ($(date +%s) - t0) )); }
 stamp "build + tests"
 timeout 420 tests/gpu/run --kernels minimal \
   --filter 'AttentionGpuSm90.*:AttentionGpuSmall.Sm90*:AttentionGpuSmall.DenseCausalGqa:AttentionGpu.DeterministicBitwiseEqual:MasGpu*' \
@@ -21,10 +20,6 @@ for k in 1 2 4; do
     --Ts 128,512,1024,1536,2048 >"$log/fusedk$k.log" 2>&1
   grep "fused path" "$log/fusedk$k.log" | sed "s/^/K=$k /"
 done
-stamp "bench/attention.py"
-timeout $(left) python3 bench/attention.py --out "$out" --fwd-only --methods flashkit,flash,cudnn \
-  --hdims 128,64 --seqlens 2048,4096,8192,16384 --name attention-fwd-s7 >"$log/attn.log" 2>&1
-stamp "rc=$?"
-tail -22 "$log/attn.log"
+fwd_vs_cudnn attention-fwd-s7
 (cd "$out" && tar czf logs.tgz t && rm -rf t)
 ls "$out"

@@ -6,7 +6,6 @@
 # usage: OUT=/some/dir bench/gpu-s8.sh   (.carry and .whl carried; ~500 s)
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
-left() { echo $(( 585 - ($(date +%s) - t0) )); }
 stamp "build + tests (FLASHKIT_SM90_UNIFORM_WG=1)"
 CUDAFLAGS=-DFLASHKIT_SM90_UNIFORM_WG=1 timeout 430 tests/gpu/run --kernels minimal \
   --filter 'AttentionGpuSm90.*:AttentionGpuSmall.Sm90*:AttentionGpu.DeterministicBitwiseEqual' \
@@ -14,10 +13,6 @@ CUDAFLAGS=-DFLASHKIT_SM90_UNIFORM_WG=1 timeout 430 tests/gpu/run --kernels minim
 stamp "tests/gpu/run rc=$?"
 grep -E "gpu tests|sanitizer|build" "$log/run.txt" | tail -4
 grep -E "FAILED|Failure" "$log/gpu_tests.log" 2>/dev/null | head -20
-stamp "bench/attention.py"
-timeout $(left) python3 bench/attention.py --out "$out" --fwd-only --methods flashkit,flash,cudnn \
-  --hdims 128,64 --seqlens 2048,4096,8192,16384 --name attention-fwd-v5 >"$log/attn.log" 2>&1
-stamp "rc=$?"
-tail -20 "$log/attn.log"
+fwd_vs_cudnn attention-fwd-v5
 (cd "$out" && tar czf logs.tgz t && rm -rf t)
 ls "$out"

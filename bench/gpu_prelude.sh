@@ -9,3 +9,15 @@ t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$log/steps.txt"; }
 . bench/carried_wheels.sh
 export PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+# Seconds left of a call that must end by 585 s (the device's 600 s limit less packing).
+left() { echo $(( 585 - ($(date +%s) - t0) )); }
+# The forward of flashkit against torch SDPA flash + cudnn in one process (hdim 128 and 64,
+# seqlen 2k-16k; bench/attention.py --fwd-only), the Hopper forward's measurement; $1 names the
+# result file (<date>-<gpu>-$1.json).
+fwd_vs_cudnn() {
+  stamp "bench/attention.py"
+  timeout "$(left)" python3 bench/attention.py --out "$out" --fwd-only --methods flashkit,flash,cudnn \
+    --hdims 128,64 --seqlens 2048,4096,8192,16384 --name "$1" >"$log/attn.log" 2>&1
+  stamp "rc=$?"
+  tail -20 "$log/attn.log"
+}

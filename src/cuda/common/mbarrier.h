@@ -85,12 +85,17 @@ __device__ __forceinline__ void st_cluster_v4(uint32_t cluster_addr, float a, fl
                "f"(b), "f"(c), "f"(d)
                : "memory");
 }
-
-// Orders this thread's mbarrier initialisations before a following cluster barrier, so other CTAs
-// of the cluster may arrive on them afterwards.
-__device__ __forceinline__ void fence_mbar_init_cluster() {
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
 #endif
+
+// Orders this thread's mbarrier initialisations before what follows at cluster scope: other CTAs
+// of the cluster arriving after a cluster barrier, and the async (TMA) proxy's completions. sm_90;
+// traps on older targets, where no caller runs (their kernels are never launched there).
+__device__ __forceinline__ void fence_mbarrier_init() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+  __trap();
+#endif
+}
 
 }  // namespace flashkit::cuda

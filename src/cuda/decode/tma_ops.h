@@ -16,15 +16,6 @@ namespace flashkit::cuda::decoding {
 #define FK_DECODE_TMA 1
 #endif
 
-// Makes the mbarrier inits above it visible to the async (TMA) proxy.
-__device__ __forceinline__ void fence_mbarrier_init() {
-#ifdef FK_DECODE_TMA
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#else
-  __trap();
-#endif
-}
-
 // One arrival that also expects `bytes` of TMA transactions before the phase can complete.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
 #ifdef FK_DECODE_TMA

@@ -414,15 +414,9 @@ __device__ __forceinline__ void store_bits(uint32_t* dst, const uint32_t (&bits)
   }
 }
 
-// Fused: value[x, y0 + j] for the thread's K rows and 8 frames from the coefficients and
-// z[b, c, y0 + j] (every lane reads the same z: broadcast loads), channels in order 0, 1, ... as
-// on the CPU. The channel loop is unrolled by 4 so four channels' loads are in flight together
-// (v15); z's dtype is a template parameter (Z: float, __half, or bf16's bits as uint16_t).
-__device__ __forceinline__ float z_float(float v) { return v; }
-__device__ __forceinline__ float z_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float z_float(uint16_t v) {
-  return __uint_as_float(static_cast<uint32_t>(v) << 16);
-}
+// Fused: value[x, y0 + j] for the thread's K rows from the coefficients and z[b, c, y0 + j]
+// (every lane reads the same z: broadcast loads), channels in order 0, 1, ... as on the CPU; z's
+// dtype is a template parameter (ZS: Src::f32, f16 or bf16, read as raw words like a chunk).
 template <int K>
 __device__ __forceinline__ void load_coeffs(const float* at, int tw, mas::Coeffs (&k)[K]) {
   if constexpr (K % 4 == 0) {
@@ -450,45 +444,42 @@ __device__ __forceinline__ void load_coeffs(const float* at, int tw, mas::Coeffs
 // The coefficients are read once per call.
 __host__ __device__ constexpr int fused_frames(int k) { return k == 2 ? 32 : 8; }
 
-// z[c, y0 .. y0 + F - 1] of one channel: kVecZ: F contiguous elements at a 16-byte aligned
-// address, all inside the item (vector loads); else element by element, 0 past the item (nj).
-template <class Z, int F, bool kVecZ>
-__device__ __forceinline__ void load_z(const Z* zp, int64_t zy, int nj, float (&z)[F]) {
-  if constexpr (kVecZ && sizeof(Z) == 4) {
+// z[c, y0 .. y0 + F - 1] of one channel, elements of dtype ZS held as raw words (zp: Raw<ZS>):
+// kVecZ: F contiguous elements at a 16-byte aligned address, all inside the item (vector loads,
+// unpacked like a likelihood chunk); else element by element, 0 past the item (nj).
+template <Src ZS>
+using Raw = std::conditional_t<sizeof(typename Chunk<ZS>::T) == 4, uint32_t, uint16_t>;
+template <Src ZS, int F, bool kVecZ>
+__device__ __forceinline__ void load_z(const Raw<ZS>* zp, int64_t zy, int nj, float (&z)[F]) {
+  if constexpr (kVecZ) {
+    constexpr int kWords = F * sizeof(Raw<ZS>) / 4;
+    uint32_t w[kWords];
 #pragma unroll
-    for (int q = 0; q < F / 4; ++q) {
-      const float4 a = __ldg(reinterpret_cast<const float4*>(zp) + q);
-      z[4 * q] = a.x, z[4 * q + 1] = a.y, z[4 * q + 2] = a.z, z[4 * q + 3] = a.w;
-    }
-  } else if constexpr (kVecZ) {
-#pragma unroll
-    for (int q = 0; q < F / 8; ++q) {
+    for (int q = 0; q < kWords / 4; ++q) {
       const uint4 a = __ldg(reinterpret_cast<const uint4*>(zp) + q);
-      const uint32_t w[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const uint16_t h = static_cast<uint16_t>(w[j / 2] >> (16 * (j % 2)));
-        if constexpr (std::is_same_v<Z, __half>)
-          z[8 * q + j] = __half2float(__ushort_as_half(h));
-        else
-          z[8 * q + j] = z_float(h);
-      }
+      w[4 * q] = a.x, w[4 * q + 1] = a.y, w[4 * q + 2] = a.z, w[4 * q + 3] = a.w;
     }
+#pragma unroll
+    for (int j = 0; j < F; ++j) z[j] = Chunk<ZS>::get(w, j);
   } else {
 #pragma unroll
-    for (int j = 0; j < F; ++j) z[j] = j < nj ? z_float(zp[j * zy]) : 0.f;
+    for (int j = 0; j < F; ++j) {
+      const uint32_t w = j < nj ? zp[j * zy] : 0u;  // raw 0 is +0 in every dtype
+      z[j] = Chunk<ZS>::get(&w, 0);
+    }
   }
 }
-template <int K, int F, class Z, bool kVecZ>
-__device__ __forceinline__ void fused_channels(const float* coef, const Z* zp, int tw, int nc,
+template <int K, int F, Src ZS, bool kVecZ>
+__device__ __forceinline__ void fused_channels(const float* coef, const Raw<ZS>* zp, int tw, int nc,
                                                int64_t zc, int64_t zy, int nj,
                                                float (&acc)[K][F]) {
+  // At 8 frames a call, 4 channels unrolled: their loads are in flight together.
 #pragma unroll(F == 8 ? 4 : 1)
   for (int c = 0; c < nc; ++c) {
     mas::Coeffs k[K];
     load_coeffs<K>(coef, tw, k);
     float z[F];
-    load_z<Z, F, kVecZ>(zp, zy, nj, z);
+    load_z<ZS, F, kVecZ>(zp, zy, nj, z);
 #pragma unroll
     for (int j = 0; j < F; ++j)
 #pragma unroll
@@ -500,8 +491,8 @@ __device__ __forceinline__ void fused_channels(const float* coef, const Z* zp, i
 // coef: the item's coefficients at row x0 ([C][3][Tw]: c0, c1, c2 rows; x0 a multiple of K, Tw
 // of 8); zp: z[b, 0, y0]; z_vec: z's rows contiguous and 16-byte aligned at every multiple of 8.
 // out[q]: chunk q of the call (frames y0 + 8q .. y0 + 8q + 7).
-template <int K, int F, class Z>
-__device__ void fused_chunks_z(const float* coef, const Z* zp, int tw, int nc, int64_t zc,
+template <int K, int F, Src ZS>
+__device__ void fused_chunks_z(const float* coef, const Raw<ZS>* zp, int tw, int nc, int64_t zc,
                                int64_t zy, int nj, bool z_vec, uint32_t (&out)[F / 8][K][8]) {
   float acc[K][F];
 #pragma unroll
@@ -509,9 +500,9 @@ __device__ void fused_chunks_z(const float* coef, const Z* zp, int tw, int nc, i
 #pragma unroll
     for (int j = 0; j < F; ++j) acc[i][j] = 0.f;
   if (z_vec && nj >= F)
-    fused_channels<K, F, Z, true>(coef, zp, tw, nc, zc, zy, nj, acc);
+    fused_channels<K, F, ZS, true>(coef, zp, tw, nc, zc, zy, nj, acc);
   else
-    fused_channels<K, F, Z, false>(coef, zp, tw, nc, zc, zy, nj, acc);
+    fused_channels<K, F, ZS, false>(coef, zp, tw, nc, zc, zy, nj, acc);
 #pragma unroll
   for (int i = 0; i < K; ++i)
 #pragma unroll
@@ -526,14 +517,14 @@ __device__ __noinline__ void fused_chunks_call(const float* coef, const void* z,
                                                bool z_vec, uint32_t (&out)[F / 8][K][8]) {
   switch (static_cast<DType>(zdtype)) {
     case DType::f16:
-      return fused_chunks_z<K, F>(coef, static_cast<const __half*>(z), tw, nc, zc, zy, nj, z_vec,
-                                  out);
+      return fused_chunks_z<K, F, Src::f16>(coef, static_cast<const uint16_t*>(z), tw, nc, zc, zy,
+                                            nj, z_vec, out);
     case DType::bf16:
-      return fused_chunks_z<K, F>(coef, static_cast<const uint16_t*>(z), tw, nc, zc, zy, nj,
-                                  z_vec, out);
+      return fused_chunks_z<K, F, Src::bf16>(coef, static_cast<const uint16_t*>(z), tw, nc, zc, zy,
+                                             nj, z_vec, out);
     default:
-      return fused_chunks_z<K, F>(coef, static_cast<const float*>(z), tw, nc, zc, zy, nj, z_vec,
-                                  out);
+      return fused_chunks_z<K, F, Src::f32>(coef, static_cast<const uint32_t*>(z), tw, nc, zc, zy,
+                                            nj, z_vec, out);
   }
 }
 // The likelihood of the thread's K rows (from x0) at frames y0 .. y0 + F - 1 (F =

@@ -41,8 +41,7 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
   static_assert(!kStage || (K <= 4 && kVec && !kFused), "the stage serves K = 1, 2, 4 vector rows");
   // Dynamic shared memory: the stage (kStage), then the decision bits when p.bits_smem.
   extern __shared__ uint4 s_dyn[];
-  // 1024-byte aligned: a warp's ring is 1024 bytes, so slot addresses are base | offset.
-  __shared__ __align__(1024) float s_ring[kMaxThreads / 32][kRing];
+  __shared__ __align__(16) float s_ring[kMaxThreads / 32][kRing];
   __shared__ uint64_t s_full[kMaxThreads / 32][kStages];   // ring w, stage s written
   __shared__ uint64_t s_empty[kMaxThreads / 32][kStages];  // ring w, stage s read
   __shared__ int32_t s_start[kMaxText];  // the backtrack's run starts (CTA 0), for write_runs
@@ -141,7 +140,7 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
   }
   if (xring) {
 #if __CUDA_ARCH__ >= 900
-    fence_mbar_init_cluster();
+    fence_mbarrier_init();
     cg::this_cluster().sync();  // every CTA's barriers exist before any other CTA arrives
 #else
     __trap();  // unreachable: choose_split never splits an item below sm_90 (no clusters)

@@ -159,11 +159,10 @@ void launch_staged(const Params& p, int B, cudaStream_t stream) {
 template <Src S, bool kVec>
 void launch_rows(const Params& p, int B, cudaStream_t stream) {
   constexpr int kNB4 = S == Src::f32 ? 4 : 2;
-  if constexpr (S == Src::fused) {  // 1 or 2 rows a lane: choose_split's rule for the fused mode
+  if constexpr (S == Src::fused) {  // 1 or 2 rows a lane (choose_split's fused rule); 4, 8 below
     const int k = p.rows / (32 * p.dp_warps);
     if (k == 1) return launch_kernel<S, 1, 2, kVec>(p, B, stream);
     if (k == 2) return launch_kernel<S, 2, 2, kVec>(p, B, stream);
-    if (k == 4) return launch_kernel<S, 4, 2, kVec>(p, B, stream);
   }
   if constexpr (kVec && S != Src::fused)
     if (p.stage_bytes > 0) {
@@ -244,8 +243,8 @@ void choose_split(Params& p, int B, bool staged_rows, bool fused) {
           : per <= 512 ? 4
                        : 8;
   // FLASHKIT_MAS_FUSED_K=1|2|4 (measuring): the fused mode's rows a lane, where the CTA's rows fit.
-  if (by_compute && tuning().fused_k > 0 && per <= tuning().fused_k * (tuning().fused_k == 4 ? 128 : 256))
-    k = tuning().fused_k;
+  const int fk = tuning().fused_k;
+  if (by_compute && fk > 0 && per <= fk * (max_block_threads(fk) - 32)) k = fk;
   p.rows = std::max((per + 32 * k - 1) / (32 * k), 1) * 32 * k;
   p.dp_warps = p.rows / (32 * k);
   p.stage_bytes = stage ? p.dp_warps * stage_slots(p.dp_warps, k) * k * 1024 : 0;

@@ -281,7 +281,6 @@ struct FwdMainloop {
     TiledMmaQK mma_qk;
     TiledMmaPV mma_pv;
     auto thr_qk = mma_qk.get_thread_slice(tid);
-    auto thr_pv = mma_pv.get_thread_slice(tid);
     Tensor sQ = make_tensor(make_smem_ptr(smem.q), LayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});
     Tensor sVt = make_tensor(make_smem_ptr(smem.v), LayoutVt{});  // (D, BN, stage)
@@ -297,6 +296,7 @@ struct FwdMainloop {
     Tensor tSrK = wg_qk.partition_fragment_B(sK);   // (MMA, N, K, stage) descriptors
     Tensor tOrV = wg_pv.partition_fragment_B(sVt);  // (MMA, D, K, stage)
 #else
+    auto thr_pv = mma_pv.get_thread_slice(tid);
     Tensor tSrQ = thr_qk.partition_fragment_A(sQ);
     Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, N, K, stage) descriptors
     Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, D, K, stage)
