@@ -1,23 +1,38 @@
 """One forward and one backward of flashkit attention per head dim, for Nsight Compute:
   ncu --kernel-name regex:BwdKernel --section SpeedOfLight --section WarpStateStats \
-      python3 bench/profile_attention.py [hdim ...]
-bf16, non-causal, batch 4 x seqlen 4096, hidden 2048 (the FA2 protocol's middle point)."""
-import sys
+      python3 bench/profile_attention.py [--fwd-only] [--cudnn] [--seqlen N] [hdim ...]
+bf16, non-causal, hidden 2048, batch * seqlen = 16k (default seqlen 4096, the FA2 protocol's
+middle point). --cudnn also runs PyTorch SDPA's cudnn backend once on the same tensors (after
+flashkit's calls), so one ncu run can profile both forwards."""
+import argparse
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from flashkit import _C
 
 
 def main():
-    for d in [int(x) for x in sys.argv[1:]] or [128]:
-        b, s, h = 4, 4096, 2048 // d
+    ap = argparse.ArgumentParser()
+    ap.add_argument("hdims", nargs="*", type=int, default=[128])
+    ap.add_argument("--fwd-only", action="store_true")
+    ap.add_argument("--cudnn", action="store_true")
+    ap.add_argument("--seqlen", type=int, default=4096)
+    args = ap.parse_args()
+    for d in args.hdims:
+        s = args.seqlen
+        b, h = max(1, 16384 // s), 2048 // d
         q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         o, do = torch.empty_like(q), torch.randn_like(q)
         lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
         dq, dk, dv = (torch.empty_like(x) for x in (q, k, v))
         _C.attention_forward_into(q, k, v, o, lse, 0.0, False, 0)
-        _C.attention_backward_into(q, k, v, o, do, lse, dq, dk, dv, 0.0, False, False, 0, None)
+        if not args.fwd_only:
+            _C.attention_backward_into(q, k, v, o, do, lse, dq, dk, dv, 0.0, False, False, 0, None)
+        if args.cudnn:
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                torch.nn.functional.scaled_dot_product_attention(
+                    q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
         torch.cuda.synchronize()
 
 
