@@ -23,7 +23,7 @@ ncu -i "$log/fk.ncu-rep" --page details >"$log/fk-details.txt" 2>&1
 ncu -i "$log/fk.ncu-rep" --page source --csv --print-source sass >"$log/fk-sass.csv" 2>&1
 rm -f "$log/fk.ncu-rep"
 stamp "ncu cudnn forward"
-timeout 150 ncu --clock-control none --kernel-name regex:'(?i)(sdpa|fprop|cudnn|fmha)' \
+timeout 150 ncu --clock-control none --kernel-name regex:'sdpa|fprop|cudnn' \
   --launch-count 1 $sec -o "$log/cd" \
   python3 bench/profile_attention.py --fwd-only --cudnn --seqlen 8192 128 >"$log/ncu-cd.log" 2>&1
 stamp "rc=$?"
