@@ -6,8 +6,8 @@
 // mbarriers in shared memory.
 #pragma once
 
-#ifndef FLASHKIT_SM90_UNIFORM_WG  // 1: warp-uniform warpgroup index (sm90 forward v5, GPU-unverified)
-#define FLASHKIT_SM90_UNIFORM_WG 0
+#ifndef FLASHKIT_SM90_UNIFORM_WG  // 1: warp-uniform warpgroup index (sm90 forward v5)
+#define FLASHKIT_SM90_UNIFORM_WG 1
 #endif
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>

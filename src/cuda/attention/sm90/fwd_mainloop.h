@@ -10,15 +10,30 @@
 // the TMA store has read O, so every tile, one without live key blocks too, takes it in turn.
 #pragma once
 
-#ifndef FLASHKIT_SM90_UNIFORM_WG  // 1: warp-uniform warpgroup index (sm90 forward v5, GPU-unverified)
-#define FLASHKIT_SM90_UNIFORM_WG 0
+#ifndef FLASHKIT_SM90_UNIFORM_WG  // 1: warp-uniform warpgroup index (sm90 forward v5)
+#define FLASHKIT_SM90_UNIFORM_WG 1
+#endif
+// sm90 forward v6 knobs (bench/NOTES-attention.md; A/B'd with bench/sm90_fwd_ab.cu): the softmax
+// shape (sm90/fwd_softmax.h: tree reductions, polynomial exp2 for FWD_POLY of every 8 columns,
+// lazy rescale past FWD_LAZY log2 units) and FWD_PIN, the P V wait kept after the exponentials.
+#ifndef FLASHKIT_SM90_FWD_TREE
+#define FLASHKIT_SM90_FWD_TREE 0
+#endif
+#ifndef FLASHKIT_SM90_FWD_POLY
+#define FLASHKIT_SM90_FWD_POLY 0
+#endif
+#ifndef FLASHKIT_SM90_FWD_LAZY
+#define FLASHKIT_SM90_FWD_LAZY 0
+#endif
+#ifndef FLASHKIT_SM90_FWD_PIN
+#define FLASHKIT_SM90_FWD_PIN 0
 #endif
 #include <cmath>
 
 #include "cuda/attention/params.h"
 #include "cuda/attention/score_policy.h"
 #include "cuda/attention/seqlen.h"
-#include "cuda/attention/sm80/online_softmax.h"
+#include "cuda/attention/sm90/fwd_softmax.h"
 #include "cuda/attention/sm90/pipeline.h"
 #include "cuda/attention/sm90/traits.h"
 #include "cuda/attention/tile_scheduler.h"
@@ -115,7 +130,12 @@ struct FwdMainloop {
   using LayoutQ = SmemTile<Element, kBlockM, kHeadDim>;
   using LayoutKV = SmemTiles<Element, kBlockN, kHeadDim, kStages>;
   using LayoutVt = decltype(transposed_staged<LayoutKV, kBlockN, kHeadDim, kStages>(LayoutKV{}));
-  using Softmax = sm80::OnlineSoftmax<2>;  // a thread holds 2 rows of its warpgroup's 64
+  // A thread holds 2 rows of its warpgroup's 64.
+  using Softmax = FwdSoftmax<2, bool(FLASHKIT_SM90_FWD_TREE), FLASHKIT_SM90_FWD_POLY,
+                             FLASHKIT_SM90_FWD_LAZY>;
+  // Keep wgmma.wait_group 0 (P V done) after the softmax's exponentials (see mma()); two
+  // consumer warpgroups only (hdim 64's three at 160 registers spill with it).
+  static constexpr bool kExpsBeforePvWait = FLASHKIT_SM90_FWD_PIN && kConsumerWarpgroups == 2;
   using Ring = TmaRing<kStages>;
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
@@ -310,9 +330,11 @@ struct FwdMainloop {
       Ring::consumer_wait(smem.k_ring, st.k);
       wgmma<true>(mma_qk, tSrQ, tSrK(_, _, _, st.k.stage), acc_s);
     };
-    auto scores_done = [&](auto& acc_s, int n, bool last) {
-      Ring::consumer_release(smem.k_ring, st.k);
-      st.k.advance();
+    auto scores_done = [&](auto& acc_s, int n, bool last, bool release_k = true) {
+      if (release_k) {
+        Ring::consumer_release(smem.k_ring, st.k);
+        st.k.advance();
+      }
       // After the tile's last S, Q is free: the producer loads the next tile's Q while this
       // warpgroup finishes the last P V and the epilogue (with kOInQ, once O's store has read it).
       if (last && !kOInQ) Ring::Barrier::arrive(&smem.q_empty);
@@ -363,8 +385,17 @@ struct FwdMainloop {
       turns.pass_turn();
       n_next = next_live(pol, kr, w.block, n);
       warpgroup_wait<1>();
-      scores_done(acc_s, n, n_next < kr.begin);
+      scores_done(acc_s, n, n_next < kr.begin, !kExpsBeforePvWait);
       softmax_of(acc_s, n, alpha);
+      if constexpr (kExpsBeforePvWait) {
+        // ptxas hoists wgmma.wait_group 0 over independent ALU work up to the last memory
+        // operation before it, so the exponentials would run after P V has completed. K_n's
+        // release is that anchor: issued only now, as an arrival predicated on the row sums
+        // (>= 0 or NaN: it always arrives), it depends on every exponential, and the wait
+        // follows it. K_n's stage is free since wait<1>; the producer sees it a softmax later.
+        Ring::consumer_release_after(smem.k_ring, st.k, softmax.stat[0].l + softmax.stat[1].l);
+        st.k.advance();
+      }
       warpgroup_wait<0>();
       pv_done(tOrP);
       Softmax::rescale(o, alpha);

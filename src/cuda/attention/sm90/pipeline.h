@@ -50,6 +50,19 @@ struct TmaRing {
   __device__ static void consumer_release(Storage& s, int stage) {
     Barrier::arrive(&s.empty[stage]);
   }
+  // consumer_release once `dep` is computed: the arrival is predicated on dep >= 0 or unordered
+  // (setp.geu), so it always happens for a dep that is non-negative or NaN (a sum of
+  // exponentials), yet the compilers must order it after dep's computation.
+  __device__ static void consumer_release_after(Storage& s, const State& st, float dep) {
+    const uint32_t addr = cute::cast_smem_ptr_to_uint(&s.empty[st.stage]);
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "setp.geu.f32 p, %1, 0f00000000;\n\t"
+        "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n\t}"
+        :
+        : "r"(addr), "f"(dep)
+        : "memory");
+  }
 };
 
 }  // namespace flashkit::cuda::attn::sm90
