@@ -23,11 +23,12 @@ namespace flashkit::cuda::attn::sm90 {
 // 2^x for x <= 0 on the FMA/ALU pipes: x = j + f with j = floor(x), f in [0, 1); 2^f from a
 // degree-3 polynomial (max relative error 7.5e-5, a relative-error minimax fit, below the 2^-8 / 2^-11 rounding
 // P gets on its way to the P V product), 2^j added to the exponent field. x is clamped at
-// -127, where the result's exponent field is 0: a subnormal that the FTZ arithmetic downstream
-// (the row sum, the bf16/fp16 conversion) treats as 0, so masked scores (-inf) still give P = 0.
+// -126: 2^f's polynomial is 0.99993 at f = 0, whose exponent field (126) plus j must stay >= 0
+// (at -127 it wrapped into the sign bit: NaN). The smallest results are subnormals that the FTZ
+// arithmetic downstream (the row sum) treats as 0, so masked scores (-inf) still give P ~ 0.
 __device__ __forceinline__ float exp2_poly(float x) {
   constexpr float kMagic = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer in the low bits
-  x = fmaxf(x, -127.f);
+  x = fmaxf(x, -126.f);
   const float t = __fadd_rd(x, kMagic);  // kMagic + floor(x)
   const float f = x - (t - kMagic);      // in [0, 1)
   float p = fmaf(fmaf(fmaf(7.8024194e-2f, f, 2.2606722e-1f), f, 6.9583374e-1f), f, 9.9992520e-1f);
