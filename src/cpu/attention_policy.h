@@ -65,7 +65,7 @@ struct ScorePolicy {
     }
     dropout = o.dropout_p > 0.f;
     drop_threshold = dropout_threshold(o.dropout_p);
-    keep_scale = 1.f / (1.f - o.dropout_p);
+    keep_scale = static_cast<float>(dropout_keep_scale(drop_threshold));  // p quantised
     seed = o.dropout_seed;
     offset = o.dropout_offset;
     batch = b;
