@@ -25,8 +25,11 @@ struct AttentionOptions {
   int window_right = -1;
   float softcap = 0.f;        // > 0: scores become softcap * tanh(scores / softcap)
   TensorView alibi_slopes;    // fp32 [heads] or [batch, heads]; adds -slope*|i + sk - sq - j|
-  // Dropout on P: probability of dropping, kept values scaled by 1/(1-p). Element (b, h, i, j)
-  // (i, j within the sequence) is decided by Philox4x32-10 keyed on (seed, offset, b, h, i, j)
+  // Dropout on P: probability of dropping, in [0, 1). It is quantised to 1/65536: the drop
+  // probability used is threshold / 65536 with threshold = round(p * 65536) clamped to
+  // [0, 65535], and kept values are scaled by 65536 / (65536 - threshold), the inverse of that
+  // keep probability, so the output stays unbiased. Element (b, h, i, j) (i, j within the
+  // sequence) is decided by a 16-bit Philox4x32-10 draw keyed on (seed, offset, b, h, i, j)
   // (src/common/philox.h), so every backend and the backward draw the same mask.
   float dropout_p = 0.f;
   uint64_t dropout_seed = 0;

@@ -2,6 +2,7 @@
 // to one tile, and the dropout keep-scales drawn from the shared Philox stream.
 #include "cpu/attention_policy.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "cpu/tile_math.h"
@@ -44,14 +45,19 @@ void ScorePolicy::dropout_scales(float* Z, int ld, int r0, int nr, int c0, int n
   for (int r = 0; r < nr; ++r) {
     float* z = Z + static_cast<int64_t>(r) * ld;
     const int row = r0 + r;
-    // Draws come four columns at a time; c0 is a multiple of 4 (tiles start at multiples of Bc).
-    for (int j = 0; j < nc; j += 4) {
-      const Philox4 d = dropout_draws(seed, offset, batch, head, heads, row, (c0 + j) >> 2);
-      for (int e = 0; e < 4 && j + e < nc; ++e) {
-        const bool keep = d.x[e] >= drop_threshold;
+    // One Philox call per 8 aligned columns (common/philox.h); the tile may start mid-group.
+    for (int j = 0; j < nc;) {
+      const int col = c0 + j, n = std::min(8 - (col & 7), nc - j);
+      const uint32_t bits =
+          dropout_keep8(dropout_draws(seed, offset, batch, head, heads, row, col >> 3),
+                        drop_threshold) >>
+          (col & 7);
+      for (int e = 0; e < n; ++e) {
+        const bool keep = (bits >> e) & 1u;
         z[j + e] = keep ? keep_scale : 0.f;
         if (mask_out) mask_out[static_cast<int64_t>(r) * mask_ld + j + e] = keep;
       }
+      j += n;
     }
   }
 }

@@ -65,7 +65,7 @@ struct ScorePolicy {
     }
     dropout = o.dropout_p > 0.f;
     drop_threshold = dropout_threshold(o.dropout_p);
-    keep_scale = 1.f / (1.f - o.dropout_p);
+    keep_scale = static_cast<float>(dropout_keep_scale(drop_threshold));  // p quantised
     seed = o.dropout_seed;
     offset = o.dropout_offset;
     batch = b;
@@ -101,7 +101,7 @@ struct ScorePolicy {
   void apply(float* S, int ld, int r0, int nr, int c0, int nc, TileKind kind,
              float* tanh_out = nullptr) const;
 
-  // Z[r][j] = keep ? 1/(1-p) : 0 for the tile (only when dropout is on); mask_out (u8, may be
+  // Z[r][j] = keep ? keep_scale : 0 for the tile (only when dropout is on); mask_out (u8, may be
   // null) receives the keep bits with row stride mask_ld.
   void dropout_scales(float* Z, int ld, int r0, int nr, int c0, int nc, uint8_t* mask_out,
                       int64_t mask_ld) const;

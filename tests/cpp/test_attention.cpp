@@ -1,16 +1,20 @@
 // CPU FlashAttention-2 forward and backward against the fp64 naive reference on fresh random
 // inputs, with the DESIGN.md tolerance rule (2x the naive low-precision error + 1e-5): dtypes,
 // head dims, causal alignment, GQA/MQA, varlen, odd lengths, every modifier and some pairs.
-// Also the Philox generator against its known-answer vectors. FK_VERBOSE=1 prints each error next
-// to its tolerance.
+// Also the Philox generator against its known-answer vectors and the dropout draws built on it.
+// FK_VERBOSE=1 prints each error next to its tolerance.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "attention_case.h"
 #include "common/philox.h"
+#include "cpu/attention_policy.h"
 
 using namespace flashkit;
 using namespace flashkit::testing;
@@ -239,6 +243,7 @@ TEST(Attention, DropoutMaskOutMatchesPhiloxAndRate) {
   c.opts.dropout_mask_out = mask.view();
   attention_forward(c.q, c.k, c.v, out, lse, c.opts);
   const uint32_t thr = dropout_threshold(s.dropout_p);
+  ASSERT_EQ(thr, 16384u);  // 0.25 is exact in 1/65536 units
   int64_t kept = 0;
   for (int b = 0; b < 2; ++b)
     for (int h = 0; h < 3; ++h)
@@ -250,7 +255,8 @@ TEST(Attention, DropoutMaskOutMatchesPhiloxAndRate) {
                            : 0);
           kept += m;
         }
-  EXPECT_NEAR(static_cast<double>(kept) / mask.numel(), 0.75, 0.02);
+  const double n = static_cast<double>(mask.numel());
+  EXPECT_NEAR(kept / n, 0.75, 4 * std::sqrt(0.25 * 0.75 / n));
   // A different offset gives a different mask (the offset is part of the counter).
   HostTensor mask2(DType::u8, {2, 3, 50, 70});
   c.opts.dropout_mask_out = mask2.view();
@@ -271,6 +277,97 @@ TEST(Attention, FullyMaskedRowsGiveZeroAndMinusInfLse) {
     for (int d = 0; d < 32; ++d) EXPECT_EQ(out.get(i * 32 + d), 0.f);
   }
   EXPECT_TRUE(std::isfinite(lse.get(30)));
+}
+
+// Dropout's 16-bit draws (common/philox.h): one Philox call decides 8 columns of a row, column c
+// of the group taking half c (word c >> 1, low 16 bits for even c, high for odd). The pinned
+// halves were computed by this code: a change of counter, key or half order shows here.
+TEST(Dropout, SixteenBitDrawLayout) {
+  const uint64_t seed = 0x0123456789abcdefull, offset = 0x0000000500000007ull;
+  // batch 1, head 2 of 3, row 10, columns 32..39 (col8 = 4)
+  const Philox4 d = dropout_draws(seed, offset, 1, 2, 3, 10, 4);
+  const Philox4 raw = philox4x32_10(4, 10, 1 * 3 + 2, 7, 0x89abcdefu, 0x01234567u ^ 5u);
+  for (int w = 0; w < 4; ++w) EXPECT_EQ(d.x[w], raw.x[w]);
+  const uint32_t halves[8] = {0x4f0d, 0x5d6f, 0x00af, 0x3bd9, 0xc437, 0x38d3, 0xf7cf, 0xdad1};
+  for (int c = 0; c < 8; ++c) {
+    EXPECT_EQ(dropout_half(d, c), halves[c]) << "column " << c;
+    EXPECT_EQ(dropout_half(d, c), (d.x[c / 2] >> (c % 2 ? 16 : 0)) & 0xFFFFu);
+  }
+  // Half-way: columns 4, 6 and 7 are kept (>= 0x8000), the others dropped.
+  const uint32_t thr = dropout_threshold(0.5f);
+  EXPECT_EQ(thr, 0x8000u);
+  EXPECT_EQ(dropout_keep8(d, thr), 0xD0u);
+  for (int c = 0; c < 8; ++c)
+    for (uint32_t t : {0u, 1u, 0x00AFu, 0x00B0u, 0x4F0Du, 0x8000u, 0xF7CFu, 0xFFFFu}) {
+      const bool keep = halves[c] >= t;
+      EXPECT_EQ(dropout_keep(seed, offset, 1, 2, 3, 10, 32 + c, t), keep) << c << " " << t;
+      EXPECT_EQ((dropout_keep8(d, t) >> c) & 1u, keep ? 1u : 0u) << c << " " << t;
+    }
+}
+
+// p is quantised to 1/65536 (round to nearest, at most 65535/65536); the keep scale inverts the
+// quantised keep probability exactly, so E[keep * scale] = 1.
+TEST(Dropout, ThresholdQuantisesP) {
+  EXPECT_EQ(dropout_threshold(0.f), 0u);
+  EXPECT_EQ(dropout_threshold(0.1f), 6554u);  // 6553.6
+  EXPECT_EQ(dropout_threshold(0.5f), 32768u);
+  EXPECT_EQ(dropout_threshold(0.75f), 49152u);
+  EXPECT_EQ(dropout_threshold(0.99f * (1.f / 131072)), 0u);  // below half a step: keeps all
+  EXPECT_EQ(dropout_threshold(1.01f * (1.f / 131072)), 1u);
+  EXPECT_EQ(dropout_threshold(0.99999994f), 65535u);  // the largest float below 1: clamped
+  for (float p : {0.f, 0.1f, 0.3f, 0.5f, 0.9f, 0.99999994f}) {
+    const uint32_t t = dropout_threshold(p);
+    if (p < 0.999f) {  // not clamped: within half a step
+      EXPECT_LE(std::fabs(t / 65536.0 - p), 0.5 / 65536) << p;
+    }
+    EXPECT_DOUBLE_EQ(dropout_keep_scale(t) * (65536 - t), 65536.0) << p;
+  }
+  EXPECT_EQ(dropout_keep_scale(0), 1.0);
+}
+
+// The kept fraction over ~800k elements lies within 4 sigma of the quantised 1 - p, for a p that
+// rounds up (0.1), one that rounds down (1/3) and a large one.
+TEST(Dropout, KeptFractionMatchesQuantisedP) {
+  for (float p : {0.1f, 1.f / 3, 0.9f}) {
+    const uint32_t thr = dropout_threshold(p);
+    const double keep_p = 1.0 - thr / 65536.0;
+    int64_t kept = 0, n = 0;
+    for (int b = 0; b < 2; ++b)
+      for (int h = 0; h < 3; ++h)
+        for (int i = 0; i < 256; ++i)
+          for (int j = 0; j < 520; ++j, ++n)
+            kept += dropout_keep(0x9e3779b97f4a7c15ull, 12345, b, h, 3, i, j, thr);
+    EXPECT_NEAR(double(kept) / n, keep_p, 4 * std::sqrt(keep_p * (1 - keep_p) / n)) << "p " << p;
+  }
+}
+
+// The CPU tile loop's dropout scales equal the per-element rule for any tile split, tiles starting
+// mid-group of 8 included: the draws do not depend on the order or grouping of evaluation.
+TEST(Dropout, ScalesIndependentOfTileSplit) {
+  AttentionShape sh;
+  sh.batch = 2, sh.heads = 3, sh.kv_heads = 3, sh.hdim = 32, sh.seqlen_q = 9, sh.seqlen_k = 77;
+  AttentionOptions o;
+  o.dropout_p = 0.3f, o.dropout_seed = 0xfeedfacecafebeefull, o.dropout_offset = 0x100000003ull;
+  const cpu::ScorePolicy pol(sh, o, {0, 0, sh.seqlen_q, sh.seqlen_k}, 1, 2);
+  const uint32_t thr = dropout_threshold(o.dropout_p);
+  const float scale = static_cast<float>(dropout_keep_scale(thr));
+  EXPECT_EQ(pol.keep_scale, scale);
+  for (int width : {1, 3, 5, 8, 13, 77}) {
+    std::vector<float> z(sh.seqlen_q * sh.seqlen_k, -1.f);
+    std::vector<uint8_t> mask(z.size(), 7);
+    for (int r0 = 0; r0 < sh.seqlen_q; r0 += 2)
+      for (int c0 = 0; c0 < sh.seqlen_k; c0 += width) {
+        const int nr = std::min(2, sh.seqlen_q - r0), nc = std::min(width, sh.seqlen_k - c0);
+        pol.dropout_scales(&z[r0 * sh.seqlen_k + c0], sh.seqlen_k, r0, nr, c0, nc,
+                           &mask[r0 * sh.seqlen_k + c0], sh.seqlen_k);
+      }
+    for (int i = 0; i < sh.seqlen_q; ++i)
+      for (int j = 0; j < sh.seqlen_k; ++j) {
+        const bool keep = dropout_keep(o.dropout_seed, o.dropout_offset, 1, 2, 3, i, j, thr);
+        ASSERT_EQ(mask[i * sh.seqlen_k + j], keep ? 1 : 0) << width << " " << i << " " << j;
+        ASSERT_EQ(z[i * sh.seqlen_k + j], keep ? scale : 0.f) << width << " " << i << " " << j;
+      }
+  }
 }
 
 TEST(Philox, MatchesRandom123KnownAnswers) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "attention_case.h"
+#include "common/philox.h"
 #include "device_tensor.h"
 #include "flashkit/errors.h"
 
@@ -562,7 +563,7 @@ TEST(AttentionGpuSm90, PaddedBuckets) {
 
 // Dropout: the GPU's returned mask equals the CPU backend's bit for bit (same Philox key: seed,
 // offset, batch, head, row, column), over masked and unmasked elements alike, and keeps a fraction
-// within 4 sigma of 1 - p. The outputs and gradients against the fp64 reference (which draws the
+// within 4 sigma of 1 - p, p quantised to 1/65536 (common/philox.h's 16-bit draws). The outputs and gradients against the fp64 reference (which draws the
 // same bits) are checked by AttentionGpuVariants and the tests below.
 TEST(AttentionGpuDropout, MaskBitsEqualCpuAndKeptFraction) {
   for (float p : {0.1f, 0.5f}) {
@@ -589,8 +590,9 @@ TEST(AttentionGpuDropout, MaskBitsEqualCpuAndKeptFraction) {
     EXPECT_TRUE(mask_gpu.same_bytes(mask_cpu)) << "p " << p;
     int64_t kept = 0;
     for (int64_t i = 0; i < mask_gpu.numel(); ++i) kept += mask_gpu.ptr<uint8_t>()[i];
-    const double n = double(mask_gpu.numel()), sigma = std::sqrt(p * (1 - p) / n);
-    EXPECT_NEAR(kept / n, 1 - p, 4 * sigma) << "p " << p;
+    const double pq = dropout_threshold(p) / 65536.0;
+    const double n = double(mask_gpu.numel()), sigma = std::sqrt(pq * (1 - pq) / n);
+    EXPECT_NEAR(kept / n, 1 - pq, 4 * sigma) << "p " << p;
   }
 }
 

@@ -35,6 +35,25 @@ __device__ __forceinline__ float tanh_abs_accurate(float x) {
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 __device__ __forceinline__ int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
+// One stage of a transpose of kWidth-bit fields across lanes, repeated in every byte of x (the
+// dropout bit gathering below): lane index `idx` and its partner idx ^ kM (lane ^ lane_xor) swap
+// the fields whose index has bit kM unlike their own index. After the stages kM = 1, 2, .. of a
+// group of n lanes (n fields a byte), field f of lane l holds what field l of lane f held.
+template <int kWidth, int kM>
+__device__ __forceinline__ uint32_t transpose_fields(uint32_t x, int idx, int lane_xor) {
+  constexpr int kShift = kM * kWidth;
+  constexpr uint32_t kLowByte = [] {  // fields with (f & kM) == 0 of one byte
+    uint32_t m = 0;
+    for (int f = 0; f < 8 / kWidth; ++f)
+      if (!(f & kM)) m |= ((1u << kWidth) - 1) << (f * kWidth);
+    return m;
+  }();
+  constexpr uint32_t kLow = kLowByte * 0x01010101u;
+  const bool upper = idx & kM;
+  const uint32_t got = __shfl_xor_sync(0xffffffffu, upper ? x << kShift : x >> kShift, lane_xor);
+  return upper ? (x & ~kLow) | (got & kLow) : (x & kLow) | (got & ~kLow);
+}
+
 template <bool kCausal_>
 struct PlainScores {
   static constexpr bool kCausal = kCausal_;
@@ -193,7 +212,7 @@ struct GeneralScores {
     int bm_row_stride, bm_col_stride, bm_block_q, bm_block_k;
     uint64_t seed, offset;  // dropout (common/philox.h); threshold 0: off
     uint32_t drop_threshold;
-    float keep_scale;  // 1 / (1 - p)
+    float keep_scale;  // 65536 / (65536 - threshold): 1 / (1 - p) of the quantised p
     int heads;
   };
   static Params to_params(const AttnArguments& a) {
@@ -388,42 +407,70 @@ struct GeneralScores {
     if (mask) apply_masks(s, coord, row0, col0);
   }
 
-  // Keep bits of the thread's tile elements, bit r * cols + c for element (r, c). The m16n8
-  // accumulator gives lanes q and q^1 of a quad the same 4 columns (2 each) on rows g and g+8:
-  // the even lane draws row g's four bits, the odd lane row g+8's, and one shuffle swaps the
-  // halves the other needs, so each Philox call (common/philox.h: the CPU's draws bit for bit)
-  // serves four elements.
+  // Keep bits of the thread's tile elements, bit r * cols + c for element (r, c). A Philox call
+  // (common/philox.h: the CPU's draws bit for bit) decides the 8 columns of one row of one n8
+  // atom, which is what the m16n8 accumulator gives a quad of lanes (lane q: columns 2q, 2q + 1)
+  // on that row. Element indices run in bytes: byte b of the word is the thread's elements
+  // 8b .. 8b + 7, four (row, atom) column pairs, the same four for the whole quad; lane q draws
+  // the call of pair q (element 8b + 2q), so the quad's four calls of byte b are one call per
+  // lane, and a 4 x 4 transpose of 2-bit fields within each byte (2 xor shuffles per 32 bits)
+  // hands every lane its two bits of each call. Calls per thread: elements / 8 (16, 32 or 64
+  // elements in the tile configs that instantiate dropout: sm80 forward 16-64, sm80 backward
+  // 16-64, sm90 forward 64); other shapes take the fallback below.
   template <class S, class Coord>
   __device__ __forceinline__ auto keep_bits(const S& s, const Coord& coord, int row0,
                                             int col0) const {
     constexpr int kCols = decltype(cute::size<1>(s))::value;
+    constexpr int kElems = decltype(cute::size(s))::value;
     // Only dropout instantiations draw bits; tile configs give them <= 64 scores per thread.
-    static_assert(!kHasDropout || decltype(cute::size(s))::value <= 64,
-                  "a thread's tile exceeds the keep word");
-    using Bits = std::conditional_t<(decltype(cute::size(s))::value <= 32), uint32_t, uint64_t>;
+    static_assert(!kHasDropout || kElems <= 64, "a thread's tile exceeds the keep word");
+    using Bits = std::conditional_t<(kElems <= 32), uint32_t, uint64_t>;
+    const uint32_t thr = p->drop_threshold;
+    const int q = int(threadIdx.x % 4);
     Bits keep = 0;
-    const int odd = (cute::get<1>(coord(0, 0)) >> 1) & 1;
-    CUTE_UNROLL
-    for (int r = 0; r < cute::size<0>(s); r += 2) {
-      const int row = row0 + cute::get<0>(coord(r + odd, 0));
+    if constexpr (kElems % 8 == 0 && kCols % 2 == 0) {
+      // 32 bits (4 calls) at a time, each word transposed before the next one's calls: at the
+      // sm90 forward's 168-register cap one 64-bit transpose after all 8 calls spilled more
+      // (100 B against 88 B; bench/NOTES-attention.md, "Dropout v2").
       CUTE_UNROLL
-      for (int c = 0; c < kCols; c += 2) {
-        const int col = col0 + cute::get<1>(coord(r, c));
-        const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, col >> 2);
-        uint32_t bits = 0;
+      for (int w = 0; w < (kElems + 31) / 32; ++w) {
+        uint32_t word = 0;
         CUTE_UNROLL
-        for (int e = 0; e < 4; ++e) bits |= uint32_t(d.x[e] >= p->drop_threshold) << e;
-        const uint32_t mine = odd ? bits >> 2 : bits & 3u;
-        const uint32_t theirs = __shfl_xor_sync(0xffffffffu, odd ? bits & 3u : bits >> 2, 1);
-        keep |= Bits(odd ? theirs : mine) << (r * kCols + c);
-        keep |= Bits(odd ? mine : theirs) << ((r + 1) * kCols + c);
+        for (int b = 4 * w; b < 4 * w + 4 && b < kElems / 8; ++b) {
+          int row = 0, col8 = 0;  // the (row, atom) of element 8b + 2q
+          CUTE_UNROLL
+          for (int j = 0; j < 4; ++j) {
+            const int r = (8 * b + 2 * j) / kCols, c = (8 * b + 2 * j) % kCols;
+            if (q == j) {
+              row = row0 + cute::get<0>(coord(r, c));
+              col8 = (col0 + cute::get<1>(coord(r, c))) >> 3;
+            }
+          }
+          const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, col8);
+          word |= dropout_keep8(d, thr) << (8 * (b % 4));
+        }
+        // Field f of lane q's byte holds lane f's bits -> field q of lane f's byte.
+        word = transpose_fields<2, 1>(word, q, 1);
+        word = transpose_fields<2, 2>(word, q, 2);
+        keep |= Bits(word) << (32 * w);
+      }
+    } else {  // any other shape: each lane draws its own rows' calls (4 lanes repeat each call)
+      CUTE_UNROLL
+      for (int r = 0; r < cute::size<0>(s); ++r) {
+        const int row = row0 + cute::get<0>(coord(r, 0));
+        CUTE_UNROLL
+        for (int c = 0; c < kCols; ++c) {
+          const int col = col0 + cute::get<1>(coord(r, c));
+          const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, col >> 3);
+          keep |= Bits(dropout_half(d, col & 7) >= thr) << (r * kCols + c);
+        }
       }
     }
     return keep;
   }
 
   // Forward dropout on P (after the softmax summed it into l): dropped entries become 0; the
-  // 1 / (1 - p) of the kept ones is applied once to O (fwd_out_scale).
+  // keep scale of the kept ones is applied once to O (fwd_out_scale).
   template <class S, class Coord>
   __device__ __forceinline__ void fwd_dropout(S& s, const Coord& coord, int row0, int col0) const {
     if (!dropout_on()) return;
@@ -438,12 +485,14 @@ struct GeneralScores {
 
   // Keep bits of a tile held transposed, keys along the wgmma's M (the sm90 backward's S^T): a
   // thread of the 64 x N accumulator holds keys k, k + 8 (k = 16 warp + lane / 4) and queries
-  // q + {0, 1} + 8 j (q = 2 (lane % 4)). One Philox call gives 4 consecutive keys of one query,
-  // which lanes lane ^ {4, 8, 12} hold: lane i of such a quad (i = lane / 4 % 4) draws, for every
-  // query pair j, the word of query q + 8 j + (i & 1) and keys k + 8 (i >> 1) rounded down to 4
-  // (the quad's 4 words of that pair, so still one call per 4 scores), then 4 shuffles transpose
-  // the quad's words so each lane keeps its own key's bit of each: bit 4 j + src, src = the
-  // lane that drew it, is query offset 8 j + (src & 1), key offset 8 (src >> 1) (bit_t below).
+  // q + {0, 1} + 8 j (q = 2 (lane % 4)). A Philox call decides 8 consecutive keys of one query:
+  // key octet k & ~7 (or k + 8's) is held by the 8 lanes i = lane / 4 of lane % 4, one key each.
+  // Byte b of the word holds the thread's elements of query pairs j = 2b, 2b + 1 (8 of them);
+  // lane i draws the call of element (query q + (i & 1) + 8 (2b + (i >> 2)), keys k + 8 ((i >> 1)
+  // & 1)), so the 8 lanes' calls of byte b are the 8 (query, key octet) pairs of those elements,
+  // one call per lane, and an 8 x 8 bit transpose within each byte (3 xor shuffles per 32 bits)
+  // gives each lane its own key's bit of each: bit 8b + src = the call lane src drew, i.e. bit
+  // 4 j + 2 (key offset >> 3) + (query offset & 1) (bit_t below). Calls per thread: elements / 8.
   template <class S, class Coord>
   __device__ __forceinline__ auto keep_bits_t(const S& s, const Coord& coord, int row0,
                                               int col0) const {
@@ -451,25 +500,39 @@ struct GeneralScores {
     static_assert(!kHasDropout || (kElems % 4 == 0 && kElems <= 64),
                   "a thread's tile exceeds the keep word");
     using Bits = std::conditional_t<(kElems <= 32), uint32_t, uint64_t>;
-    const int lane = int(threadIdx.x % 32), i = (lane >> 2) & 3;
-    const int q = row0 + cute::get<0>(coord(0, 0)) + (i & 1);
-    const int k4 = (col0 + cute::get<1>(coord(0, 0)) + 8 * (i >> 1)) >> 2;
-    Bits drawn = 0;
-    CUTE_UNROLL
-    for (int j = 0; j < kElems / 4; ++j) {
-      const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, q + 8 * j, k4);
-      CUTE_UNROLL
-      for (int e = 0; e < 4; ++e) drawn |= Bits(d.x[e] >= p->drop_threshold) << (4 * j + e);
-    }
-    constexpr Bits kEvery4 = Bits(0x1111111111111111ull);
+    const uint32_t thr = p->drop_threshold;
+    const int i = int(threadIdx.x / 4 % 8);
+    const int q = row0 + cute::get<0>(coord(0, 0));
+    const int k8 = (col0 + cute::get<1>(coord(0, 0))) >> 3;
     Bits keep = 0;
-    CUTE_UNROLL
-    for (int src = 0; src < 4; ++src) {
-      const Bits w = __shfl_sync(0xffffffffu, drawn, (lane & ~12) | (src << 2));
-      keep |= ((w >> i) & kEvery4) << src;
+    if constexpr (kElems % 8 == 0) {
+      CUTE_UNROLL
+      for (int w = 0; w < (kElems + 31) / 32; ++w) {  // 32 bits at a time, as in keep_bits
+        uint32_t word = 0;
+        CUTE_UNROLL
+        for (int b = 4 * w; b < 4 * w + 4 && b < kElems / 8; ++b) {
+          const int row = q + (i & 1) + 8 * (2 * b + (i >> 2)), col8 = k8 + ((i >> 1) & 1);
+          const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, col8);
+          word |= dropout_keep8(d, thr) << (8 * (b % 4));
+        }
+        // Bit f of lane i's byte is lane f's key -> bit i of lane f's byte (lanes 4 apart).
+        word = transpose_fields<1, 1>(word, i, 4);
+        word = transpose_fields<1, 2>(word, i, 8);
+        word = transpose_fields<1, 4>(word, i, 16);
+        keep |= Bits(word) << (32 * w);
+      }
+    } else {  // an odd number of query pairs: each lane draws its own (8 lanes repeat each call);
+              // bit e (bit_t): query offset 8 (e >> 2) + (e & 1), key offset 8 (e >> 1 & 1)
+      CUTE_UNROLL
+      for (int e = 0; e < kElems; ++e) {
+        const int row = q + 8 * (e >> 2) + (e & 1), col8 = k8 + ((e >> 1) & 1);
+        const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, col8);
+        keep |= Bits((dropout_keep8(d, thr) >> i) & 1u) << e;
+      }
     }
     return keep;
   }
+
   // The bit of element (r, c) in keep_bits_t's word.
   template <class Coord>
   static __device__ __forceinline__ int bit_t(const Coord& coord, int r, int c) {
@@ -532,7 +595,7 @@ struct GeneralScores {
     }
   }
 
-  // Backward: s: raw scores -> P with dropout, Pd = P z (z = keep / (1 - p)); dp: dO V^T ->
+  // Backward: s: raw scores -> P with dropout, Pd = P z (z = keep ? keep_scale : 0); dp: dO V^T ->
   // dS = P (dP z - D) (1 - t^2), the gradient w.r.t. scale * q.k (ALiBi is a constant shift;
   // softcap's derivative is 1 - t^2 with t = tanh of the capped argument). kKeysAlongM: the tile
   // is held transposed (keep_bits_t's pattern) instead of in m16n8's (keep_bits').
