@@ -49,36 +49,53 @@ struct SingleTileScheduler {
 // Persistent: one CTA per SM (at most one per tile), each striding through a fixed tile order,
 // so every role of a warp-specialised CTA computes the same sequence without communicating.
 // Dense (`reverse` off): query blocks vary fastest, so the CTAs of one wave share a head's K/V
-// in L2. Causal (`reverse` on): longest first, i.e. the last query blocks (the most key tiles)
-// of every head before any shorter one, so the short tiles fill the tail.
+// in L2. Causal (`reverse` on): longest first within groups of `group` (head, batch) pairs (the
+// last query blocks, with the most key tiles, of the group's pairs before any shorter one), so
+// the CTAs in flight read the K/V of a few pairs, which stay in L2; over all pairs at once
+// (group = every pair, the order before v6) a short causal problem re-reads K/V from DRAM for
+// every query block. CTAs take the order's waves alternately forward and backward (a snake), so
+// the CTA with the longest tile of one wave gets the shortest of the next.
 struct StaticPersistentScheduler {
   struct Arguments {
     int num_blocks, heads, batch;
     bool reverse;
-    int num_ctas;  // the SM count
+    int num_ctas;   // the SM count
+    int group = 0;  // causal: pairs per group (<= 0: all pairs)
+    bool snake = true;
   };
   struct Params {
     int num_blocks, heads, batch, total;
     bool reverse;
-    int num_ctas;
+    int num_ctas, group;
+    bool snake;
   };
   static Params to_params(const Arguments& a) {
-    int total = a.num_blocks * a.heads * a.batch;
-    return {a.num_blocks, a.heads, a.batch, total, a.reverse, total < a.num_ctas ? total : a.num_ctas};
+    const int total = a.num_blocks * a.heads * a.batch, pairs = a.heads * a.batch;
+    const int group = a.group <= 0 || a.group > pairs ? pairs : a.group;
+    return {a.num_blocks, a.heads, a.batch, total, a.reverse,
+            total < a.num_ctas ? total : a.num_ctas, group, a.snake && a.reverse};
   }
   static dim3 grid_shape(const Params& p) { return dim3(unsigned(p.num_ctas)); }
   __device__ static WorkTile tile(const Params& p, int t) {
     if (t >= p.total) return {0, 0, 0, false, t};
     if (p.reverse) {
-      int hb = t % (p.heads * p.batch);
-      return {p.num_blocks - 1 - t / (p.heads * p.batch), hb % p.heads, hb / p.heads, true, t};
+      const int pairs = p.heads * p.batch, per_group = p.group * p.num_blocks;
+      const int first = t / per_group * p.group, in = t % per_group;
+      const int size = min(p.group, pairs - first);
+      const int rank = in / size, pair = first + in % size;
+      return {p.num_blocks - 1 - rank, pair % p.heads, pair / p.heads, true, t};
     }
     int hb = t / p.num_blocks;
     return {t % p.num_blocks, hb % p.heads, hb / p.heads, true, t};
   }
-  __device__ static WorkTile initial_work(const Params& p) { return tile(p, int(blockIdx.x)); }
+  // This CTA's tile of wave k.
+  __device__ static int order(const Params& p, int k) {
+    const int c = int(blockIdx.x), n = int(gridDim.x);
+    return k * n + (p.snake && (k & 1) ? n - 1 - c : c);
+  }
+  __device__ static WorkTile initial_work(const Params& p) { return tile(p, order(p, 0)); }
   __device__ static WorkTile next_work(const Params& p, const WorkTile& w) {
-    return tile(p, w.index + int(gridDim.x));
+    return tile(p, order(p, w.index / int(gridDim.x) + 1));
   }
 };
 

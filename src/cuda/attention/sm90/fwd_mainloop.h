@@ -13,20 +13,18 @@
 #ifndef FLASHKIT_SM90_UNIFORM_WG  // 1: warp-uniform warpgroup index (sm90 forward v5)
 #define FLASHKIT_SM90_UNIFORM_WG 1
 #endif
-// sm90 forward v6 knobs (bench/NOTES-attention.md; A/B'd with bench/sm90_fwd_ab.cu): the softmax
-// shape (sm90/fwd_softmax.h: tree reductions, polynomial exp2 for FWD_POLY of every 8 columns,
-// lazy rescale past FWD_LAZY log2 units) and FWD_PIN, the P V wait kept after the exponentials.
+// sm90 forward v6 knobs (bench/NOTES-attention.md; A/B'd with bench/sm90_fwd_ab.cu), applied
+// where two consumer warpgroups ping-pong (hdim 128 and 256; measured no gain at hdim 64's three):
+// the softmax's tree reductions and lazy rescale past FWD_LAZY log2 units (sm90/fwd_softmax.h)
+// and FWD_PIN, the P V wait kept after the exponentials.
 #ifndef FLASHKIT_SM90_FWD_TREE
-#define FLASHKIT_SM90_FWD_TREE 0
-#endif
-#ifndef FLASHKIT_SM90_FWD_POLY
-#define FLASHKIT_SM90_FWD_POLY 0
+#define FLASHKIT_SM90_FWD_TREE 1
 #endif
 #ifndef FLASHKIT_SM90_FWD_LAZY
-#define FLASHKIT_SM90_FWD_LAZY 0
+#define FLASHKIT_SM90_FWD_LAZY 8
 #endif
 #ifndef FLASHKIT_SM90_FWD_PIN
-#define FLASHKIT_SM90_FWD_PIN 0
+#define FLASHKIT_SM90_FWD_PIN 1
 #endif
 #include <cmath>
 
@@ -131,11 +129,12 @@ struct FwdMainloop {
   using LayoutKV = SmemTiles<Element, kBlockN, kHeadDim, kStages>;
   using LayoutVt = decltype(transposed_staged<LayoutKV, kBlockN, kHeadDim, kStages>(LayoutKV{}));
   // A thread holds 2 rows of its warpgroup's 64.
-  using Softmax = FwdSoftmax<2, bool(FLASHKIT_SM90_FWD_TREE), FLASHKIT_SM90_FWD_POLY,
-                             FLASHKIT_SM90_FWD_LAZY>;
+  static constexpr bool kTwoWarpgroups = kConsumerWarpgroups == 2;
+  using Softmax = FwdSoftmax<2, kTwoWarpgroups && bool(FLASHKIT_SM90_FWD_TREE),
+                             kTwoWarpgroups ? FLASHKIT_SM90_FWD_LAZY : 0>;
   // Keep wgmma.wait_group 0 (P V done) after the softmax's exponentials (see mma()); two
   // consumer warpgroups only (hdim 64's three at 160 registers spill with it).
-  static constexpr bool kExpsBeforePvWait = FLASHKIT_SM90_FWD_PIN && kConsumerWarpgroups == 2;
+  static constexpr bool kExpsBeforePvWait = kTwoWarpgroups && FLASHKIT_SM90_FWD_PIN;
   using Ring = TmaRing<kStages>;
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
