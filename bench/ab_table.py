@@ -1,6 +1,6 @@
 """Pivots the lines of bench/sm90_fwd_ab.cu and bench/sdpa_time.py (`<method> d<h> <mask> s<len>
-<ms> <TFLOP/s>`, several rounds) into one table: TFLOP/s per shape and method (best of the
-rounds), and each method's ratio to the column named by --ref (default cudnn).
+<ms> <TFLOP/s>`, several rounds) into one table per head dim: TFLOP/s per shape and method
+(best of the rounds) and its ratio to the column named by --ref (default cudnn).
 usage: python3 bench/ab_table.py ab.txt [--ref cudnn]"""
 import argparse
 import collections
@@ -21,15 +21,17 @@ def main():
         if m not in methods:
             methods.append(m)
         best[shape][m] = max(best[shape].get(m, 0.0), tf)
-    print("shape".ljust(20) + "".join(m.rjust(9) for m in methods))
-    for shape, row in best.items():
-        print(shape.ljust(20) + "".join(f"{row.get(m, 0):9.0f}" for m in methods))
-    if any(a.ref in row for row in best.values()):
-        print(f"ratio to {a.ref}:")
-        for shape, row in best.items():
-            r = row.get(a.ref)
-            print(shape.ljust(20) + "".join(f"{row.get(m, 0) / r:9.3f}" if r else "      -" for m in methods))
-
+    # One table per head dim, with the methods that have numbers there.
+    for hd in sorted({k.split()[0] for k in best}, key=lambda x: int(x[1:])):
+        shapes = [k for k in best if k.split()[0] == hd]
+        cols = [m for m in methods if any(m in best[k] for k in shapes)]
+        print("shape".ljust(18) + "".join(m[:10].rjust(11) for m in cols))
+        for k in shapes:
+            r = best[k].get(a.ref)
+            cells = "".join((f"{best[k][m]:5.0f} {best[k][m] / r:4.2f}" if r else f"{best[k][m]:10.0f}")
+                            .rjust(11) if m in best[k] else "-".rjust(11) for m in cols)
+            print(k.ljust(18) + cells)
+        print()
 
 if __name__ == "__main__":
     main()
