@@ -49,53 +49,56 @@ struct SingleTileScheduler {
 // Persistent: one CTA per SM (at most one per tile), each striding through a fixed tile order,
 // so every role of a warp-specialised CTA computes the same sequence without communicating.
 // Dense (`reverse` off): query blocks vary fastest, so the CTAs of one wave share a head's K/V
-// in L2. Causal (`reverse` on): longest first within groups of `group` (head, batch) pairs (the
-// last query blocks, with the most key tiles, of the group's pairs before any shorter one), so
-// the CTAs in flight read the K/V of a few pairs, which stay in L2; over all pairs at once
-// (group = every pair, the order before v6) a short causal problem re-reads K/V from DRAM for
-// every query block. CTAs take the order's waves alternately forward and backward (a snake), so
-// the CTA with the longest tile of one wave gets the shortest of the next.
+// in L2. Causal (`reverse` on, the query blocks' key ranges growing with the block): a work
+// unit is two query blocks of one (head, batch) pair, ranks num_blocks-1-r and r (the long one
+// first), whose causal costs (num_blocks - r and r + 1 key blocks) add up to the same
+// num_blocks + 1 for every unit; units are laid out pair by pair like the dense order. Every CTA
+// thus gets an equal share, and the CTAs in flight read the K/V of a few pairs, which stay in L2.
+// (v5's order, longest first over all pairs, started every pair's K/V stream at once: a short
+// causal problem re-read K/V from DRAM for every query block; bench/NOTES-attention.md v6.)
+// WorkTile::index is the CTA's step in its own sequence.
 struct StaticPersistentScheduler {
   struct Arguments {
     int num_blocks, heads, batch;
     bool reverse;
-    int num_ctas;   // the SM count
-    int group = 0;  // causal: pairs per group (<= 0: all pairs)
-    bool snake = true;
+    int num_ctas;  // the SM count
   };
   struct Params {
-    int num_blocks, heads, batch, total;
+    int num_blocks, heads, batch;
     bool reverse;
-    int num_ctas, group;
-    bool snake;
+    int num_ctas, units;  // units: work items (tiles, or reverse's block pairs)
   };
   static Params to_params(const Arguments& a) {
-    const int total = a.num_blocks * a.heads * a.batch, pairs = a.heads * a.batch;
-    const int group = a.group <= 0 || a.group > pairs ? pairs : a.group;
-    return {a.num_blocks, a.heads, a.batch, total, a.reverse,
-            total < a.num_ctas ? total : a.num_ctas, group, a.snake && a.reverse};
+    const int pairs = a.heads * a.batch;
+    const int units = (a.reverse ? (a.num_blocks + 1) / 2 : a.num_blocks) * pairs;
+    return {a.num_blocks, a.heads, a.batch, a.reverse, units < a.num_ctas ? units : a.num_ctas, units};
   }
   static dim3 grid_shape(const Params& p) { return dim3(unsigned(p.num_ctas)); }
-  __device__ static WorkTile tile(const Params& p, int t) {
-    if (t >= p.total) return {0, 0, 0, false, t};
-    if (p.reverse) {
-      const int pairs = p.heads * p.batch, per_group = p.group * p.num_blocks;
-      const int first = t / per_group * p.group, in = t % per_group;
-      const int size = min(p.group, pairs - first);
-      const int rank = in / size, pair = first + in % size;
-      return {p.num_blocks - 1 - rank, pair % p.heads, pair / p.heads, true, t};
-    }
-    int hb = t / p.num_blocks;
-    return {t % p.num_blocks, hb % p.heads, hb / p.heads, true, t};
-  }
-  // This CTA's tile of wave k.
-  __device__ static int order(const Params& p, int k) {
+  // Step s of this CTA; for reverse, valid == false also marks the empty half of an odd block
+  // count's middle unit (next_work skips it).
+  __device__ static WorkTile tile(const Params& p, int s) {
     const int c = int(blockIdx.x), n = int(gridDim.x);
-    return k * n + (p.snake && (k & 1) ? n - 1 - c : c);
+    if (!p.reverse) {
+      const int t = s * n + c;
+      if (t >= p.units) return {0, 0, 0, false, s};
+      const int hb = t / p.num_blocks;
+      return {t % p.num_blocks, hb % p.heads, hb / p.heads, true, s};
+    }
+    const int u = (s >> 1) * n + c, per_pair = (p.num_blocks + 1) / 2;
+    if (u >= p.units) return {0, 0, 0, false, s};
+    const int pair = u / per_pair, r = u % per_pair;
+    const int block = s & 1 ? r : p.num_blocks - 1 - r;
+    return {block, pair % p.heads, pair / p.heads, true, s};
   }
-  __device__ static WorkTile initial_work(const Params& p) { return tile(p, order(p, 0)); }
+  __device__ static bool middle_half(const Params& p, int s) {
+    return p.reverse && (s & 1) && (p.num_blocks & 1) &&
+           ((s >> 1) * int(gridDim.x) + int(blockIdx.x)) % ((p.num_blocks + 1) / 2) ==
+               p.num_blocks / 2;
+  }
+  __device__ static WorkTile initial_work(const Params& p) { return tile(p, 0); }
   __device__ static WorkTile next_work(const Params& p, const WorkTile& w) {
-    return tile(p, order(p, w.index / int(gridDim.x) + 1));
+    const int s = w.index + 1;
+    return tile(p, middle_half(p, s) ? s + 1 : s);
   }
 };
 

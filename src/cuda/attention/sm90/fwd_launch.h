@@ -4,9 +4,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <algorithm>
-#include <cstdlib>
-
 #include "cuda/attention/sm90/fwd_epilogue.h"
 #include "cuda/attention/sm90/fwd_kernel.h"
 #include "cuda/attention/sm90/fwd_mainloop.h"
@@ -28,16 +25,10 @@ void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   FK_CUDA_CHECK(cudaGetDevice(&device));
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int num_blocks = ceil_div(a.seqlen_q, t.block_m);
-  // Longest first where the last query blocks carry the most key tiles (causal, as a right
-  // window bound makes it for the general policies).
+  // Paired query blocks where the last ones carry the most key tiles (causal, as a right window
+  // bound makes it for the general policies): tile_scheduler.h.
   const bool reverse = Policy::kCausal || a.causal || a.window_right >= 0;
-  // Causal groups: enough pairs for one wave of CTAs, within L2 (their K and V), bench/NOTES v6.
-  const size_t kv_bytes = size_t(2) * a.seqlen_k * a.head_dim * sizeof(Element);
-  int group = std::min(ceil_div(sms, num_blocks), l2_pair_group(kv_bytes));
-  bool snake = true;
-  if (const char* g = std::getenv("FLASHKIT_SM90_FWD_GROUP")) group = std::atoi(g);  // A/B knob
-  if (const char* g = std::getenv("FLASHKIT_SM90_FWD_SNAKE")) snake = std::atoi(g) != 0;
-  auto params = Kernel::to_params(a, {num_blocks, a.heads, a.batch, reverse, sms, group, snake});
+  auto params = Kernel::to_params(a, {num_blocks, a.heads, a.batch, reverse, sms});
   constexpr auto kernel = sm90::run_kernel_sm90<Kernel>;
   ensure_smem_limit<kernel>(Kernel::kSmemBytes);  // one driver call per device, not per launch
   kernel<<<StaticPersistentScheduler::grid_shape(params.scheduler), Kernel::kThreads,
