@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 8 call 9: the Hopper backward on the new harness (bench/sm90_bwd_ab.cu, binaries in .ab/):
+# Session 8 calls 9-10: the Hopper backward on the new harness (bench/sm90_bwd_ab.cu, binaries in .ab/):
 # reference checks + timing at hdim 128 and 64 beside SDPA cudnn/flash backward, then Nsight
 # Compute on our backward kernel (hdim 128, 8k, dense) with source-level samples, and on cuDNN's
 # backward for the side-by-side. usage: OUT=/some/dir bench/gpu-s8h.sh
@@ -19,7 +19,7 @@ for hd in 128 64; do
 done
 python3 bench/ab_table.py "$out/ab.txt" | tee "$out/table.txt"
 sec="--section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis --section InstructionStats --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis"
-timeout 120 ncu --clock-control none --kernel-name regex:BwdKernel --launch-skip 9 --launch-count 1 $sec \
+timeout 120 ncu --clock-control none --kernel-name-base demangled --kernel-name regex:BwdKernel --launch-skip 9 --launch-count 1 $sec \
   --section SourceCounters --import-source yes -o "$log/bk" .ab/b0 prof 8192 >"$log/ncu-bk.log" 2>&1
 echo "ncu ours rc=$?"
 ncu -i "$log/bk.ncu-rep" --page details >"$log/bk-details.txt" 2>&1

@@ -1,8 +1,8 @@
 """PyTorch SDPA forward timed like bench/sm90_fwd_ab.cu (bf16, [b, s, h, d] tensors seen as
 [b, h, s, d], batch * seqlen = 16k, hidden 2048; 3 warm-up calls, median of 7 x 10 calls with
 CUDA events), one line per shape in the harness's format, so an A/B call's table has the peers
-measured on the same machine. --bwd: the backward alone (forward + backward minus forward,
-TFLOP/s as 2.5 forwards), like bench/sm90_bwd_ab.cu.
+measured on the same machine. --bwd: the backward alone (torch.autograd.grad of one forward's
+output, retained graph, no .grad accumulation; TFLOP/s as 2.5 forwards), like bench/sm90_bwd_ab.cu.
   python3 bench/sdpa_time.py [--hdim 128] [--backends cudnn,flash] [--bwd]"""
 import argparse
 
@@ -46,9 +46,11 @@ def main():
                 do = torch.randn_like(q)
                 with sdpa_kernel([BACKENDS[name]]):
                     fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                    t = median_ms(fwd)
                     if a.bwd:
-                        t = median_ms(lambda: fwd().backward(do)) - t
+                        out = fwd()  # one graph, differentiated again each call (no .grad sums)
+                        t = median_ms(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True))
+                    else:
+                        t = median_ms(fwd)
                 flops = 4.0 * b * h * s * s * d / (2 if causal else 1) * (2.5 if a.bwd else 1)
                 print(f"{name} d{d} {'causal' if causal else 'full'} s{s} {t:.4f} {flops / (t * 1e-3) / 1e12:.1f}",
                       flush=True)
