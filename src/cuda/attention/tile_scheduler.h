@@ -52,7 +52,8 @@ struct SingleTileScheduler {
 // in L2. Causal (`reverse` on, the query blocks' key ranges growing with the block): a work
 // unit is two query blocks of one (head, batch) pair, ranks num_blocks-1-r and r (the long one
 // first), whose causal costs (num_blocks - r and r + 1 key blocks) add up to the same
-// num_blocks + 1 for every unit; units are laid out pair by pair like the dense order. Every CTA
+// num_blocks + 1 for every unit (an odd count: the last block alone, the rest paired as r and
+// num_blocks-2-r); units are laid out pair by pair like the dense order. Every CTA
 // thus gets an equal share, and the CTAs in flight read the K/V of a few pairs, which stay in L2.
 // (v5's order, longest first over all pairs, started every pair's K/V stream at once: a short
 // causal problem re-read K/V from DRAM for every query block; bench/NOTES-attention.md v6.)
@@ -74,8 +75,7 @@ struct StaticPersistentScheduler {
     return {a.num_blocks, a.heads, a.batch, a.reverse, units < a.num_ctas ? units : a.num_ctas, units};
   }
   static dim3 grid_shape(const Params& p) { return dim3(unsigned(p.num_ctas)); }
-  // Step s of this CTA; for reverse, valid == false also marks the empty half of an odd block
-  // count's middle unit (next_work skips it).
+  // Step s of this CTA (reverse: two steps a unit).
   __device__ static WorkTile tile(const Params& p, int s) {
     const int c = int(blockIdx.x), n = int(gridDim.x);
     if (!p.reverse) {
@@ -86,19 +86,22 @@ struct StaticPersistentScheduler {
     }
     const int u = (s >> 1) * n + c, per_pair = (p.num_blocks + 1) / 2;
     if (u >= p.units) return {0, 0, 0, false, s};
-    const int pair = u / per_pair, r = u % per_pair;
-    const int block = s & 1 ? r : p.num_blocks - 1 - r;
+    const int pair = u / per_pair, k = u % per_pair;
+    // Odd count: unit 0 is the last block alone (cost num_blocks), the others pair r with
+    // num_blocks-2-r (also num_blocks), so no unit is a half-size middle one.
+    const int nb = p.num_blocks - (p.num_blocks & 1), r = k - (p.num_blocks & 1);
+    const int block = r < 0 ? p.num_blocks - 1 : s & 1 ? r : nb - 1 - r;
     return {block, pair % p.heads, pair / p.heads, true, s};
   }
-  __device__ static bool middle_half(const Params& p, int s) {
+  // Step s is the empty second half of an odd block count's single-block unit.
+  __device__ static bool empty_half(const Params& p, int s) {
     return p.reverse && (s & 1) && (p.num_blocks & 1) &&
-           ((s >> 1) * int(gridDim.x) + int(blockIdx.x)) % ((p.num_blocks + 1) / 2) ==
-               p.num_blocks / 2;
+           ((s >> 1) * int(gridDim.x) + int(blockIdx.x)) % ((p.num_blocks + 1) / 2) == 0;
   }
   __device__ static WorkTile initial_work(const Params& p) { return tile(p, 0); }
   __device__ static WorkTile next_work(const Params& p, const WorkTile& w) {
     const int s = w.index + 1;
-    return tile(p, middle_half(p, s) ? s + 1 : s);
+    return tile(p, empty_half(p, s) ? s + 1 : s);
   }
 };
 

@@ -36,23 +36,6 @@ struct QueryStat {
   __device__ __forceinline__ QueryStat(const float* s, const Coord& c) : smem(s), coord(c) {}
   __device__ __forceinline__ float operator[](int r) const { return smem[get<0>(coord(r, 0))]; }
 };
-// The same values read into registers when constructed: built right after the block's GEMMs are
-// issued, its shared-memory loads complete under them instead of after wgmma.wait_group (whose
-// memory clobber keeps QueryStat's lazy loads behind it; ncu: the first exponent's FFMA waiting
-// on them was 10% of the H100 loop's stall samples, bench/NOTES-attention.md "sm90 backward v4").
-template <class Coord>
-struct QueryStatRegs {
-  static constexpr int kRows = decltype(cute::size<0>(std::declval<Coord>()))::value;
-  float v[kRows];
-  __device__ __forceinline__ QueryStatRegs(const float* smem, const Coord& coord) {
-    CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) v[r] = smem[get<0>(coord(r, 0))];
-  }
-  __device__ __forceinline__ float operator[](int r) const { return v[r]; }
-};
-#ifndef FLASHKIT_SM90_BWD_LSE_REGS  // 1: the block's LSE in registers before the S^T wait (v4)
-#define FLASHKIT_SM90_BWD_LSE_REGS 0
-#endif
 
 // (keys, queries) accumulator views swapped to (queries, keys), the plain policies' row order.
 template <class Layout_>
@@ -345,10 +328,7 @@ struct BwdMainloop {
         Tensor dp = colrow_view(acc_dp);
         // The element mask runs only where this warpgroup's 64 keys cross the diagonal or seqlen_k.
         const bool mask = pol.template bwd_needs_mask<kBlockM, 64>(m, 2 * n_block + wg);
-        // (At block_m 128 both wait for dP^T anyway, and 32 rows a thread would not fit.)
-        using Lse = std::conditional_t<kOverlapP && FLASHKIT_SM90_BWD_LSE_REGS,
-                                       QueryStatRegs<Coord>, QueryStat<Coord>>;
-        const Lse lse(smem.lse_log2[stage], tScS);
+        const QueryStat<Coord> lse(smem.lse_log2[stage], tScS);
         const QueryStat<Coord> d_row{smem.dsum[stage], tScS};
         if constexpr (kOverlapP) {
           warpgroup_wait<1>();
