@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   if (seqlens.empty()) seqlens = {2048, 4096, 8192, 16384};
   bool ok = true;
   for (bool causal : {false, true}) {
-    ok &= check(2, 3, 1000, 1000, causal, 11);
+    ok &= check(2, 3, 1300, 1300, causal, 11);  // odd block counts (11 at hdim 128, 7 at 64)
     ok &= check(1, 2, 333, 1029, causal, 12);
     ok &= check(1, 2, 700, 129, causal, 13);
   }
