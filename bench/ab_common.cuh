@@ -35,14 +35,25 @@ constexpr int kD = AB_HDIM;
     }                                                                                  \
   } while (0)
 
-// One block per (query row, head, batch); layout [b, s, h, d]; bottom-right causal.
-__global__ void reference(const Bf16* q, const Bf16* k, const Bf16* v, float* o, float* lse,
-                          int h, int sq, int sk, float scale, bool causal) {
-  extern __shared__ float p[];  // sk scores
+// Block-wide max / sum of one value a thread (blockDim.x a multiple of 32, <= 1024).
+template <class F>
+__device__ float block_reduce(float x, float init, F f) {
   __shared__ float red[32];
-  const int i = blockIdx.x, hh = blockIdx.y, b = blockIdx.z;
+  for (int o = 16; o; o /= 2) x = f(x, __shfl_xor_sync(~0u, x, o));
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = x;
+  __syncthreads();
+  x = init;
+  for (int w = 0; w < int(blockDim.x / 32); ++w) x = f(x, red[w]);
+  return x;
+}
+
+// Row i of head (b, hh), [b, s, h, d] layout, bottom-right causal: p[j] = exp(scale q.k_j - mx)
+// (0 where masked), for the block's threads; returns mx and the row sum l (every thread).
+__device__ void softmax_row(const Bf16* q, const Bf16* k, float* p, int b, int i, int h, int hh,
+                            int sq, int sk, float scale, bool causal, float& mx, float& l) {
   const Bf16* qr = q + ((int64_t(b) * sq + i) * h + hh) * kD;
-  float mx = -INFINITY;
+  mx = -INFINITY;
   for (int j = threadIdx.x; j < sk; j += blockDim.x) {
     const Bf16* kr = k + ((int64_t(b) * sk + j) * h + hh) * kD;
     float s = 0.f;
@@ -51,22 +62,22 @@ __global__ void reference(const Bf16* q, const Bf16* k, const Bf16* v, float* o,
     p[j] = s;
     mx = fmaxf(mx, s);
   }
-  for (int o2 = 16; o2; o2 /= 2) mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, o2));
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = mx;
-  __syncthreads();
-  mx = -INFINITY;
-  for (int w = 0; w < int(blockDim.x / 32); ++w) mx = fmaxf(mx, red[w]);
-  __syncthreads();
-  float l = 0.f;
+  mx = block_reduce(mx, -INFINITY, [](float a, float c) { return fmaxf(a, c); });
+  l = 0.f;
   for (int j = threadIdx.x; j < sk; j += blockDim.x) {
     p[j] = mx == -INFINITY ? 0.f : expf(p[j] - mx);
     l += p[j];
   }
-  for (int o2 = 16; o2; o2 /= 2) l += __shfl_xor_sync(~0u, l, o2);
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = l;
-  __syncthreads();
-  l = 0.f;
-  for (int w = 0; w < int(blockDim.x / 32); ++w) l += red[w];
+  l = block_reduce(l, 0.f, [](float a, float c) { return a + c; });
+}
+
+// One block per (query row, head, batch): O and LSE.
+__global__ void reference(const Bf16* q, const Bf16* k, const Bf16* v, float* o, float* lse,
+                          int h, int sq, int sk, float scale, bool causal) {
+  extern __shared__ float p[];  // sk scores
+  const int i = blockIdx.x, hh = blockIdx.y, b = blockIdx.z;
+  float mx, l;
+  softmax_row(q, k, p, b, i, h, hh, sq, sk, scale, causal, mx, l);
   for (int d = threadIdx.x; d < kD; d += blockDim.x) {
     float acc = 0.f;
     for (int j = 0; j < sk; ++j) acc += p[j] * float(v[((int64_t(b) * sk + j) * h + hh) * kD + d]);
@@ -151,5 +162,41 @@ float median_ms(F f) {
   cudaEventDestroy(e0), cudaEventDestroy(e1);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+// A reference check's problem: batch, heads, seqlen_q, seqlen_k, seed.
+struct CheckShape {
+  int b, h, sq, sk;
+  uint32_t seed;
+};
+
+// The harnesses' main: check(b, h, sq, sk, causal, seed) on every shape, dense and causal (any
+// failure ends the run with rc 1), then one timing line per (causal, seqlen) of the FA2
+// protocol's shapes (batch * seqlen = 16k, hidden 2048): time(causal, s, b, h) returns (ms,
+// flops). argv: <variant-name> [seqlen ...].
+template <class Check, class Time>
+int harness_main(int argc, char** argv, std::initializer_list<CheckShape> shapes, Check check,
+                 Time time) {
+  const std::string name = argc > 1 ? argv[1] : "variant";
+  std::vector<int> seqlens;
+  for (int i = 2; i < argc; ++i) seqlens.push_back(std::atoi(argv[i]));
+  if (seqlens.empty()) seqlens = {2048, 4096, 8192, 16384};
+  bool ok = true;
+  for (bool causal : {false, true})
+    for (const CheckShape& c : shapes) ok &= check(c.b, c.h, c.sq, c.sk, causal, c.seed);
+  if (!ok) {
+    std::printf("%s: reference check FAILED\n", name.c_str());
+    return 1;
+  }
+  for (bool causal : {false, true}) {
+    for (int s : seqlens) {
+      const int b = std::max(1, 16384 / s), h = 2048 / kD;
+      const auto [ms, flops] = time(causal, s, b, h);
+      std::printf("%s d%d %s s%d %.4f %.1f\n", name.c_str(), kD, causal ? "causal" : "full", s, ms,
+                  flops / (ms * 1e-3) / 1e12);
+    }
+  }
+  AB_CHECK(cudaDeviceSynchronize());
+  return 0;
 }
 

@@ -53,36 +53,12 @@ __device__ __forceinline__ int64_t at(int b, int i, int h, int hh, int s) {
 __global__ void reference_dq(const Bf16* q, const Bf16* k, const Bf16* v, const Bf16* dout,
                              float* p, float* ds, float* dq, int h, int sq, int sk, float scale,
                              bool causal) {
-  __shared__ float red[32], o_row[kD], do_row[kD];
+  __shared__ float o_row[kD], do_row[kD];
   const int i = blockIdx.x, hh = blockIdx.y, b = blockIdx.z;
   const int64_t rbase = ((int64_t(b) * h + hh) * sq + i) * sk;
-  const Bf16* qr = q + at(b, i, h, hh, sq);
   for (int d = threadIdx.x; d < kD; d += blockDim.x) do_row[d] = float(dout[at(b, i, h, hh, sq) + d]);
-  float mx = -INFINITY;
-  for (int j = threadIdx.x; j < sk; j += blockDim.x) {
-    float s = 0.f;
-    for (int d = 0; d < kD; ++d) s += float(qr[d]) * float(k[at(b, j, h, hh, sk) + d]);
-    s = (causal && j > i + sk - sq) ? -INFINITY : s * scale;
-    p[rbase + j] = s;
-    mx = fmaxf(mx, s);
-  }
-  for (int o2 = 16; o2; o2 /= 2) mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, o2));
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = mx;
-  __syncthreads();
-  mx = -INFINITY;
-  for (int w = 0; w < int(blockDim.x / 32); ++w) mx = fmaxf(mx, red[w]);
-  __syncthreads();
-  float l = 0.f;
-  for (int j = threadIdx.x; j < sk; j += blockDim.x) {
-    const float e = mx == -INFINITY ? 0.f : expf(p[rbase + j] - mx);
-    p[rbase + j] = e;
-    l += e;
-  }
-  for (int o2 = 16; o2; o2 /= 2) l += __shfl_xor_sync(~0u, l, o2);
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = l;
-  __syncthreads();
-  l = 0.f;
-  for (int w = 0; w < int(blockDim.x / 32); ++w) l += red[w];
+  float mx, l;
+  softmax_row(q, k, p + rbase, b, i, h, hh, sq, sk, scale, causal, mx, l);
   __syncthreads();
   for (int j = threadIdx.x; j < sk; j += blockDim.x) p[rbase + j] = l > 0.f ? p[rbase + j] / l : 0.f;
   __syncthreads();
@@ -172,34 +148,16 @@ bool check(int b, int h, int sq, int sk, bool causal, uint32_t seed) {
 }  // namespace (opened in ab_common.cuh)
 
 int main(int argc, char** argv) {
-  const std::string name = argc > 1 ? argv[1] : "variant";
-  std::vector<int> seqlens;
-  for (int i = 2; i < argc; ++i) seqlens.push_back(std::atoi(argv[i]));
-  if (seqlens.empty()) seqlens = {2048, 4096, 8192, 16384};
-  bool ok = true;
-  for (bool causal : {false, true}) {
-    ok &= check(1, 2, 500, 500, causal, 21);
-    ok &= check(1, 2, 333, 529, causal, 22);
-    ok &= check(2, 1, 300, 129, causal, 23);
-  }
-  if (!ok) {
-    std::printf("%s: reference check FAILED\n", name.c_str());
-    return 1;
-  }
-  for (bool causal : {false, true}) {
-    for (int s : seqlens) {
-      const int b = std::max(1, 16384 / s), h = 2048 / kD;
-      Problem p = make(b, h, s, s, causal, 7);
-      Grads g = make_grads(p, 9);
-      run_forward(p);
-      const float t = median_ms([&] { run_backward(p, g); });
-      const double flops = 2.5 * 4.0 * b * h * double(s) * s * kD / (causal ? 2 : 1);
-      std::printf("%s d%d %s s%d %.4f %.1f\n", name.c_str(), kD, causal ? "causal" : "full", s, t,
-                  flops / (t * 1e-3) / 1e12);
-      release(g);
-      release(p);
-    }
-  }
-  AB_CHECK(cudaDeviceSynchronize());
-  return 0;
+  return harness_main(
+      argc, argv,
+      {{1, 2, 500, 500, 21}, {1, 2, 333, 529, 22}, {2, 1, 300, 129, 23}}, check,
+      [](bool causal, int s, int b, int h) {
+        Problem p = make(b, h, s, s, causal, 7);
+        Grads g = make_grads(p, 9);
+        run_forward(p);
+        const float ms = median_ms([&] { run_backward(p, g); });
+        release(g);
+        release(p);
+        return std::pair<float, double>(ms, 2.5 * 4.0 * b * h * double(s) * s * kD / (causal ? 2 : 1));
+      });
 }

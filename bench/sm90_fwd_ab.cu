@@ -55,31 +55,14 @@ bool check(int b, int h, int sq, int sk, bool causal, uint32_t seed) {
 }  // namespace (opened in ab_common.cuh)
 
 int main(int argc, char** argv) {
-  const std::string name = argc > 1 ? argv[1] : "variant";
-  std::vector<int> seqlens;
-  for (int i = 2; i < argc; ++i) seqlens.push_back(std::atoi(argv[i]));
-  if (seqlens.empty()) seqlens = {2048, 4096, 8192, 16384};
-  bool ok = true;
-  for (bool causal : {false, true}) {
-    ok &= check(2, 3, 1300, 1300, causal, 11);  // odd block counts (11 at hdim 128, 7 at 64)
-    ok &= check(1, 2, 333, 1029, causal, 12);
-    ok &= check(1, 2, 700, 129, causal, 13);
-  }
-  if (!ok) {
-    std::printf("%s: reference check FAILED\n", name.c_str());
-    return 1;
-  }
-  for (bool causal : {false, true}) {
-    for (int s : seqlens) {
-      const int b = std::max(1, 16384 / s), h = 2048 / kD;
-      Problem p = make(b, h, s, s, causal, 7);
-      const float t = median_ms([&] { run_forward(p); });
-      const double flops = 4.0 * b * h * double(s) * s * kD / (causal ? 2 : 1);
-      std::printf("%s d%d %s s%d %.4f %.1f\n", name.c_str(), kD, causal ? "causal" : "full", s, t,
-                  flops / (t * 1e-3) / 1e12);
-      release(p);
-    }
-  }
-  AB_CHECK(cudaDeviceSynchronize());
-  return 0;
+  return harness_main(
+      argc, argv,
+      // odd block counts (11 at hdim 128, 7 at 64), sq < sk, sq > sk
+      {{2, 3, 1300, 1300, 11}, {1, 2, 333, 1029, 12}, {1, 2, 700, 129, 13}}, check,
+      [](bool causal, int s, int b, int h) {
+        Problem p = make(b, h, s, s, causal, 7);
+        const float ms = median_ms([&] { run_forward(p); });
+        release(p);
+        return std::pair<float, double>(ms, 4.0 * b * h * double(s) * s * kD / (causal ? 2 : 1));
+      });
 }
