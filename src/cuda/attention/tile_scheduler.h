@@ -6,13 +6,9 @@
 
 #include <cstddef>
 
-namespace flashkit::cuda::attn {
+#include "cuda/attention/tile_order.h"
 
-struct WorkTile {
-  int block, head, batch;
-  bool valid;
-  int index = 0;  // position in a persistent scheduler's tile order
-};
+namespace flashkit::cuda::attn {
 
 // One CTA per (block, head, batch) on a 1-D grid. (head, batch) pairs come in groups of `group`;
 // within a group the block rank varies slowest, so with group > 1 every pair's rank-0 block starts
@@ -46,62 +42,25 @@ struct SingleTileScheduler {
   __device__ static WorkTile next_work(const Params&, const WorkTile&) { return {0, 0, 0, false}; }
 };
 
-// Persistent: one CTA per SM (at most one per tile), each striding through a fixed tile order,
-// so every role of a warp-specialised CTA computes the same sequence without communicating.
-// Dense (`reverse` off): query blocks vary fastest, so the CTAs of one wave share a head's K/V
-// in L2. Causal (`reverse` on, the query blocks' key ranges growing with the block): a work
-// unit is two query blocks of one (head, batch) pair, ranks num_blocks-1-r and r (the long one
-// first), whose causal costs (num_blocks - r and r + 1 key blocks) add up to the same
-// num_blocks + 1 for every unit (an odd count: the last block alone, the rest paired as r and
-// num_blocks-2-r); units are laid out pair by pair like the dense order. Every CTA
-// thus gets an equal share, and the CTAs in flight read the K/V of a few pairs, which stay in L2.
-// (v5's order, longest first over all pairs, started every pair's K/V stream at once: a short
-// causal problem re-read K/V from DRAM for every query block; bench/NOTES-attention.md v6.)
-// WorkTile::index is the CTA's step in its own sequence.
+// Persistent: one CTA per SM (at most one per tile), each walking its share of a fixed tile
+// order (tile_order.h: dense blocks fastest; causal in paired query blocks of equal cost), so every
+// role of a warp-specialised CTA computes the same sequence without communicating.
 struct StaticPersistentScheduler {
   struct Arguments {
     int num_blocks, heads, batch;
     bool reverse;
     int num_ctas;  // the SM count
   };
-  struct Params {
-    int num_blocks, heads, batch;
-    bool reverse;
-    int num_ctas, units;  // units: work items (tiles, or reverse's block pairs)
-  };
+  using Params = PersistentOrder;
   static Params to_params(const Arguments& a) {
-    const int pairs = a.heads * a.batch;
-    const int units = (a.reverse ? (a.num_blocks + 1) / 2 : a.num_blocks) * pairs;
-    return {a.num_blocks, a.heads, a.batch, a.reverse, units < a.num_ctas ? units : a.num_ctas, units};
+    return PersistentOrder::make(a.num_blocks, a.heads, a.batch, a.reverse, a.num_ctas);
   }
   static dim3 grid_shape(const Params& p) { return dim3(unsigned(p.num_ctas)); }
-  // Step s of this CTA (reverse: two steps a unit).
-  __device__ static WorkTile tile(const Params& p, int s) {
-    const int c = int(blockIdx.x), n = int(gridDim.x);
-    if (!p.reverse) {
-      const int t = s * n + c;
-      if (t >= p.units) return {0, 0, 0, false, s};
-      const int hb = t / p.num_blocks;
-      return {t % p.num_blocks, hb % p.heads, hb / p.heads, true, s};
-    }
-    const int u = (s >> 1) * n + c, per_pair = (p.num_blocks + 1) / 2;
-    if (u >= p.units) return {0, 0, 0, false, s};
-    const int pair = u / per_pair, k = u % per_pair;
-    // Odd count: unit 0 is the last block alone (cost num_blocks), the others pair r with
-    // num_blocks-2-r (also num_blocks), so no unit is a half-size middle one.
-    const int nb = p.num_blocks - (p.num_blocks & 1), r = k - (p.num_blocks & 1);
-    const int block = r < 0 ? p.num_blocks - 1 : s & 1 ? r : nb - 1 - r;
-    return {block, pair % p.heads, pair / p.heads, true, s};
+  __device__ static WorkTile initial_work(const Params& p) {
+    return p.first(int(blockIdx.x), int(gridDim.x));
   }
-  // Step s is the empty second half of an odd block count's single-block unit.
-  __device__ static bool empty_half(const Params& p, int s) {
-    return p.reverse && (s & 1) && (p.num_blocks & 1) &&
-           ((s >> 1) * int(gridDim.x) + int(blockIdx.x)) % ((p.num_blocks + 1) / 2) == 0;
-  }
-  __device__ static WorkTile initial_work(const Params& p) { return tile(p, 0); }
   __device__ static WorkTile next_work(const Params& p, const WorkTile& w) {
-    const int s = w.index + 1;
-    return tile(p, empty_half(p, s) ? s + 1 : s);
+    return p.next(w, int(blockIdx.x), int(gridDim.x));
   }
 };
 

@@ -1,0 +1,76 @@
+// The persistent attention kernels' tile order (src/cuda/attention/tile_order.h) on the CPU: for
+// dense and causal problems, every CTA count, odd and even block counts, each tile is taken by
+// exactly one CTA; in causal order every CTA's share of key blocks (cost r + 1 for query block r)
+// is within one unit of the mean.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "cuda/attention/tile_order.h"
+
+namespace {
+
+using flashkit::cuda::attn::PersistentOrder;
+using flashkit::cuda::attn::WorkTile;
+
+struct Walk {
+  std::multiset<std::tuple<int, int, int>> tiles;
+  std::vector<long> cost;  // key blocks per CTA (causal: r + 1)
+};
+
+Walk walk(const PersistentOrder& o) {
+  Walk w;
+  for (int c = 0; c < o.num_ctas; ++c) {
+    long cost = 0;
+    for (WorkTile t = o.first(c, o.num_ctas); t.valid; t = o.next(t, c, o.num_ctas)) {
+      w.tiles.insert({t.block, t.head, t.batch});
+      cost += t.block + 1;
+    }
+    w.cost.push_back(cost);
+  }
+  return w;
+}
+
+TEST(TileOrder, EveryTileExactlyOnce) {
+  for (bool reverse : {false, true})
+    for (int nb : {1, 2, 3, 7, 11, 16, 43, 128})
+      for (int heads : {1, 3, 16})
+        for (int batch : {1, 2, 5})
+          for (int ctas : {1, 4, 132}) {
+            const PersistentOrder o = PersistentOrder::make(nb, heads, batch, reverse, ctas);
+            const Walk w = walk(o);
+            std::multiset<std::tuple<int, int, int>> want;
+            for (int b = 0; b < batch; ++b)
+              for (int h = 0; h < heads; ++h)
+                for (int m = 0; m < nb; ++m) want.insert({m, h, b});
+            EXPECT_EQ(w.tiles, want) << "reverse " << reverse << " nb " << nb << " heads " << heads
+                                     << " batch " << batch << " ctas " << ctas;
+          }
+}
+
+TEST(TileOrder, CausalSharesEqualWithinOneUnit) {
+  // The FA2 protocol's causal shapes at 128-row (hdim 128) and 192-row (hdim 64) query blocks.
+  for (auto [nb, heads, batch] : {std::tuple{16, 16, 8}, {32, 16, 4}, {64, 16, 2}, {128, 16, 1},
+                                  {11, 32, 8}, {22, 32, 4}, {43, 32, 2}, {86, 32, 1}}) {
+    const PersistentOrder o = PersistentOrder::make(nb, heads, batch, true, 132);
+    const Walk w = walk(o);
+    const auto [lo, hi] = std::minmax_element(w.cost.begin(), w.cost.end());
+    // A unit costs nb + 1 (even nb) or nb (odd); CTAs differ by at most one unit.
+    EXPECT_LE(*hi - *lo, nb + 1) << "nb " << nb;
+    EXPECT_GT(*lo, 0);
+  }
+}
+
+TEST(TileOrder, DenseQueryBlocksFastest) {
+  const PersistentOrder o = PersistentOrder::make(8, 4, 2, false, 132);
+  EXPECT_EQ(o.num_ctas, 64);  // never more CTAs than tiles
+  const WorkTile t = o.first(9, o.num_ctas);
+  EXPECT_EQ(t.block, 1);
+  EXPECT_EQ(t.head, 1);
+  EXPECT_EQ(t.batch, 0);
+}
+
+}  // namespace
