@@ -6,9 +6,6 @@
 // mbarriers in shared memory.
 #pragma once
 
-#ifndef FLASHKIT_SM90_UNIFORM_WG  // 1: warp-uniform warpgroup index (sm90 forward v5)
-#define FLASHKIT_SM90_UNIFORM_WG 1
-#endif
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
 
@@ -68,11 +65,8 @@ struct FwdKernel {
       cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
       const int tid = int(threadIdx.x) - 128;
       if (tid == 0) Epilogue::prefetch_descriptors(p.epilogue);
-#if FLASHKIT_SM90_UNIFORM_WG  // see fwd_mainloop.h: the ping-pong's barrier ids warp-uniform too
+      // The warpgroup index from lane 0, so the ping-pong's barrier ids are warp-uniform (v5).
       const typename Mainloop::Turns turns{__shfl_sync(0xffffffffu, tid / 128, 0)};
-#else
-      const typename Mainloop::Turns turns{tid / 128};
-#endif
       turns.start();
       for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
            w = Scheduler::next_work(p.scheduler, w)) {

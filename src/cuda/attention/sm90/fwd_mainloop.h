@@ -10,9 +10,6 @@
 // the TMA store has read O, so every tile, one without live key blocks too, takes it in turn.
 #pragma once
 
-#ifndef FLASHKIT_SM90_UNIFORM_WG  // 1: warp-uniform warpgroup index (sm90 forward v5)
-#define FLASHKIT_SM90_UNIFORM_WG 1
-#endif
 // sm90 forward v6 knobs (bench/NOTES-attention.md; A/B'd with bench/sm90_fwd_ab.cu), applied
 // where two consumer warpgroups ping-pong (hdim 128 and 256; measured no gain at hdim 64's three):
 // the softmax's tree reductions and lazy rescale past FWD_LAZY log2 units (sm90/fwd_softmax.h)
@@ -303,23 +300,16 @@ struct FwdMainloop {
     Tensor sQ = make_tensor(make_smem_ptr(smem.q), LayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});
     Tensor sVt = make_tensor(make_smem_ptr(smem.v), LayoutVt{});  // (D, BN, stage)
-#if FLASHKIT_SM90_UNIFORM_WG
     // The operand descriptors depend only on the warpgroup; built from an index the compiler
     // knows to be warp-uniform (a shuffle from lane 0, as FA3 does), they live in uniform
     // registers: no R2UR copy before each wgmma (static count, hdim 128 dense loop: 526 -> 479
-    // instructions an iteration; bench/NOTES-attention.md "sm90 forward v5", GPU-unverified).
+    // instructions an iteration; bench/NOTES-attention.md "sm90 forward v5").
     const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
     auto wg_qk = mma_qk.get_thread_slice(wg * 128);
     auto wg_pv = mma_pv.get_thread_slice(wg * 128);
     Tensor tSrQ = wg_qk.partition_fragment_A(sQ);
     Tensor tSrK = wg_qk.partition_fragment_B(sK);   // (MMA, N, K, stage) descriptors
     Tensor tOrV = wg_pv.partition_fragment_B(sVt);  // (MMA, D, K, stage)
-#else
-    auto thr_pv = mma_pv.get_thread_slice(tid);
-    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);
-    Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, N, K, stage) descriptors
-    Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, D, K, stage)
-#endif
     // (row, col) of each score within the tile, for the masks.
     Tensor cS = rowcol_view(thr_qk.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{})));
     Tensor o = rowcol_view(acc_o);
