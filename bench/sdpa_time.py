@@ -10,23 +10,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from timing import median_ms
+
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
-
-
-def median_ms(f):
-    for _ in range(3):
-        f()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ms = []
-    for _ in range(7):
-        e0.record()
-        for _ in range(10):
-            f()
-        e1.record()
-        e1.synchronize()
-        ms.append(e0.elapsed_time(e1) / 10)
-    ms.sort()
-    return ms[len(ms) // 2]
 
 
 def main():
@@ -48,9 +34,9 @@ def main():
                     fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                     if a.bwd:
                         out = fwd()  # one graph, differentiated again each call (no .grad sums)
-                        t = median_ms(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True))
+                        t = median_ms(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True), 7, 3, 10)
                     else:
-                        t = median_ms(fwd)
+                        t = median_ms(fwd, 7, 3, 10)
                 flops = 4.0 * b * h * s * s * d / (2 if causal else 1) * (2.5 if a.bwd else 1)
                 print(f"{name} d{d} {'causal' if causal else 'full'} s{s} {t:.4f} {flops / (t * 1e-3) / 1e12:.1f}",
                       flush=True)

@@ -79,10 +79,11 @@ FK_HD uint32_t dropout_keep8(const Philox4& d, uint32_t threshold) {
   return bits;
 }
 
+// One element's keep bit (the reference and tests; the kernels take dropout_keep8's 8 at once).
 FK_HD bool dropout_keep(uint64_t seed, uint64_t offset, int batch, int head, int heads, int row,
                         int col, uint32_t threshold) {
-  return dropout_half(dropout_draws(seed, offset, batch, head, heads, row, col >> 3), col & 7) >=
-         threshold;
+  return (dropout_keep8(dropout_draws(seed, offset, batch, head, heads, row, col >> 3), threshold) >>
+          (col & 7)) & 1u;
 }
 
 }  // namespace flashkit

@@ -462,7 +462,7 @@ struct GeneralScores {
         for (int c = 0; c < kCols; ++c) {
           const int col = col0 + cute::get<1>(coord(r, c));
           const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, col >> 3);
-          keep |= Bits(dropout_half(d, col & 7) >= thr) << (r * kCols + c);
+          keep |= Bits((dropout_keep8(d, thr) >> (col & 7)) & 1u) << (r * kCols + c);
         }
       }
     }

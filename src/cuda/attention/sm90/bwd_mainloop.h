@@ -33,7 +33,6 @@ template <class Coord>
 struct QueryStat {
   const float* smem;
   Coord coord;  // the fragment's (query, key) coordinates in (query, key) order
-  __device__ __forceinline__ QueryStat(const float* s, const Coord& c) : smem(s), coord(c) {}
   __device__ __forceinline__ float operator[](int r) const { return smem[get<0>(coord(r, 0))]; }
 };
 
@@ -328,8 +327,7 @@ struct BwdMainloop {
         Tensor dp = colrow_view(acc_dp);
         // The element mask runs only where this warpgroup's 64 keys cross the diagonal or seqlen_k.
         const bool mask = pol.template bwd_needs_mask<kBlockM, 64>(m, 2 * n_block + wg);
-        const QueryStat<Coord> lse(smem.lse_log2[stage], tScS);
-        const QueryStat<Coord> d_row{smem.dsum[stage], tScS};
+        const QueryStat<Coord> lse{smem.lse_log2[stage], tScS}, d_row{smem.dsum[stage], tScS};
         if constexpr (kOverlapP) {
           warpgroup_wait<1>();
           warpgroup_fence_operand(acc_s);

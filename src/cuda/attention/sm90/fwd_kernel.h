@@ -5,7 +5,6 @@
 // Both roles walk the persistent scheduler's tiles in the same order and meet only at the
 // mbarriers in shared memory.
 #pragma once
-
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
 
