@@ -61,7 +61,8 @@ constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool plain) {
 // The Hopper backward (sm90/bwd_*.h): key blocks of 128 rows (64 per consumer warpgroup), query
 // blocks streamed `stages` deep. block_m is the sm80 backward's, so both share the scratch
 // layout (dq_chunk / row_chunk blocks) and the dQ conversion. Smem: K, V, 2 stages of Q and
-// dO, dS^T and one staged fp32 dQ block: 176 KB at hdim 128 (block_m 64), 160 KB at hdim 64.
+// dO, two dS^T buffers and one staged fp32 dQ block: 192 KB at hdim 128 (block_m 64), 192 KB
+// at hdim 64 (block_m 128).
 struct Sm90BwdTiles {
   int block_m, block_n, stages;
 };

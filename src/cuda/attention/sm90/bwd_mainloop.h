@@ -68,6 +68,8 @@ struct BwdMainloop {
   static constexpr bool kOverlapP = kBlockM == 64 && Policy::kSplitProbs;
   // A block mask's skip scan is a warp ballot: the producer's whole first warp walks the blocks.
   static constexpr bool kWarpProducer = Policy::kHasBlockMask;
+  // dS^T alternates between two shared-memory buffers, so no barrier guards its store (see mma()).
+  static constexpr int kDsBuffers = 2;
   using TiledMmadQ = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float,
                            Shape<_64, Int<kHeadDim * kDqWgM / 2>, Int<kBlockN>>, GMMA::Major::MN,
@@ -100,7 +102,7 @@ struct BwdMainloop {
     alignas(1024) Element d_o[cosize_v<LayoutQ>];
     alignas(1024) Element k[cosize_v<LayoutKV>];  // dK after the mainloop (epilogue)
     alignas(1024) Element v[cosize_v<LayoutKV>];  // dV after the mainloop
-    alignas(1024) Element ds[cosize_v<LayoutdS>];
+    alignas(1024) Element ds[kDsBuffers * cosize_v<LayoutdS>];  // buffers of LayoutdS
     alignas(128) float dq[kDqFloats];  // one query block's dQ in dq_chunk order
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dsum[kStages][kBlockM];
@@ -279,17 +281,13 @@ struct BwdMainloop {
     Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});
     Tensor sV = make_tensor(make_smem_ptr(smem.v), LayoutKV{});
     Tensor sKt = make_tensor(make_smem_ptr(smem.k), LayoutKt{});     // (D, N, 1)
-    Tensor sdS = make_tensor(make_smem_ptr(smem.ds), LayoutdS{});    // (N, M, 1)
-    Tensor sdSt = make_tensor(make_smem_ptr(smem.ds), LayoutdSt{});  // (M, N, 1)
     Tensor tSrK = thr_sdp.partition_fragment_A(sK(_, _, 0));
     Tensor tdPrV = thr_sdp.partition_fragment_A(sV(_, _, 0));
     Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);  // (MMA, M, K, stage) descriptors
     Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);
     Tensor tdVrdOt = thr_dkv.partition_fragment_B(sdOt);  // (MMA, D, M, stage)
     Tensor tdKrQt = thr_dkv.partition_fragment_B(sQt);
-    Tensor tdQrdS = thr_dq.partition_fragment_A(sdSt(_, _, 0));
     Tensor tdQrKt = thr_dq.partition_fragment_B(sKt(_, _, 0));
-    Tensor tdSsdS = thr_sdp.partition_C(sdS(_, _, 0));
     // (query, key) coordinates of each score within the tile, in the policy's (row, col) order.
     auto qk = make_layout(Shape<Int<kBlockN>, Int<kBlockM>>{}, make_stride(E<1>{}, E<0>{}));
     Tensor tScS = colrow_view(thr_sdp.partition_C(make_coord_tensor(qk)));
@@ -303,6 +301,7 @@ struct BwdMainloop {
     // block. At 128 (hdim 64) dS^T held for it beside S^T and dP^T makes ptxas serialise the
     // wgmmas, so each block waits for its dK.
     int prev_stage = -1;
+    int ds_buf = 0;  // dS^T's buffer of the block
     Ring::Barrier::wait(&smem.kv_full, 0);
     for (int g = 0; g < p.h_ratio; ++g) {
       const int h = w.head * p.h_ratio + g;
@@ -358,19 +357,22 @@ struct BwdMainloop {
         wgmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
         Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
 
-        // dS^T to shared memory for dQ = dS K (while dV's GEMM runs), once both warpgroups' last
-        // dQ has read it (each waited for its own) and the last bulk reduce has read the dQ
-        // staging buffer. dQ's GEMM goes before dK's, so dQ is staged and added while dK's runs
-        // (whose register operand rdS is not written meanwhile).
+        // dS^T to shared memory for dQ = dS K (while dV's GEMM runs), into the buffer that both
+        // warpgroups' dQ GEMMs read two blocks ago: each waited for its own, and the other one's
+        // wait came before it arrived at the previous block's barrier below (so no barrier here). The last bulk reduce must also have read
+        // the dQ staging buffer (thread 0 waits before the barrier after the store). dQ's GEMM
+        // goes before dK's, so dQ is staged and added while dK's runs (whose register operand
+        // rdS is not written meanwhile).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         if (bulk_dq && tid == 0) bulk_wait_read();
 #endif
-        sync_consumers();
-        copy(rdS, tdSsdS);
+        Element* ds = smem.ds + ds_buf * cosize_v<LayoutdS>;
+        copy(rdS, thr_sdp.partition_C(make_tensor(make_smem_ptr(ds), LayoutdS{})(_, _, 0)));
         cutlass::arch::fence_view_async_shared();
         sync_consumers();
         Tensor acc_dq = partition_fragment_C(mma_dq, TileQ{});
-        wgmma<true>(mma_dq, tdQrdS, tdQrKt, acc_dq);
+        wgmma<true>(mma_dq, thr_dq.partition_fragment_A(make_tensor(make_smem_ptr(ds), LayoutdSt{})(_, _, 0)),
+                    tdQrKt, acc_dq);
         warpgroup_fence_operand(tdKrdS);
         wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
         warpgroup_wait<1>();
@@ -389,6 +391,7 @@ struct BwdMainloop {
                                          pol.template dq_turn<kBlockM, kBlockN>(m, n_block), tid,
                                          [] { sync_consumers(); });
         }
+        ds_buf ^= 1;
         if constexpr (kOverlapP) {
           prev_stage = stage;
         } else {
