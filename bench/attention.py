@@ -30,16 +30,19 @@ BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTEN
             "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
 
 
-def timed(fn, budget_ms=150.0):
-    """Median of repeats (3..20, about budget_ms in all) after two warm-up calls."""
+def timed(fn, budget_ms=150.0, per_call=5):
+    """Median per call of repeats (3..20, about budget_ms in all) of `per_call` back-to-back calls
+    after two warm-up calls. Batches, not single calls between two events: a single call's time
+    would include the host's dispatch before its first kernel (torch.autograd.grad's is ~0.1-0.2
+    ms, which made cuDNN's 2k backward read 18% slow against the harnesses' batched timing)."""
     fn()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     fn()
     torch.cuda.synchronize()
     est = (time.perf_counter() - t0) * 1e3
-    reps = max(3, min(20, int(budget_ms / max(est, 1e-3))))
-    return median_ms(fn, reps, warmup=0)
+    reps = max(3, min(20, int(budget_ms / max(est * per_call, 1e-3))))
+    return median_ms(fn, reps, warmup=0, per_call=per_call)
 
 
 def flops(b, h, s, d, causal):
