@@ -416,14 +416,15 @@ struct GeneralScores {
   // lane, and a 4 x 4 transpose of 2-bit fields within each byte (2 xor shuffles per 32 bits)
   // hands every lane its two bits of each call. Calls per thread: elements / 8 (16, 32 or 64
   // elements in the tile configs that instantiate dropout: sm80 forward 16-64, sm80 backward
-  // 16-64, sm90 forward 64); other shapes take the fallback below.
+  // 16-64, sm90 forward 64; a dropout instantiation of any other shape fails to compile).
   template <class S, class Coord>
   __device__ __forceinline__ auto keep_bits(const S& s, const Coord& coord, int row0,
                                             int col0) const {
     constexpr int kCols = decltype(cute::size<1>(s))::value;
     constexpr int kElems = decltype(cute::size(s))::value;
-    // Only dropout instantiations draw bits; tile configs give them <= 64 scores per thread.
-    static_assert(!kHasDropout || kElems <= 64, "a thread's tile exceeds the keep word");
+    // Only dropout instantiations draw bits (the others never call this: dropout_on()).
+    static_assert(!kHasDropout || (kElems <= 64 && kElems % 8 == 0 && kCols % 2 == 0),
+                  "dropout needs whole bytes of m16n8 column pairs, at most 64 a thread");
     using Bits = std::conditional_t<(kElems <= 32), uint32_t, uint64_t>;
     const uint32_t thr = p->drop_threshold;
     const int q = int(threadIdx.x % 4);
@@ -453,17 +454,6 @@ struct GeneralScores {
         word = transpose_fields<2, 1>(word, q, 1);
         word = transpose_fields<2, 2>(word, q, 2);
         keep |= Bits(word) << (32 * w);
-      }
-    } else {  // any other shape: each lane draws its own rows' calls (4 lanes repeat each call)
-      CUTE_UNROLL
-      for (int r = 0; r < cute::size<0>(s); ++r) {
-        const int row = row0 + cute::get<0>(coord(r, 0));
-        CUTE_UNROLL
-        for (int c = 0; c < kCols; ++c) {
-          const int col = col0 + cute::get<1>(coord(r, c));
-          const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, col >> 3);
-          keep |= Bits((dropout_keep8(d, thr) >> (col & 7)) & 1u) << (r * kCols + c);
-        }
       }
     }
     return keep;
@@ -497,8 +487,8 @@ struct GeneralScores {
   __device__ __forceinline__ auto keep_bits_t(const S& s, const Coord& coord, int row0,
                                               int col0) const {
     constexpr int kElems = decltype(cute::size(s))::value;
-    static_assert(!kHasDropout || (kElems % 4 == 0 && kElems <= 64),
-                  "a thread's tile exceeds the keep word");
+    static_assert(!kHasDropout || (kElems % 8 == 0 && kElems <= 64),
+                  "dropout needs whole bytes of query pairs, at most 64 a thread");
     using Bits = std::conditional_t<(kElems <= 32), uint32_t, uint64_t>;
     const uint32_t thr = p->drop_threshold;
     const int i = int(threadIdx.x / 4 % 8);
@@ -520,14 +510,6 @@ struct GeneralScores {
         word = transpose_fields<1, 2>(word, i, 8);
         word = transpose_fields<1, 4>(word, i, 16);
         keep |= Bits(word) << (32 * w);
-      }
-    } else {  // an odd number of query pairs: each lane draws its own (8 lanes repeat each call);
-              // bit e (bit_t): query offset 8 (e >> 2) + (e & 1), key offset 8 (e >> 1 & 1)
-      CUTE_UNROLL
-      for (int e = 0; e < kElems; ++e) {
-        const int row = q + 8 * (e >> 2) + (e & 1), col8 = k8 + ((e >> 1) & 1);
-        const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, col8);
-        keep |= Bits((dropout_keep8(d, thr) >> i) & 1u) << e;
       }
     }
     return keep;
