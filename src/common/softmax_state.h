@@ -62,4 +62,23 @@ FK_HD float online_update(SoftmaxStat& s, float block_max) {
   return alpha;
 }
 
+// online_update with m and the block max in log2 units of the scaled score (the GPU kernels fold
+// the softmax scale into exp2): returns exp2(m_old - m_new). lazy > 0 moves m only when the block
+// max exceeds it by more than `lazy` (or m is still -inf): exps taken against the stale m are then
+// at most 2^lazy, and the final O / l is the same (the factor cancels), but O's rescale is skipped.
+FK_HD float online_update_log2(SoftmaxStat& s, float block_max, float lazy = 0.f) {
+  const bool grow = block_max > s.m + lazy || (lazy > 0.f && s.m == -INFINITY);
+  const float m_new = grow ? block_max : s.m;
+  // exp2(-inf) = 0 for the first live block; a row with no live key yet keeps alpha 1.
+  const float alpha = grow && m_new != -INFINITY ? exp2f(s.m - m_new) : 1.f;
+  s.l *= alpha;
+  s.m = m_new;
+  return alpha;
+}
+
+// Natural-log logsumexp of a stat kept in log2 units (-inf if it saw no key).
+FK_HD float stat_lse_log2(SoftmaxStat s) {
+  return s.l > 0.f ? (s.m + log2f(s.l)) * 0.69314718055994530942f : -INFINITY;
+}
+
 }  // namespace flashkit

@@ -9,7 +9,7 @@
 #include "cuda/attention/params.h"
 #include "cuda/attention/score_policy.h"
 #include "cuda/attention/seqlen.h"
-#include "cuda/attention/sm80/online_softmax.h"
+#include "cuda/attention/online_softmax.h"
 #include "cuda/attention/sm80/tensor_ops.h"
 #include "cuda/attention/tile_scheduler.h"
 
@@ -133,7 +133,7 @@ struct FwdMainloop {
       const bool mask = pol.template fwd_needs_mask<kBlockM, kBlockN>(m_block, n);
       pol.fwd_scores(s, tScS, m_block * kBlockM, n * kBlockN, mask, p.scale);
       Tensor o = rowcol_view(acc_o);
-      softmax.update(s, o, p.scale, p.scale_log2);
+      softmax.update(s, o, p.scale_log2);
       pol.fwd_dropout(s, tScS, m_block * kBlockM, n * kBlockN);  // l above counts dropped P too
 
       Tensor rP = convert<Element>(acc_s);

@@ -359,10 +359,10 @@ struct BwdMainloop {
 
         // dS^T to shared memory for dQ = dS K (while dV's GEMM runs), into the buffer that both
         // warpgroups' dQ GEMMs read two blocks ago: each waited for its own, and the other one's
-        // wait came before it arrived at the previous block's barrier below (so no barrier here). The last bulk reduce must also have read
-        // the dQ staging buffer (thread 0 waits before the barrier after the store). dQ's GEMM
-        // goes before dK's, so dQ is staged and added while dK's runs (whose register operand
-        // rdS is not written meanwhile).
+        // wait came before it arrived at the previous block's barrier below (so no barrier
+        // here). The last bulk reduce must also have read the dQ staging buffer (thread 0 waits
+        // before the barrier after the store). dQ's GEMM goes before dK's, so dQ is staged and
+        // added while dK's runs (whose register operand rdS is not written meanwhile).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         if (bulk_dq && tid == 0) bulk_wait_read();
 #endif
@@ -371,8 +371,8 @@ struct BwdMainloop {
         cutlass::arch::fence_view_async_shared();
         sync_consumers();
         Tensor acc_dq = partition_fragment_C(mma_dq, TileQ{});
-        wgmma<true>(mma_dq, thr_dq.partition_fragment_A(make_tensor(make_smem_ptr(ds), LayoutdSt{})(_, _, 0)),
-                    tdQrKt, acc_dq);
+        Tensor tdQrdS = thr_dq.partition_fragment_A(make_tensor(make_smem_ptr(ds), LayoutdSt{})(_, _, 0));
+        wgmma<true>(mma_dq, tdQrdS, tdQrKt, acc_dq);
         warpgroup_fence_operand(tdKrdS);
         wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
         warpgroup_wait<1>();

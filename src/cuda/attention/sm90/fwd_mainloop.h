@@ -12,7 +12,7 @@
 
 // sm90 forward v6 knobs (bench/NOTES-attention.md; A/B'd with bench/sm90_fwd_ab.cu), applied
 // where two consumer warpgroups ping-pong (hdim 128 and 256; measured no gain at hdim 64's three):
-// the softmax's tree reductions and lazy rescale past FWD_LAZY log2 units (sm90/fwd_softmax.h)
+// the softmax's tree reductions and lazy rescale past FWD_LAZY log2 units (online_softmax.h)
 // and FWD_PIN, the P V wait kept after the exponentials.
 #ifndef FLASHKIT_SM90_FWD_TREE
 #define FLASHKIT_SM90_FWD_TREE 1
@@ -28,7 +28,7 @@
 #include "cuda/attention/params.h"
 #include "cuda/attention/score_policy.h"
 #include "cuda/attention/seqlen.h"
-#include "cuda/attention/sm90/fwd_softmax.h"
+#include "cuda/attention/online_softmax.h"
 #include "cuda/attention/sm90/pipeline.h"
 #include "cuda/attention/sm90/traits.h"
 #include "cuda/attention/tile_scheduler.h"
@@ -127,8 +127,8 @@ struct FwdMainloop {
   using LayoutVt = decltype(transposed_staged<LayoutKV, kBlockN, kHeadDim, kStages>(LayoutKV{}));
   // A thread holds 2 rows of its warpgroup's 64.
   static constexpr bool kTwoWarpgroups = kConsumerWarpgroups == 2;
-  using Softmax = FwdSoftmax<2, kTwoWarpgroups && bool(FLASHKIT_SM90_FWD_TREE),
-                             kTwoWarpgroups ? FLASHKIT_SM90_FWD_LAZY : 0>;
+  using Softmax = OnlineSoftmax<2, kTwoWarpgroups && bool(FLASHKIT_SM90_FWD_TREE),
+                                 kTwoWarpgroups ? FLASHKIT_SM90_FWD_LAZY : 0>;
   // Keep wgmma.wait_group 0 (P V done) after the softmax's exponentials (see mma()); two
   // consumer warpgroups only (hdim 64's three at 160 registers spill with it).
   static constexpr bool kExpsBeforePvWait = kTwoWarpgroups && FLASHKIT_SM90_FWD_PIN;
@@ -334,7 +334,7 @@ struct FwdMainloop {
     // The online softmax of S_n (l sums P before dropout drops some of it, as on sm80).
     auto softmax_of = [&](auto& acc_s, int n, float (&alpha)[Softmax::kRows]) {
       Tensor s = rowcol_view(acc_s);
-      softmax.update_stats(s, alpha, p.scale, p.scale_log2);
+      softmax.update_stats(s, alpha, p.scale_log2);
       pol.fwd_dropout(s, cS, row0, n * kBlockN);
     };
     // O += P V_n; V_n's stage is freed by pv_done once the product has completed.
