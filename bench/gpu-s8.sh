@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # First call planned for session 8 (bench/NOTES-attention.md "sm90 forward v5"): minimal build with
-# the warp-uniform warpgroup index on (CUDAFLAGS=-DFLASHKIT_SM90_UNIFORM_WG=1), the sm90 attention
+# the warp-uniform warpgroup index (then a knob, the code since), the sm90 attention
 # tests with sanitizers on the small sm90 case, then the forward against torch SDPA flash + cudnn
 # in one process (compare flashkit/cuDNN ratios with session 7 call 4's, same protocol).
 # usage: OUT=/some/dir bench/gpu-s8.sh   (.carry and .whl carried; ~500 s)
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
-stamp "build + tests (FLASHKIT_SM90_UNIFORM_WG=1)"
-CUDAFLAGS=-DFLASHKIT_SM90_UNIFORM_WG=1 timeout 430 tests/gpu/run --kernels minimal \
+stamp "build + tests"
+timeout 430 tests/gpu/run --kernels minimal \
   --filter 'AttentionGpuSm90.*:AttentionGpuSmall.Sm90*:AttentionGpu.DeterministicBitwiseEqual' \
   --sanitize-filter 'AttentionGpuSmall.Sm90AndSm80Paths' --out "$log" >"$log/run.txt" 2>&1
 stamp "tests/gpu/run rc=$?"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Second call of session 8, on the machine call 1 (bench/gpu-s8.sh) left warm with build-gpu
-# built (FLASHKIT_SM90_UNIFORM_WG=1): Nsight Compute on the Hopper forward at hdim 128, seqlen
+# built (FLASHKIT_SM90_UNIFORM_WG=1, the code since): Nsight Compute on the Hopper forward at hdim 128, seqlen
 # 8k, dense — SpeedOfLight, WarpStateStats, pipe utilisation (InstructionStats, ComputeWorkload)
 # and source-level warp-state samples per SASS instruction — and the same sections on cuDNN's
 # forward (torch SDPA) for the side-by-side. Rebuilds (minimal) only if build-gpu is missing.
@@ -9,7 +9,7 @@ set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 if [ ! -x build-gpu/flashkit ]; then
   stamp "build (machine was not warm)"
-  CUDAFLAGS=-DFLASHKIT_SM90_UNIFORM_WG=1 timeout 400 tests/gpu/run --kernels minimal --no-tests \
+  timeout 400 tests/gpu/run --kernels minimal --no-tests \
     --out "$log" >"$log/run.txt" 2>&1
   stamp "build rc=$?"
 fi
@@ -19,16 +19,13 @@ timeout 150 ncu --clock-control none --kernel-name regex:run_kernel_sm90 --launc
   --section SourceCounters --import-source yes -o "$log/fk" \
   python3 bench/profile_attention.py --fwd-only --seqlen 8192 128 >"$log/ncu-fk.log" 2>&1
 stamp "rc=$?"
-ncu -i "$log/fk.ncu-rep" --page details >"$log/fk-details.txt" 2>&1
-ncu -i "$log/fk.ncu-rep" --page source --csv --print-source sass >"$log/fk-sass.csv" 2>&1
-rm -f "$log/fk.ncu-rep"
+ncu_unpack fk sass
 stamp "ncu cudnn forward"
 timeout 150 ncu --clock-control none --kernel-name regex:'sdpa|fprop|cudnn' \
   --launch-count 1 $sec -o "$log/cd" \
   python3 bench/profile_attention.py --fwd-only --cudnn --seqlen 8192 128 >"$log/ncu-cd.log" 2>&1
 stamp "rc=$?"
-ncu -i "$log/cd.ncu-rep" --page details >"$log/cd-details.txt" 2>&1
-rm -f "$log/cd.ncu-rep"
+ncu_unpack cd
 for f in fk cd; do
   echo "== $f"; grep -E "^  [a-zA-Z_].*(Kernel|kernel)|Duration|Elapsed Cycles|SM Frequency|Registers Per|Warp Cycles Per Issued|Issue Slots Busy|Executed Ipc A|Compute \(SM\) Throughput" "$log/$f-details.txt" | head -14
 done

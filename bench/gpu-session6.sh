@@ -22,9 +22,7 @@ timeout 90 ncu --clock-control none --kernel-name regex:mas_forward --launch-ski
   --launch-count 1 --section SourceCounters --section WarpStateStats --section SpeedOfLight \
   --section LaunchStats --import-source yes -o "$log/mas128" \
   python3 bench/profile_mas.py --Ts 128 --once >"$log/ncu128.log" 2>&1
-ncu -i "$log/mas128.ncu-rep" --page details >"$log/mas128-details.txt" 2>&1
-ncu -i "$log/mas128.ncu-rep" --page source --csv --print-source sass >"$log/mas128-sass.csv" 2>&1
-rm -f "$log/mas128.ncu-rep"
+ncu_unpack mas128 sass
 grep -E "Duration|Elapsed Cycles|SM Frequency|Registers|Warp Cycles Per Issued" "$log/mas128-details.txt"
 stamp "done"
 (cd "$out" && tar czf logs.tgz t && rm -rf t)

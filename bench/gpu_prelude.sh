@@ -21,3 +21,10 @@ fwd_vs_cudnn() {
   stamp "rc=$?"
   tail -20 "$log/attn.log"
 }
+# An ncu report $log/$1.ncu-rep unpacked into $log/$1-details.txt (every section) and, with a
+# second argument, $log/$1-sass.csv (source-level samples per SASS instruction); the report goes.
+ncu_unpack() {
+  ncu -i "$log/$1.ncu-rep" --page details >"$log/$1-details.txt" 2>&1
+  [ $# -gt 1 ] && ncu -i "$log/$1.ncu-rep" --page source --csv --print-source sass >"$log/$1-sass.csv" 2>&1
+  rm -f "$log/$1.ncu-rep"
+}
