@@ -89,6 +89,8 @@ struct Tuning {
   bool fused_split = true;  // the fused mode's own split and rows a lane (v15)
   int fused_k = 0;          // the fused mode's rows a lane, 1, 2 or 4; 0: by the rule
   bool tiled = true;        // the tiled kernel for short texts (v16)
+  int tiled_slots = 0;      // its slots a lane (16 or 32; 0: 16)
+  bool tiled_l2 = false;    // its bulk L2 prefetch of the rows
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -107,6 +109,8 @@ const Tuning& tuning() {
       if (n == 1 || n == 2 || n == 4) t.fused_k = n;
     }
     if (const char* e = std::getenv("FLASHKIT_MAS_TILED")) t.tiled = std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_TILED_SLOTS")) t.tiled_slots = std::atoi(e) == 32 ? 32 : 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_TILED_L2")) t.tiled_l2 = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_FUSED_SPLIT"))
       t.fused_split = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_SPLIT_ROWS")) {
@@ -149,10 +153,12 @@ void launch_kernel(const Params& p, int B, cudaStream_t stream) {
 
 // The tiled kernel (one DP warp, R = p.tiled rows a lane) and, for dense paths, the warp that
 // zeroes the path.
-template <Src S, int R>
+template <Src S, int R, int kSlots = kTiledSlots>
 void launch_tiled_r(const Params& p, int B, cudaStream_t stream) {
-  constexpr auto kernel = mas_forward_tiled<S, R>;
-  const int smem = tiled_stage_bytes(R) + static_cast<int>(sizeof(uint32_t)) * p.W * 32 * R;
+  if constexpr (R <= 4 && kSlots == kTiledSlots)
+    if (p.tiled_slots == 32) return launch_tiled_r<S, R, 32>(p, B, stream);
+  constexpr auto kernel = mas_forward_tiled<S, R, kSlots>;
+  const int smem = tiled_stage_bytes(R, kSlots) + static_cast<int>(sizeof(uint32_t)) * p.W * 32 * R;
   ensure_smem_limit<kernel>(kMaxDynSmem);
   kernel<<<B, p.path != nullptr ? 64 : 32, smem, stream>>>(p);
   FK_CHECK_LAUNCH("mas_forward_tiled");
@@ -288,9 +294,12 @@ void choose_tiled(Params& p, bool vec_rows, bool fused) {
   if (!vec_rows || fused || p.splits != 1 || p.T > 32 * kTiledMaxRows || !tuning().tiled) return;
   int r = 1;
   while (32 * r < p.T) r *= 2;
-  if (tiled_stage_bytes(r) + sizeof(uint32_t) * p.W * 32 * r > static_cast<size_t>(kMaxDynSmem))
+  const int slots = r <= 4 && tuning().tiled_slots == 32 ? 32 : kTiledSlots;
+  if (tiled_stage_bytes(r, slots) + sizeof(uint32_t) * p.W * 32 * r >
+      static_cast<size_t>(kMaxDynSmem))
     return;
-  p.tiled = r, p.rows = 32 * r, p.dp_warps = 1, p.stage_bytes = tiled_stage_bytes(r);
+  p.tiled = r, p.rows = 32 * r, p.dp_warps = 1, p.stage_bytes = tiled_stage_bytes(r, slots);
+  p.tiled_slots = slots, p.tiled_l2 = tuning().tiled_l2;
   p.bits_smem = 1;
 }
 

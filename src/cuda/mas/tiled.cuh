@@ -18,19 +18,21 @@
 
 namespace flashkit::cuda::mas_kernels {
 
-constexpr int kTiledSlots = 16;  // chunks staged per lane (kTiledSlots - 2 in flight)
+constexpr int kTiledSlots = 16;  // chunks staged per lane (kSlots - 2 in flight), or 32
 constexpr int kTiledMaxRows = 8;  // rows a lane: texts up to 256 rows
 
 // Shared memory of the tiled kernel: the lane stages, then the bits ([W][32 R] words).
-__host__ __device__ constexpr int tiled_stage_bytes(int r) { return kTiledSlots * r * 1024; }
+__host__ __device__ constexpr int tiled_stage_bytes(int r, int slots = kTiledSlots) {
+  return slots * r * 1024;
+}
 
 // Chunk g of the lane's rows into its slot (guarded by `on`: nothing copied, the group still
 // committed, so every lane commits one group a step). A 16-byte piece past the row's end is
 // zero-filled and its source ignored (cp.async's ignore-src: not read), so the addresses are the
 // row pointer plus the offset, one 64-bit add a row.
-template <int R>
-__device__ __forceinline__ void tiled_issue(const Stager<R, kTiledSlots>& st, int g, bool on) {
-  const uint32_t dst = st.slot0 + static_cast<uint32_t>(g & (kTiledSlots - 1)) * st.kSlotBytes;
+template <int R, int kSlots>
+__device__ __forceinline__ void tiled_issue(const Stager<R, kSlots>& st, int g, bool on) {
+  const uint32_t dst = st.slot0 + static_cast<uint32_t>(g & (kSlots - 1)) * st.kSlotBytes;
   const int off = g * 32;
   const uint32_t out0 = off >= st.row_bytes, out1 = off + 16 >= st.row_bytes;
 #pragma unroll
@@ -47,10 +49,10 @@ __device__ __forceinline__ void tiled_issue(const Stager<R, kTiledSlots>& st, in
 }
 
 // Chunk g from its slot (lanes with `on` only; the others keep their registers).
-template <int R>
-__device__ __forceinline__ void tiled_read(const Stager<R, kTiledSlots>& st, int g, bool on,
+template <int R, int kSlots>
+__device__ __forceinline__ void tiled_read(const Stager<R, kSlots>& st, int g, bool on,
                                            uint32_t (&buf)[R][8]) {
-  const uint32_t src = st.slot0 + static_cast<uint32_t>(g & (kTiledSlots - 1)) * st.kSlotBytes;
+  const uint32_t src = st.slot0 + static_cast<uint32_t>(g & (kSlots - 1)) * st.kSlotBytes;
 #pragma unroll
   for (int i = 0; i < R; ++i)
 #pragma unroll
@@ -77,12 +79,12 @@ __device__ __forceinline__ float shfl_up1_or(float v, float lane0_value) {
 // One CTA per item: warp 0 runs the DP, the backtrack and the runs; warp 1 (p.path set) zeroes the
 // item's dense path block meanwhile. Requires p.splits == 1, contiguous 16-byte aligned rows,
 // p.rows == 32 R and the bits in shared memory (mas.cu's choose_tiled).
-template <Src S, int R>
+template <Src S, int R, int kSlots>
 __global__ void __launch_bounds__(64, 1) mas_forward_tiled(const Params p) {
   using T = typename Chunk<S>::T;
   constexpr int F = Chunk<S>::kCols;    // frames a chunk (a step)
   constexpr int kWordSteps = 32 / F;    // steps a 32-bit word of bits
-  using StagerT = Stager<R, kTiledSlots>;
+  using StagerT = Stager<R, kSlots>;
   constexpr int kAhead = StagerT::kAhead;
   extern __shared__ uint4 s_dyn[];
   __shared__ int32_t s_start[32 * kTiledMaxRows];
@@ -102,7 +104,18 @@ __global__ void __launch_bounds__(64, 1) mas_forward_tiled(const Params p) {
     for (int i = 0; i < R; ++i)
       st.row[i] = reinterpret_cast<const char*>(item + max(min(x0 + i, p.T - 1), 0) * p.vx);
 #pragma unroll
-    for (int g = 0; g < kAhead; ++g) tiled_issue<R>(st, g, true);
+    for (int g = 0; g < kAhead; ++g) tiled_issue(st, g, true);
+    // FLASHKIT_MAS_TILED_L2=1 (measuring): ask L2 for the lane's whole rows now (one bulk
+    // prefetch a row), so the chunk copies later find them there.
+#if __CUDA_ARCH__ >= 900
+    if (p.tiled_l2)
+#pragma unroll
+      for (int i = 0; i < R; ++i)
+        if (x0 + i < p.T && st.row_bytes >= 16)
+          asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(st.row[i]),
+                       "r"(st.row_bytes & ~15)
+                       : "memory");
+#endif
   }
 
   const int2 len = item_lengths(p, b);
@@ -120,7 +133,7 @@ __global__ void __launch_bounds__(64, 1) mas_forward_tiled(const Params p) {
     return;
   }
   uint32_t* const bits = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(s_dyn) +
-                                                     tiled_stage_bytes(R));
+                                                     tiled_stage_bytes(R, kSlots));
   constexpr int bstride = 32 * R;
 
   if (!dp) {
@@ -142,9 +155,9 @@ __global__ void __launch_bounds__(64, 1) mas_forward_tiled(const Params p) {
     for (int s = 0; s < nsteps; ++s) {
       const int k = s - lane;  // this lane's chunk
       const bool active = k >= 0 && k < nblk;
-      tiled_issue<R>(st, k + kAhead, k >= 0 && (k + kAhead) * F < ty);
+      tiled_issue(st, k + kAhead, k >= 0 && (k + kAhead) * F < ty);
       stage_wait<kAhead>();  // chunk k has landed (every later group is one of the kAhead)
-      tiled_read<R>(st, k, active, buf);
+      tiled_read(st, k, active, buf);
       if (k == 0) {  // the lane's first frame: Q = neg at frame -1, row -1 is 0 there
 #pragma unroll
         for (int i = 0; i < R; ++i) q[i] = p.neg, word[i] = 0;
