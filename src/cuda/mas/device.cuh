@@ -132,8 +132,6 @@ struct Params {
   // Q[row0 - 1, y] of CTA k-1 from `ring` ([B][splits][W * 32]) once `progress` ([B][splits],
   // -1 before the launch) has passed y.
   int splits, rows, dp_warps;
-  int tiled;  // > 0: the tiled kernel (tiled.cuh) with this many rows a lane (rows = 32 tiled)
-  int tiled_slots, tiled_l2;  // its chunks staged a lane; 1: bulk L2 prefetch of the rows
   // L2 prefetch of each row: every l2_group blocks (32 frames each), the next l2_group blocks
   // starting l2_blocks ahead of the register loads, as one contiguous run per row (longer runs
   // per row: fewer DRAM pages opened per byte).

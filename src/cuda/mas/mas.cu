@@ -17,7 +17,6 @@
 #include "cuda/mas/forward.cuh"
 #include "cuda/mas/launch.h"
 #include "cuda/mas/output.cuh"
-#include "cuda/mas/tiled.cuh"
 
 namespace flashkit::cuda {
 namespace {
@@ -75,8 +74,7 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
 // T, FLASHKIT_MAS_SLOTS=8|16|32 the chunks staged per warp, FLASHKIT_MAS_K=1|2|4 the staged
 // kernel's rows a lane (where the CTA's rows allow it), FLASHKIT_MAS_SPLIT_ROWS=n splits items
 // over a cluster down to n rows a CTA (default 256), FLASHKIT_MAS_FUSED_SPLIT=0 gives the fused
-// mode the unfused split and rows a lane (choose_split), FLASHKIT_MAS_TILED=0 runs the staged
-// kernel where the tiled one would (choose_tiled). Unset: the choices below. (Measured and
+// mode the unfused split and rows a lane (choose_split). Unset: the choices below. (Measured and
 // removed, bench/NOTES-mas.md v14: a lane-skewed staged loop and cell_pred on the register path.)
 struct Tuning {
   int l2_blocks = -1, l2_group = 1;
@@ -88,9 +86,6 @@ struct Tuning {
   int split_rows = 256;  // split an item over a cluster down to this many rows a CTA
   bool fused_split = true;  // the fused mode's own split and rows a lane (v15)
   int fused_k = 0;          // the fused mode's rows a lane, 1, 2 or 4; 0: by the rule
-  bool tiled = true;        // the tiled kernel for short texts (v16)
-  int tiled_slots = 0;      // its slots a lane (16 or 32; 0: 16)
-  bool tiled_l2 = false;    // its bulk L2 prefetch of the rows
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -108,9 +103,6 @@ const Tuning& tuning() {
       const int n = std::atoi(e);
       if (n == 1 || n == 2 || n == 4) t.fused_k = n;
     }
-    if (const char* e = std::getenv("FLASHKIT_MAS_TILED")) t.tiled = std::strcmp(e, "0") != 0;
-    if (const char* e = std::getenv("FLASHKIT_MAS_TILED_SLOTS")) t.tiled_slots = std::atoi(e) == 32 ? 32 : 0;
-    if (const char* e = std::getenv("FLASHKIT_MAS_TILED_L2")) t.tiled_l2 = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_FUSED_SPLIT"))
       t.fused_split = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_SPLIT_ROWS")) {
@@ -151,32 +143,6 @@ void launch_kernel(const Params& p, int B, cudaStream_t stream) {
   FK_CHECK_LAUNCH("mas_forward");
 }
 
-// The tiled kernel (one DP warp, R = p.tiled rows a lane) and, for dense paths, the warp that
-// zeroes the path.
-template <Src S, int R, int kSlots = kTiledSlots>
-void launch_tiled_r(const Params& p, int B, cudaStream_t stream) {
-  if constexpr (R <= 4 && kSlots == kTiledSlots)
-    if (p.tiled_slots == 32) return launch_tiled_r<S, R, 32>(p, B, stream);
-  constexpr auto kernel = mas_forward_tiled<S, R, kSlots>;
-  const int smem = tiled_stage_bytes(R, kSlots) + static_cast<int>(sizeof(uint32_t)) * p.W * 32 * R;
-  ensure_smem_limit<kernel>(kMaxDynSmem);
-  kernel<<<B, p.path != nullptr ? 64 : 32, smem, stream>>>(p);
-  FK_CHECK_LAUNCH("mas_forward_tiled");
-}
-template <Src S>
-void launch_tiled(const Params& p, int B, cudaStream_t stream) {
-  switch (p.tiled) {
-    case 1:
-      return launch_tiled_r<S, 1>(p, B, stream);
-    case 2:
-      return launch_tiled_r<S, 2>(p, B, stream);
-    case 4:
-      return launch_tiled_r<S, 4>(p, B, stream);
-    default:
-      return launch_tiled_r<S, 8>(p, B, stream);
-  }
-}
-
 // The staged kernel for K rows a lane, by the slots a warp's stage holds (stage_bytes).
 template <Src S, int K>
 void launch_staged(const Params& p, int B, cudaStream_t stream) {
@@ -198,8 +164,6 @@ void launch_rows(const Params& p, int B, cudaStream_t stream) {
     if (k == 1) return launch_kernel<S, 1, 2, kVec>(p, B, stream);
     if (k == 2) return launch_kernel<S, 2, 2, kVec>(p, B, stream);
   }
-  if constexpr (kVec && S != Src::fused)
-    if (p.tiled > 0) return launch_tiled<S>(p, B, stream);
   if constexpr (kVec && S != Src::fused)
     if (p.stage_bytes > 0) {
       const int k = p.rows / (32 * p.dp_warps);
@@ -286,21 +250,6 @@ void choose_split(Params& p, int B, bool staged_rows, bool fused) {
   p.stage_bytes = stage ? p.dp_warps * stage_slots(p.dp_warps, k) * k * 1024 : 0;
   p.bits_smem = p.splits == 1 && sizeof(uint32_t) * p.W * p.rows <=
                                      std::min<size_t>(kMaxBitsSmem, kMaxDynSmem - p.stage_bytes);
-}
-
-// Texts up to 256 rows on contiguous 16-byte aligned rows, one CTA an item, take the tiled
-// kernel (v16, tiled.cuh) where its stage and the bits fit the CTA's shared memory.
-void choose_tiled(Params& p, bool vec_rows, bool fused) {
-  if (!vec_rows || fused || p.splits != 1 || p.T > 32 * kTiledMaxRows || !tuning().tiled) return;
-  int r = 1;
-  while (32 * r < p.T) r *= 2;
-  const int slots = r <= 4 && tuning().tiled_slots == 32 ? 32 : kTiledSlots;
-  if (tiled_stage_bytes(r, slots) + sizeof(uint32_t) * p.W * 32 * r >
-      static_cast<size_t>(kMaxDynSmem))
-    return;
-  p.tiled = r, p.rows = 32 * r, p.dp_warps = 1, p.stage_bytes = tiled_stage_bytes(r, slots);
-  p.tiled_slots = slots, p.tiled_l2 = tuning().tiled_l2;
-  p.bits_smem = 1;
 }
 
 // L2 prefetch of the rows (block_bytes: one 32-frame block of every row of the batch). Up to 24
@@ -404,7 +353,6 @@ Params common_params(int B, int T, int S, int C, const TensorView& tl, const Ten
   Params p{};
   p.T = T, p.S = S, p.Tw = (T + 7) / 8 * 8, p.W = (S + 31) / 32, p.C = C, p.l2_group = 1;
   choose_split(p, B, staged_rows, fused);
-  choose_tiled(p, staged_rows, fused);
   s = carve(opts, B, p.Tw, p.W, C, p.splits, !durations.defined(), opts.stream);
   p.ring = s.ring, p.progress = s.progress;
   p.tx = tl.data, p.txs = tl.stride[0], p.txl = tl.ndim == 2 ? tl.stride[1] : 0;
