@@ -74,7 +74,8 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
 // T, FLASHKIT_MAS_SLOTS=8|16|32 the chunks staged per warp, FLASHKIT_MAS_K=1|2|4 the staged
 // kernel's rows a lane (where the CTA's rows allow it), FLASHKIT_MAS_SPLIT_ROWS=n splits items
 // over a cluster down to n rows a CTA (default 256), FLASHKIT_MAS_FUSED_SPLIT=0 gives the fused
-// mode the unfused split and rows a lane (choose_split). Unset: the choices below. (Measured and
+// mode the unfused split and rows a lane (choose_split), FLASHKIT_MAS_EARLY_ZEROS=0 runs the
+// separate path kernel after the DP instead of beside it (finish). Unset: the choices below. (Measured and
 // removed, bench/NOTES-mas.md v14: a lane-skewed staged loop and cell_pred on the register path.)
 struct Tuning {
   int l2_blocks = -1, l2_group = 1;
@@ -86,6 +87,7 @@ struct Tuning {
   int split_rows = 256;  // split an item over a cluster down to this many rows a CTA
   bool fused_split = true;  // the fused mode's own split and rows a lane (v15)
   int fused_k = 0;          // the fused mode's rows a lane, 1, 2 or 4; 0: by the rule
+  bool early_zeros = true;  // v17: the separate path kernel zeroes beside the DP (sm_90)
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -103,6 +105,8 @@ const Tuning& tuning() {
       const int n = std::atoi(e);
       if (n == 1 || n == 2 || n == 4) t.fused_k = n;
     }
+    if (const char* e = std::getenv("FLASHKIT_MAS_EARLY_ZEROS"))
+      t.early_zeros = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_FUSED_SPLIT"))
       t.fused_split = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_SPLIT_ROWS")) {
@@ -327,7 +331,27 @@ void finish(const Params& p, const Scratch& s, int B, const TensorView& path,
       const bool vec = aligned16(pp.path) && (pp.S * pp.es) % 16 == 0 &&
                        (pp.px * pp.es) % 16 == 0 && (pp.pb * pp.es) % 16 == 0;
       const int grid = static_cast<int>(std::min<int64_t>(int64_t{B} * p.T, sms * 16));
-      if (!vec)
+      int major = 0, smem = 0;
+      FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+      FK_CUDA_CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+      if (vec && major >= 9 && tuning().early_zeros) {
+        // v17: zeros on the SMs the DP leaves free while it runs (one CTA an SM: a whole SM's
+        // shared memory), the ones after it (bench/NOTES-mas.md).
+        constexpr auto kernel = mas_write_path_rows_early;
+        ensure_smem_limit<kernel>(smem);
+        cudaLaunchConfig_t cfg{};
+        cfg.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(int64_t{B} * p.T, sms)));
+        cfg.blockDim = dim3(1024);
+        cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+        cfg.stream = stream;
+        cudaLaunchAttribute pdl;
+        pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        pdl.val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = &pdl;
+        cfg.numAttrs = 1;
+        FK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, pp));
+        FK_CHECK_LAUNCH("mas_write_path_rows_early");
+      } else if (!vec)
         mas_write_path_rows<0><<<grid, 256, 0, stream>>>(pp);
       else if (pp.es == 4)
         mas_write_path_rows<4><<<grid, 256, 0, stream>>>(pp);

@@ -60,6 +60,36 @@ __global__ void mas_write_path_rows(const PathParams pp) {
   }
 }
 
+// The same rows in two phases (v17, sm_90, launched with programmatic stream serialisation right
+// after the forward kernel): every row zeroed with 16-byte streaming stores while the forward
+// kernel still runs (on SMs it leaves free: the launch asks for a whole SM's shared memory, so no
+// CTA of this kernel shares an SM with the DP), then, once the forward grid has completed and its
+// writes are visible (griddepcontrol.wait), the ones from the runs. Rows contiguous, 16-byte
+// aligned, whole 16-byte chunks (mas_write_path_rows<kEs > 0>'s conditions).
+static __global__ void mas_write_path_rows_early(const PathParams pp) {
+  const int64_t row_bytes = static_cast<int64_t>(pp.S) * pp.es;
+  const int64_t rows = static_cast<int64_t>(pp.B) * pp.T;
+  const uint4 z = make_uint4(0, 0, 0, 0);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int b = static_cast<int>(r / pp.T), x = static_cast<int>(r % pp.T);
+    uint4* row = reinterpret_cast<uint4*>(pp.path + (b * pp.pb + x * pp.px) * pp.es);
+    for (int64_t k = threadIdx.x; k * 16 < row_bytes; k += blockDim.x) __stcs(row + k, z);
+  }
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  __syncthreads();  // this CTA's zeros before its ones (the same rows, other threads)
+  // One thread a row of this CTA's rows: its run's ones (S / T of them on average).
+  for (int64_t r = blockIdx.x + static_cast<int64_t>(threadIdx.x) * gridDim.x; r < rows;
+       r += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int b = static_cast<int>(r / pp.T), x = static_cast<int>(r % pp.T);
+    const int s0 = pp.start[static_cast<size_t>(b) * pp.Tw + x];
+    const int s1 = s0 + pp.dur[b * pp.db + x * pp.dx];
+    char* row = pp.path + (b * pp.pb + x * pp.px) * pp.es;
+    for (int y = s0; y < s1; ++y) put(row + static_cast<int64_t>(y) * pp.es, pp.es, pp.one);
+  }
+}
+
 // Columns contiguous in x (a transposed view, the VITS layout): threads over x.
 static __global__ void mas_write_path_cols(const PathParams pp) {
   for (int64_t r = blockIdx.x; r < static_cast<int64_t>(pp.B) * pp.S; r += gridDim.x) {
