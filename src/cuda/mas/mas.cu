@@ -34,6 +34,7 @@ struct Scratch {
   int32_t* dur;
   int32_t* bad;
   float* coef;
+  int32_t* rows_next;  // v17's chunk counter
 };
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
@@ -48,9 +49,9 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
   const size_t rows = align256(sizeof(int32_t) * B * static_cast<size_t>(Tw));
   const size_t bad = align256(sizeof(int32_t) * B);
   const size_t coef = align256(sizeof(float) * B * static_cast<size_t>(C) * 3 * Tw);
-  char* w = static_cast<char*>(
-      workspace(opts.workspace, ring + progress + bits + rows * (need_dur ? 2 : 1) + bad + coef,
-                stream, "mas"));
+  char* w = static_cast<char*>(workspace(
+      opts.workspace, ring + progress + bits + rows * (need_dur ? 2 : 1) + bad + coef + 256, stream,
+      "mas"));
   Scratch s;
   s.ring = splits > 1 ? reinterpret_cast<float*>(w) : nullptr;
   s.progress = splits > 1 ? reinterpret_cast<int32_t*>(w + ring) : nullptr;
@@ -63,6 +64,7 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
   s.dur = need_dur ? reinterpret_cast<int32_t*>(w + bits + rows) : nullptr;
   s.bad = reinterpret_cast<int32_t*>(w + bits + rows * (need_dur ? 2 : 1));
   s.coef = reinterpret_cast<float*>(w + bits + rows * (need_dur ? 2 : 1) + bad);
+  s.rows_next = reinterpret_cast<int32_t*>(w + bits + rows * (need_dur ? 2 : 1) + bad + coef);
   return s;
 }
 
@@ -306,6 +308,26 @@ void set_fused_path(Params& p, const TensorView& path) {
   p.one = one_bits(path.dtype);
 }
 
+// v17: the separate path kernel zeroes beside the DP (sm_90, rows contiguous and 16-byte aligned,
+// not the forward kernel's own path, FLASHKIT_MAS_EARLY_ZEROS not 0). Its chunk counter is zeroed
+// before the forward kernel (prepare_path), so nothing sits between the two launches.
+bool early_zeros(const Params& p, const TensorView& path) {
+  if (!path.defined() || path.numel() == 0 || p.path != nullptr || !tuning().early_zeros)
+    return false;
+  const int64_t es = static_cast<int64_t>(dtype_size(path.dtype));
+  if (!(path.stride[2] == 1 || p.S == 1) || !aligned16(path.data) || (p.S * es) % 16 != 0 ||
+      (path.stride[1] * es) % 16 != 0 || (path.stride[0] * es) % 16 != 0)
+    return false;
+  int dev = 0, major = 0;
+  FK_CUDA_CHECK(cudaGetDevice(&dev));
+  FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  return major >= 9;
+}
+void prepare_path(const Params& p, const Scratch& s, const TensorView& path, cudaStream_t stream) {
+  if (early_zeros(p, path))
+    FK_CUDA_CHECK(cudaMemsetAsync(s.rows_next, 0, sizeof(int32_t), stream));
+}
+
 // Everything after the forward pass: the path from the runs, the status word.
 void finish(const Params& p, const Scratch& s, int B, const TensorView& path,
             const MasOptions& opts, cudaStream_t stream) {
@@ -331,16 +353,21 @@ void finish(const Params& p, const Scratch& s, int B, const TensorView& path,
       const bool vec = aligned16(pp.path) && (pp.S * pp.es) % 16 == 0 &&
                        (pp.px * pp.es) % 16 == 0 && (pp.pb * pp.es) % 16 == 0;
       const int grid = static_cast<int>(std::min<int64_t>(int64_t{B} * p.T, sms * 16));
-      int major = 0, smem = 0;
-      FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-      FK_CUDA_CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-      if (vec && major >= 9 && tuning().early_zeros) {
+      if (early_zeros(p, path)) {
         // v17: zeros on the SMs the DP leaves free while it runs (one CTA an SM: a whole SM's
-        // shared memory), the ones after it (bench/NOTES-mas.md).
+        // shared memory), the ones after it (bench/NOTES-mas.md). Chunks of ~1 MB, at most
+        // kMaxChunks of them (the CTA's chunk list).
+        constexpr int kMaxChunks = 32768;
+        const int64_t nrows = int64_t{B} * p.T, row_bytes = int64_t{p.S} * pp.es;
+        int64_t chunk_rows = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(row_bytes, 1));
+        chunk_rows = std::max(chunk_rows, (nrows + kMaxChunks - 1) / kMaxChunks);
+        int smem = 0;
+        FK_CUDA_CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        smem -= 1024;  // the kernel's static bytes fit beside it
         constexpr auto kernel = mas_write_path_rows_early;
         ensure_smem_limit<kernel>(smem);
         cudaLaunchConfig_t cfg{};
-        cfg.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(int64_t{B} * p.T, sms)));
+        cfg.gridDim = dim3(static_cast<unsigned>(sms));
         cfg.blockDim = dim3(1024);
         cfg.dynamicSmemBytes = static_cast<size_t>(smem);
         cfg.stream = stream;
@@ -349,7 +376,7 @@ void finish(const Params& p, const Scratch& s, int B, const TensorView& path,
         pdl.val.programmaticStreamSerializationAllowed = 1;
         cfg.attrs = &pdl;
         cfg.numAttrs = 1;
-        FK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, pp));
+        FK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, pp, s.rows_next, static_cast<int>(chunk_rows)));
         FK_CHECK_LAUNCH("mas_write_path_rows_early");
       } else if (!vec)
         mas_write_path_rows<0><<<grid, 256, 0, stream>>>(pp);
@@ -429,6 +456,7 @@ void monotonic_alignment_search(const TensorView& value, const TensorView& text_
   Params p = common_params(B, T, S, 0, text_lengths, mel_lengths, path, durations, opts, vec, s);
   p.value = value.data, p.vb = value.stride[0], p.vx = value.stride[1], p.vy = value.stride[2];
   choose_l2(p, int64_t{B} * T * 32 * es, es);
+  prepare_path(p, s, path, stream);
   switch (value.dtype) {
     case DType::f16:
       launch_forward<Src::f16>(p, B, vec, stream);
@@ -468,6 +496,7 @@ void monotonic_alignment_search_fused(const TensorView& z, const TensorView& m,
         logs.stride[0], logs.stride[1], logs.stride[2], T, p.Tw, C, s.coef);
     FK_CHECK_LAUNCH("mas_fused_coeffs");
   }
+  prepare_path(p, s, path, stream);
   launch_forward<Src::fused>(p, B, false, stream);
   finish(p, s, B, path, opts, stream);
 }

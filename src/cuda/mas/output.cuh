@@ -61,27 +61,47 @@ __global__ void mas_write_path_rows(const PathParams pp) {
 }
 
 // The same rows in two phases (v17, sm_90, launched with programmatic stream serialisation right
-// after the forward kernel): every row zeroed with 16-byte streaming stores while the forward
-// kernel still runs (on SMs it leaves free: the launch asks for a whole SM's shared memory, so no
-// CTA of this kernel shares an SM with the DP), then, once the forward grid has completed and its
-// writes are visible (griddepcontrol.wait), the ones from the runs. Rows contiguous, 16-byte
-// aligned, whole 16-byte chunks (mas_write_path_rows<kEs > 0>'s conditions).
-static __global__ void mas_write_path_rows_early(const PathParams pp) {
-  const int64_t row_bytes = static_cast<int64_t>(pp.S) * pp.es;
+// after the forward kernel): rows zeroed with 16-byte streaming stores while the forward kernel
+// still runs, on the SMs it leaves free (the launch asks for a whole SM's shared memory, so no CTA
+// of this kernel shares an SM with the DP); then, once the forward grid has completed and its
+// writes are visible (griddepcontrol.wait), the ones from the runs. Rows go out in chunks of
+// `chunk_rows` from a counter (`next`, zeroed before the forward kernel), so the CTAs that start
+// beside the DP zero most of them, not a fixed share that CTAs waiting for a DP SM would hold;
+// each CTA lists its chunks in shared memory and writes their ones itself (its own zeros are
+// then ordered before by __syncthreads). Rows contiguous, 16-byte aligned, whole 16-byte chunks
+// (mas_write_path_rows<kEs > 0>'s conditions).
+static __global__ void mas_write_path_rows_early(const PathParams pp, int32_t* next,
+                                                 int chunk_rows) {
+  extern __shared__ int32_t s_chunks[];  // the chunks this CTA zeroed
+  __shared__ int32_t s_count, s_cur;
   const int64_t rows = static_cast<int64_t>(pp.B) * pp.T;
+  const int nchunks = static_cast<int>((rows + chunk_rows - 1) / chunk_rows);
+  const int64_t row_vecs = static_cast<int64_t>(pp.S) * pp.es / 16;
   const uint4 z = make_uint4(0, 0, 0, 0);
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const int b = static_cast<int>(r / pp.T), x = static_cast<int>(r % pp.T);
-    uint4* row = reinterpret_cast<uint4*>(pp.path + (b * pp.pb + x * pp.px) * pp.es);
-    for (int64_t k = threadIdx.x; k * 16 < row_bytes; k += blockDim.x) __stcs(row + k, z);
+  if (threadIdx.x == 0) s_count = 0;
+  while (true) {
+    if (threadIdx.x == 0) s_cur = atomicAdd(next, 1);
+    __syncthreads();
+    const int c = s_cur;
+    if (threadIdx.x == 0 && c < nchunks) s_chunks[s_count++] = c;
+    __syncthreads();  // s_cur read by all before thread 0 takes the next chunk
+    if (c >= nchunks) break;
+    const int64_t r0 = static_cast<int64_t>(c) * chunk_rows;
+    const int n = static_cast<int>(min(static_cast<int64_t>(chunk_rows), rows - r0));
+    for (int64_t i = threadIdx.x; i < n * row_vecs; i += blockDim.x) {
+      const int64_t r = r0 + i / row_vecs;
+      const int b = static_cast<int>(r / pp.T), x = static_cast<int>(r % pp.T);
+      __stcs(reinterpret_cast<uint4*>(pp.path + (b * pp.pb + x * pp.px) * pp.es) + i % row_vecs, z);
+    }
   }
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
   __syncthreads();  // this CTA's zeros before its ones (the same rows, other threads)
-  // One thread a row of this CTA's rows: its run's ones (S / T of them on average).
-  for (int64_t r = blockIdx.x + static_cast<int64_t>(threadIdx.x) * gridDim.x; r < rows;
-       r += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+  // One thread a row of this CTA's chunks: its run's ones (S / T of them on average).
+  for (int i = threadIdx.x; i < s_count * chunk_rows; i += blockDim.x) {
+    const int64_t r = static_cast<int64_t>(s_chunks[i / chunk_rows]) * chunk_rows + i % chunk_rows;
+    if (r >= rows) continue;
     const int b = static_cast<int>(r / pp.T), x = static_cast<int>(r % pp.T);
     const int s0 = pp.start[static_cast<size_t>(b) * pp.Tw + x];
     const int s1 = s0 + pp.dur[b * pp.db + x * pp.dx];
