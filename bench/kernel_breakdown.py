@@ -1,6 +1,8 @@
-"""Per-kernel GPU time of one PyTorch SDPA backward (torch.profiler), to set beside the harness's
-own breakdown (nsys): which kernels a peer's backward launches and what each costs.
-  python3 bench/kernel_breakdown.py --backend cudnn --hdim 128 --seqlen 2048 [--causal]"""
+"""Per-kernel GPU time of one attention backward (torch.profiler): PyTorch SDPA's (cudnn, flash)
+or flashkit's, the latter also with a random block mask (bench/variants.py's, --density) or a
+window (--window L,R), to see which kernels a backward launches and what each costs.
+  python3 bench/kernel_breakdown.py --backend cudnn --hdim 128 --seqlen 2048 [--causal]
+  python3 bench/kernel_breakdown.py --backend flashkit --seqlen 8192 --density 0.1"""
 import argparse
 
 import torch
@@ -18,9 +20,13 @@ def main():
     ap.add_argument("--seqlen", type=int, default=2048)
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--density", type=float, default=0.0, help="flashkit: random block mask")
+    ap.add_argument("--window", default="", help="flashkit: L,R")
     a = ap.parse_args()
     s, d = a.seqlen, a.hdim
     b, h = max(1, 16384 // s), 2048 // d
+    if a.backend == "flashkit":
+        return flashkit_breakdown(a, b, s, h, d)
     q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
                .requires_grad_(True) for _ in range(3))
     do = torch.randn_like(q)
@@ -34,6 +40,34 @@ def main():
                 torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
             torch.cuda.synchronize()
     print(f"# {a.backend} bwd d{d} {'causal' if a.causal else 'full'} s{s} b{b} h{h}: us per call")
+    for e in sorted(prof.key_averages(), key=lambda e: -e.device_time_total):
+        if e.device_time_total > 0:
+            print(f"{e.device_time_total / a.calls:10.1f}  {e.count // a.calls:3d}x  {e.key[:110]}")
+
+
+def flashkit_breakdown(a, b, s, h, d):
+    import flashkit
+    from variants import random_block_mask
+    kw = {}
+    if a.density > 0:
+        gen = torch.Generator().manual_seed(0)
+        kw["block_mask"] = random_block_mask(s, a.density, 128, a.causal, gen)[None, None]
+    if a.window:
+        kw["window"] = tuple(int(x) for x in a.window.split(","))
+    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    do = torch.randn_like(q)
+    out = flashkit.attention(q, k, v, causal=a.causal, **kw)
+    for _ in range(3):
+        torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(a.calls):
+            flashkit.attention(q, k, v, causal=a.causal, **kw)
+            torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
+        torch.cuda.synchronize()
+    print(f"# flashkit fwd + bwd d{d} {'causal' if a.causal else 'full'} s{s} b{b} h{h} {kw.keys()}"
+          f" density {a.density} window {a.window or '-'}: us per call")
     for e in sorted(prof.key_averages(), key=lambda e: -e.device_time_total):
         if e.device_time_total > 0:
             print(f"{e.device_time_total / a.calls:10.1f}  {e.count // a.calls:3d}x  {e.key[:110]}")
