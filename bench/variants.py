@@ -58,13 +58,16 @@ def alibi_bias(slopes, s, causal):
 
 
 def time_pair(run, q, k, v, do):
-    """(forward ms, backward ms) of run(q, k, v) -> out; backward = (fwd + bwd) - fwd."""
-    fwd = median_ms(lambda: run(q, k, v))
+    """(forward ms, backward ms) of run(q, k, v) -> out; backward = (fwd + bwd) - fwd. Batches of
+    5 back-to-back calls, as bench/attention.py times them: a single call between two events also
+    timed the host's dispatch before its first kernel, which at 0.2-0.6 ms of GPU time (sparse
+    masks, windows) was most of the number (session 10: 0.4 ms for a 0.23 ms forward kernel)."""
+    fwd = median_ms(lambda: run(q, k, v), per_call=5)
 
     def both():
         q.grad = k.grad = v.grad = None
         run(q, k, v).backward(do)
-    return fwd, median_ms(both) - fwd
+    return fwd, median_ms(both, per_call=5) - fwd
 
 
 def main():
