@@ -89,7 +89,8 @@ def _attention_fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tenso
 
 
 # The custom op; _call skips its dispatch (tens of microseconds of host time per call, most of a
-# decode step's attention in a small model) when nothing is traced and no gradient is needed.
+# decode step's attention in a small model) when nothing is traced: without gradients it calls
+# the function, with them _EagerAttention.
 attention_fwd = torch.library.custom_op("flashkit::attention_fwd", mutates_args=())(_attention_fwd)
 
 
@@ -101,8 +102,7 @@ def _attention_fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_s
     return q.new_empty(q.shape), q.new_empty(_lse_shape(q, varlen), dtype=torch.float32)
 
 
-@torch.library.custom_op("flashkit::attention_bwd", mutates_args=())
-def attention_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
+def _attention_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
                   cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
                   max_seqlen_q: int, max_seqlen_k: int, causal: bool, softmax_scale: float,
                   window_left: int, window_right: int, softcap: float,
@@ -122,6 +122,9 @@ def attention_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse:
                                      alibi_slopes, dropout_p, rng_state, block_mask, block_q,
                                      block_k, deterministic))
     return dq, dk, dv
+
+
+attention_bwd = torch.library.custom_op("flashkit::attention_bwd", mutates_args=())(_attention_bwd)
 
 
 @attention_bwd.register_fake
@@ -155,6 +158,36 @@ def _backward(ctx, dout, dlse):
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
+class _EagerAttention(torch.autograd.Function):
+    """The custom op's autograd without its dispatch, for eager calls that need gradients: the
+    same forward and backward functions, called directly. torch's custom-op autograd path spent
+    ~110 us of host time a call before the library was reached (torch 2.11, CPU: 149 us a forward
+    against 37 without gradients; fill_defaults alone ~80 us), more than a sparse or short
+    problem's GPU time (bench/NOTES-attention.md, session 10). Traced calls keep the op."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, left, right, softcap,
+                alibi, dropout_p, rng_state, block_mask, block_q, block_k, deterministic):
+        out, lse = _attention_fwd(q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, left, right,
+                                  softcap, alibi, dropout_p, rng_state, block_mask, block_q,
+                                  block_k, deterministic)
+        ctx.mark_non_differentiable(lse)
+        _setup_context(ctx, (q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, left, right,
+                             softcap, alibi, dropout_p, rng_state, block_mask, block_q, block_k,
+                             deterministic), (out, lse))
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, dlse):
+        q, k, v, out, lse, cu_q, cu_k, alibi, rng_state, block_mask = ctx.saved_tensors
+        (max_q, max_k, causal, scale, left, right, softcap, dropout_p, block_q, block_k,
+         deterministic) = ctx.options
+        dq, dk, dv = _attention_bwd(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, causal,
+                                    scale, left, right, softcap, alibi, dropout_p, rng_state,
+                                    block_mask, block_q, block_k, deterministic)
+        return (dq, dk, dv) + (None,) * 16
+
+
 def _rng_state(dropout_p):
     """The dropout Philox key (seed, offset) drawn from torch's default CPU generator
     (torch.manual_seed reproduces it), kept in a CPU tensor; None without dropout."""
@@ -169,9 +202,12 @@ def _call(q, k, v, cu_q, cu_k, max_q, max_k, causal, softmax_scale, dropout_p, w
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name}: expected a torch tensor like q, got {type(t).__name__}")
     left, right = window
-    direct = not torch.compiler.is_compiling() and not (
-        torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))
-    fwd = _attention_fwd if direct else torch.ops.flashkit.attention_fwd
+    if torch.compiler.is_compiling():
+        fwd = torch.ops.flashkit.attention_fwd
+    elif torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        fwd = _EagerAttention.apply
+    else:
+        fwd = _attention_fwd
     out, lse = fwd(
         q, k, v, cu_q, cu_k, int(max_q), int(max_k), bool(causal),
         0.0 if softmax_scale is None else float(softmax_scale), int(left), int(right),
