@@ -6,11 +6,7 @@
 # usage: OUT=/some/dir bench/gpu-mas14.sh   (.carry and .whl carried)
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
-stamp "build + tests"
-timeout 330 tests/gpu/run --kernels noattention --filter 'MasGpu*' --sanitize-filter 'MasGpuSmall*' \
-  --out "$log" >"$log/run.txt" 2>&1
-stamp "tests/gpu/run rc=$?"
-grep -E "gpu tests|sanitizer|build|FAILED|Failure|differ" "$log/run.txt" | head -20
+mas_tests noattention 330
 FLASHKIT_MAS_EARLY_ZEROS=0 timeout 90 build-gpu/flashkit_gpu_tests --gtest_filter='MasGpu*' \
   >"$log/late.log" 2>&1
 stamp "EARLY_ZEROS=0 tests rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$log/late.log" | tr '\n' ' ')"
@@ -18,12 +14,6 @@ for knobs in "" "FLASHKIT_MAS_EARLY_ZEROS=0" "" "FLASHKIT_MAS_EARLY_ZEROS=0"; do
   env $knobs timeout 60 python3 bench/profile_mas.py --reps 10 --Ts 1024,1536,2048 >"$log/p.log" 2>&1
   grep -E "drop-in|kernels" "$log/p.log" | sed "s/^/[${knobs:-early}] /"
 done
-stamp "bench/mas.py ($(left) s left)"
-if [ "$(left)" -gt 120 ]; then
-  timeout $(( $(left) - 15 )) python3 bench/mas.py --out "$out" --cython-max-t 256 --reps 7 \
-    >"$log/mas.log" 2>&1
-  stamp "rc=$?"
-  grep -A8 "T  flashkit" "$log/mas.log"
-fi
+mas_sweep 120
 (cd "$out" && tar czf logs.tgz t && rm -rf t)
 ls "$out"

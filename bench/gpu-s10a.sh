@@ -7,11 +7,7 @@
 # usage: OUT=/some/dir bench/gpu-s10a.sh   (.carry and .whl carried)
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
-stamp "build + MAS tests"
-timeout 450 tests/gpu/run --kernels minimal --filter 'MasGpu*' --sanitize-filter 'MasGpuSmall*' \
-  --out "$log" >"$log/run.txt" 2>&1
-stamp "tests/gpu/run rc=$?"
-grep -E "gpu tests|sanitizer|build|FAILED" "$log/run.txt" | tail -6
+mas_tests minimal 450
 bd() { timeout 60 python3 bench/kernel_breakdown.py --backend flashkit --seqlen 8192 --hdim 128 "$@" \
   2>&1 | head -8; }
 export PYTHONPATH=bench:$PYTHONPATH

@@ -28,3 +28,21 @@ ncu_unpack() {
   [ $# -gt 1 ] && ncu -i "$log/$1.ncu-rep" --page source --csv --print-source sass >"$log/$1-sass.csv" 2>&1
   rm -f "$log/$1.ncu-rep"
 }
+# Build ($1 kernels: noattention or minimal) and run the MAS GPU tests, compute-sanitizer on the
+# small ones; $2: the build + tests time limit in seconds.
+mas_tests() {
+  stamp "build ($1) + MAS tests"
+  timeout "$2" tests/gpu/run --kernels "$1" --filter 'MasGpu*' --sanitize-filter 'MasGpuSmall*' \
+    --out "$log" >"$log/run.txt" 2>&1
+  stamp "tests/gpu/run rc=$?"
+  grep -E "gpu tests|sanitizer|build|FAILED|Failure|differ" "$log/run.txt" | head -20
+}
+# bench/mas.py's sweep (Cython up to T = 256) in the time left, if at least $1 seconds are.
+mas_sweep() {
+  stamp "bench/mas.py ($(left) s left)"
+  [ "$(left)" -gt "$1" ] || return 0
+  timeout $(( $(left) - 10 )) python3 bench/mas.py --out "$out" --cython-max-t 256 --reps 7 \
+    >"$log/mas.log" 2>&1
+  stamp "rc=$?"
+  grep -A8 "T  flashkit" "$log/mas.log"
+}
