@@ -26,7 +26,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--out", help="ignored (tests/gpu/run passes it to every bench script)")
-    dev = ap.parse_args().device
+    ap.add_argument("--profile", action="store_true",
+                    help="also where forward + backward spends its host time (cProfile, torch.profiler)")
+    args = ap.parse_args()
+    dev = args.device
     dt = torch.bfloat16 if dev == "cuda" else torch.float32
     b, s, h, d = 1, 128, 2, 64
     q, k, v = (torch.randn(b, s, h, d, device=dev, dtype=dt, requires_grad=True) for _ in range(3))
@@ -56,6 +59,23 @@ def main():
     print(f"# host time per call ({dev}, torch {torch.__version__})")
     for name, fn in cases.items():
         print(f"{per_call_us(fn, dev):8.1f} us  {name}")
+    if args.profile:
+        import cProfile
+        import pstats
+        from torch.profiler import ProfilerActivity, profile
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(100):
+            both()
+        pr.disable()
+        pstats.Stats(pr).sort_stats("tottime").print_stats(15)
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
+        with profile(activities=acts) as prof:
+            for _ in range(50):
+                both()
+            if dev == "cuda":
+                torch.cuda.synchronize()
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
 
 
 if __name__ == "__main__":
