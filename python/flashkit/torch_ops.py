@@ -240,8 +240,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
                  block_mask_block, deterministic, return_lse)
 
 
-@torch.library.custom_op("flashkit::decode", mutates_args=())
-def decode_op(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor,
+def _decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor,
               block_table: Optional[Tensor], kv_lengths: List[int], schedule: str, sm_count: int,
               ctas_per_sm: int, softmax_scale: float) -> Tuple[Tensor, Tensor]:
     """(out, lse) of decode attention. The plan is named by what it is made from (kv_lengths,
@@ -261,6 +260,9 @@ def decode_op(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor
     return out, lse
 
 
+decode_op = torch.library.custom_op("flashkit::decode", mutates_args=())(_decode)
+
+
 @decode_op.register_fake
 def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table, kv_lengths, schedule, sm_count,
                  ctas_per_sm, softmax_scale):
@@ -270,9 +272,9 @@ def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table, kv_lengths, sc
 
 def decode(q, k_cache, v_cache, cache_seqlens, block_table, schedule, plan, softmax_scale,
            return_lse):
-    """flashkit.decode on torch tensors (see flashkit.ops.decode) through the custom op
-    flashkit::decode: torch.compile(fullgraph=True) traces it when the plan is None or made
-    outside the compiled region, CUDA graphs capture it."""
+    """flashkit.decode on torch tensors (see flashkit.ops.decode): eager calls run the op's
+    function directly, torch.compile(fullgraph=True) traces the custom op flashkit::decode when
+    the plan is None or made outside the compiled region; CUDA graphs capture either."""
     if not isinstance(cache_seqlens, torch.Tensor):
         cache_seqlens = torch.as_tensor(cache_seqlens, dtype=torch.int32)
     if plan is None:
@@ -281,7 +283,9 @@ def decode(q, k_cache, v_cache, cache_seqlens, block_table, schedule, plan, soft
     else:
         lengths, schedule, sm_count, ctas_per_sm = ops.plan_inputs(plan)
     seqlens = cache_seqlens.to(device=q.device, dtype=torch.int32)
-    out, lse = torch.ops.flashkit.decode(
+    # Eager calls skip the op's dispatch (decode has no gradient); traced ones keep the op.
+    fn = torch.ops.flashkit.decode if torch.compiler.is_compiling() else _decode
+    out, lse = fn(
         q, k_cache, v_cache, seqlens, block_table, list(lengths), schedule, sm_count, ctas_per_sm,
         0.0 if softmax_scale is None else float(softmax_scale))
     return (out, lse) if return_lse else out
