@@ -406,6 +406,24 @@ TEST(MasGpuSmall, SplitItemsPacedPathRagged) {
   }
 }
 
+// The path kernel that zeroes beside the DP (v17, sm_90: dense rows-contiguous paths whose rows are
+// whole 16-byte pieces, texts over 256 rows; elsewhere the same test runs the older kernels):
+// ragged lengths with tx == ty, tx == 1 and full items, every path dtype whose rows stay 16-byte
+// pieces, through the staged kernel (T = 300) and the split register path (T = 1100).
+TEST(MasGpuSmall, EarlyZerosPathKernel) {
+  std::mt19937_64 rng(114);
+  for (auto [B, T, S] : {std::tuple<int64_t, int64_t, int64_t>{5, 300, 640},
+                         std::tuple<int64_t, int64_t, int64_t>{3, 1100, 2304}}) {
+    std::vector<int32_t> tx, ty;
+    random_lengths(rng, B, T, S, tx, ty);
+    tx[0] = static_cast<int32_t>(T), ty[0] = static_cast<int32_t>(S);
+    HostTensor v(DType::f32, {B, T, S});
+    v.fill_normal(rng, -2.f, 1.f);
+    for (DType pd : {DType::f32, DType::bf16, DType::u8})
+      expect_gpu_equals_cpu(v, v.view(), tx, ty, -1e9f, pd, false, "early zeros");
+  }
+}
+
 // Mask lines as lengths (what maximum_path passes: mask[:, :, 0], mask[:, 0, :]) on a batch long
 // enough to be split over a cluster of CTAs per item.
 TEST(MasGpuSmall, MaskLineLengthsAndSplitItems) {
