@@ -295,16 +295,15 @@ void choose_l2(Params& p, int64_t block_bytes, int es) {
 // On sm_90 the separate kernel zeroes beside the DP (v17, early_zeros), which wins from T = 512
 // on (H200, same call: kernels with path 247 / 235 us against 274 / 260 with the path warp) but
 // not at T = 128 (70 / 57 against 57 / 56) or 256 (107 / 108 against 105 / 104): the path warp
-// keeps texts up to kShortTextEarly rows there.
+// keeps texts up to kShortTextEarly rows there (paths the early kernel cannot write keep it up to
+// kShortText, as before).
 constexpr int kShortTextEarly = 256;
+bool early_zeros(const Params& p, const TensorView& path);
 void set_fused_path(Params& p, const TensorView& path) {
   if (!path.defined() || path.numel() == 0 ||
       (p.dp_warps + 1) * 32 > max_block_threads(p.rows / (32 * p.dp_warps)))
     return;
-  int dev = 0, major = 0;
-  FK_CUDA_CHECK(cudaGetDevice(&dev));
-  FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  const int short_text = major >= 9 && tuning().early_zeros ? kShortTextEarly : kShortText;
+  const int short_text = early_zeros(p, path) ? kShortTextEarly : kShortText;
   const int forced = tuning().path_kernel;
   if (forced >= 0 ? forced != 0 : p.T > short_text) return;
   const int64_t px = path.stride[1], py = path.stride[2];
