@@ -144,15 +144,24 @@ def _setup_context(ctx, inputs, output):
                    deterministic)
 
 
-def _backward(ctx, dout, dlse):
-    # lse leaves the public API detached, so dlse carries nothing to propagate.
+def _grads(ctx, dout, bwd):
+    """One gradient per input of attention_fwd (19) from what _setup_context saved, through bwd
+    (the custom op attention_bwd, or its function). lse leaves the public API detached, so its
+    gradient carries nothing; dout is None only where nothing flowed into out (eager calls do not
+    materialise zero gradients)."""
+    if dout is None:
+        return (None,) * 19
     q, k, v, out, lse, cu_q, cu_k, alibi, rng_state, block_mask = ctx.saved_tensors
     (max_q, max_k, causal, scale, left, right, softcap, dropout_p, block_q, block_k,
      deterministic) = ctx.options
-    dq, dk, dv = attention_bwd(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, causal, scale,
-                               left, right, softcap, alibi, dropout_p, rng_state, block_mask,
-                               block_q, block_k, deterministic)
-    return (dq, dk, dv) + (None,) * 16  # one gradient per input of attention_fwd (19)
+    dq, dk, dv = bwd(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, causal, scale, left, right,
+                     softcap, alibi, dropout_p, rng_state, block_mask, block_q, block_k,
+                     deterministic)
+    return (dq, dk, dv) + (None,) * 16
+
+
+def _backward(ctx, dout, dlse):
+    return _grads(ctx, dout, attention_bwd)
 
 
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -166,32 +175,19 @@ class _EagerAttention(torch.autograd.Function):
     problem's GPU time (bench/NOTES-attention.md, session 10). Traced calls keep the op."""
 
     @staticmethod
-    def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, left, right, softcap,
-                alibi, dropout_p, rng_state, block_mask, block_q, block_k, deterministic):
-        out, lse = _attention_fwd(q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, left, right,
-                                  softcap, alibi, dropout_p, rng_state, block_mask, block_q,
-                                  block_k, deterministic)
+    def forward(ctx, *inputs):
+        out, lse = _attention_fwd(*inputs)
         ctx.mark_non_differentiable(lse)
         # No zero-filled gradient for lse (or for out when nothing flows into it): torch would
         # allocate and fill one every backward (a fill kernel and ~80 us of host time a call on
         # the H200 machine, session 10's torch.profiler run).
         ctx.set_materialize_grads(False)
-        _setup_context(ctx, (q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, left, right,
-                             softcap, alibi, dropout_p, rng_state, block_mask, block_q, block_k,
-                             deterministic), (out, lse))
+        _setup_context(ctx, inputs, (out, lse))
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, dlse):
-        if dout is None:  # only lse was used: it carries no gradient
-            return (None,) * 19
-        q, k, v, out, lse, cu_q, cu_k, alibi, rng_state, block_mask = ctx.saved_tensors
-        (max_q, max_k, causal, scale, left, right, softcap, dropout_p, block_q, block_k,
-         deterministic) = ctx.options
-        dq, dk, dv = _attention_bwd(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, causal,
-                                    scale, left, right, softcap, alibi, dropout_p, rng_state,
-                                    block_mask, block_q, block_k, deterministic)
-        return (dq, dk, dv) + (None,) * 16
+        return _grads(ctx, dout, _attention_bwd)
 
 
 def _rng_state(dropout_p):
