@@ -32,17 +32,24 @@ def main():
     do = torch.randn_like(q)
     with sdpa_kernel([BACKENDS[a.backend]]):
         out = F.scaled_dot_product_attention(q, k, v, is_causal=a.causal)
-        for _ in range(3):
-            torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
+        bwd = lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True)  # noqa: E731
+        report(bwd, bwd, a.calls,
+               f"{a.backend} bwd d{d} {'causal' if a.causal else 'full'} s{s} b{b} h{h}")
+
+
+def report(warm, call, calls, title):
+    """Kernels of `calls` runs of call() (after 3 of warm()), GPU us per call, largest first."""
+    for _ in range(3):
+        warm()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
         torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(a.calls):
-                torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
-            torch.cuda.synchronize()
-    print(f"# {a.backend} bwd d{d} {'causal' if a.causal else 'full'} s{s} b{b} h{h}: us per call")
+    print(f"# {title}: us per call")
     for e in sorted(prof.key_averages(), key=lambda e: -e.device_time_total):
         if e.device_time_total > 0:
-            print(f"{e.device_time_total / a.calls:10.1f}  {e.count // a.calls:3d}x  {e.key[:110]}")
+            print(f"{e.device_time_total / calls:10.1f}  {e.count // calls:3d}x  {e.key[:110]}")
 
 
 def flashkit_breakdown(a, b, s, h, d):
@@ -58,19 +65,14 @@ def flashkit_breakdown(a, b, s, h, d):
                for _ in range(3))
     do = torch.randn_like(q)
     out = flashkit.attention(q, k, v, causal=a.causal, **kw)
-    for _ in range(3):
-        torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(a.calls):
-            flashkit.attention(q, k, v, causal=a.causal, **kw)
-            torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
-        torch.cuda.synchronize()
-    print(f"# flashkit fwd + bwd d{d} {'causal' if a.causal else 'full'} s{s} b{b} h{h} {kw.keys()}"
-          f" density {a.density} window {a.window or '-'}: us per call")
-    for e in sorted(prof.key_averages(), key=lambda e: -e.device_time_total):
-        if e.device_time_total > 0:
-            print(f"{e.device_time_total / a.calls:10.1f}  {e.count // a.calls:3d}x  {e.key[:110]}")
+    bwd = lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True)  # noqa: E731
+
+    def both():
+        flashkit.attention(q, k, v, causal=a.causal, **kw)
+        bwd()
+    report(bwd, both, a.calls,
+           f"flashkit fwd + bwd d{d} {'causal' if a.causal else 'full'} s{s} b{b} h{h} "
+           f"{sorted(kw)} density {a.density} window {a.window or '-'}")
 
 
 if __name__ == "__main__":
