@@ -292,18 +292,17 @@ void choose_l2(Params& p, int64_t block_bytes, int es) {
 // other views and longer texts go through finish(). Why not longer texts (v9, H100, B = 32,
 // S = 4T): there the DP is memory-bound and the path warp's zeros, paced or not, slow it by more
 // than the separate kernel's full-speed pass costs (same call, T = 2048: 2.73 ms against 2.37).
-// On sm_90 the separate kernel zeroes beside the DP (v17, early_zeros), which wins from T = 512
+// On sm_90 the separate kernel zeroes beside the DP (v17, p.early_zeros), which wins from T = 512
 // on (H200, same call: kernels with path 247 / 235 us against 274 / 260 with the path warp) but
 // not at T = 128 (70 / 57 against 57 / 56) or 256 (107 / 108 against 105 / 104): the path warp
 // keeps texts up to kShortTextEarly rows there (paths the early kernel cannot write keep it up to
-// kShortText, as before).
+// kShortText, as before). early: the early kernel could write this path (early_zeros_possible).
 constexpr int kShortTextEarly = 256;
-bool early_zeros(const Params& p, const TensorView& path);
-void set_fused_path(Params& p, const TensorView& path) {
+void set_fused_path(Params& p, const TensorView& path, bool early) {
   if (!path.defined() || path.numel() == 0 ||
       (p.dp_warps + 1) * 32 > max_block_threads(p.rows / (32 * p.dp_warps)))
     return;
-  const int short_text = early_zeros(p, path) ? kShortTextEarly : kShortText;
+  const int short_text = early ? kShortTextEarly : kShortText;
   const int forced = tuning().path_kernel;
   if (forced >= 0 ? forced != 0 : p.T > short_text) return;
   const int64_t px = path.stride[1], py = path.stride[2];
@@ -316,24 +315,28 @@ void set_fused_path(Params& p, const TensorView& path) {
   p.one = one_bits(path.dtype);
 }
 
-// v17: the separate path kernel zeroes beside the DP (sm_90, rows contiguous and 16-byte aligned,
-// not the forward kernel's own path, FLASHKIT_MAS_EARLY_ZEROS not 0). Its chunk counter is zeroed
-// before the forward kernel (prepare_path), so nothing sits between the two launches.
-bool early_zeros(const Params& p, const TensorView& path) {
-  if (!path.defined() || path.numel() == 0 || p.path != nullptr || !tuning().early_zeros)
-    return false;
+// The path's rows are contiguous whole 16-byte pieces at 16-byte aligned addresses (the vector
+// path kernels' condition).
+bool path_rows16(const TensorView& path, int S) {
   const int64_t es = static_cast<int64_t>(dtype_size(path.dtype));
-  if (!(path.stride[2] == 1 || p.S == 1) || !aligned16(path.data) || (p.S * es) % 16 != 0 ||
-      (path.stride[1] * es) % 16 != 0 || (path.stride[0] * es) % 16 != 0)
+  return (path.stride[2] == 1 || S == 1) && aligned16(path.data) && (S * es) % 16 == 0 &&
+         (path.stride[1] * es) % 16 == 0 && (path.stride[0] * es) % 16 == 0;
+}
+
+// v17: whether the separate path kernel could zero this path beside the DP (sm_90, rows of whole
+// 16-byte pieces, FLASHKIT_MAS_EARLY_ZEROS not 0); it does where the forward kernel does not
+// write the path itself (common_params sets p.early_zeros once a call). Its chunk counter is
+// zeroed before the forward kernel (prepare_path), so nothing sits between the two launches.
+bool early_zeros_possible(const TensorView& path, int S) {
+  if (!path.defined() || path.numel() == 0 || !tuning().early_zeros || !path_rows16(path, S))
     return false;
   int dev = 0, major = 0;
   FK_CUDA_CHECK(cudaGetDevice(&dev));
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   return major >= 9;
 }
-void prepare_path(const Params& p, const Scratch& s, const TensorView& path, cudaStream_t stream) {
-  if (early_zeros(p, path))
-    FK_CUDA_CHECK(cudaMemsetAsync(s.rows_next, 0, sizeof(int32_t), stream));
+void prepare_path(const Params& p, const Scratch& s, cudaStream_t stream) {
+  if (p.early_zeros) FK_CUDA_CHECK(cudaMemsetAsync(s.rows_next, 0, sizeof(int32_t), stream));
 }
 
 // Everything after the forward pass: the path from the runs, the status word.
@@ -358,10 +361,9 @@ void finish(const Params& p, const Scratch& s, int B, const TensorView& path,
     FK_CUDA_CHECK(cudaGetDevice(&dev));
     FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     if (pp.py == 1 || p.S == 1) {
-      const bool vec = aligned16(pp.path) && (pp.S * pp.es) % 16 == 0 &&
-                       (pp.px * pp.es) % 16 == 0 && (pp.pb * pp.es) % 16 == 0;
+      const bool vec = path_rows16(path, p.S);
       const int grid = static_cast<int>(std::min<int64_t>(int64_t{B} * p.T, sms * 16));
-      if (early_zeros(p, path)) {
+      if (p.early_zeros) {
         // v17: zeros on the SMs the DP leaves free while it runs (one CTA an SM: a whole SM's
         // shared memory), the ones after it (bench/NOTES-mas.md). Chunks of ~1 MB, at most
         // kMaxChunks of them (the CTA's chunk list).
@@ -426,7 +428,9 @@ Params common_params(int B, int T, int S, int C, const TensorView& tl, const Ten
     p.dur = durations.ptr<int32_t>(), p.db = durations.stride[0], p.dx = durations.stride[1];
   else
     p.dur = s.dur, p.db = p.Tw, p.dx = 1;
-  set_fused_path(p, path);
+  const bool early = early_zeros_possible(path, p.S);
+  set_fused_path(p, path, early);
+  p.early_zeros = early && p.path == nullptr;
   p.pace_off = p.splits > 1 && p.path != nullptr && tuning().pace ? B * p.splits : 0;
   return p;
 }
@@ -464,7 +468,7 @@ void monotonic_alignment_search(const TensorView& value, const TensorView& text_
   Params p = common_params(B, T, S, 0, text_lengths, mel_lengths, path, durations, opts, vec, s);
   p.value = value.data, p.vb = value.stride[0], p.vx = value.stride[1], p.vy = value.stride[2];
   choose_l2(p, int64_t{B} * T * 32 * es, es);
-  prepare_path(p, s, path, stream);
+  prepare_path(p, s, stream);
   switch (value.dtype) {
     case DType::f16:
       launch_forward<Src::f16>(p, B, vec, stream);
@@ -504,7 +508,7 @@ void monotonic_alignment_search_fused(const TensorView& z, const TensorView& m,
         logs.stride[0], logs.stride[1], logs.stride[2], T, p.Tw, C, s.coef);
     FK_CHECK_LAUNCH("mas_fused_coeffs");
   }
-  prepare_path(p, s, path, stream);
+  prepare_path(p, s, stream);
   launch_forward<Src::fused>(p, B, false, stream);
   finish(p, s, B, path, opts, stream);
 }
