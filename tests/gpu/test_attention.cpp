@@ -24,11 +24,12 @@ using namespace flashkit::testing;
 namespace {
 
 // Whether the build holds the kernels a case needs: minimal builds keep bf16 hdim 33..64 and
-// 97..128, and at 193..256 only the Hopper forward (plain scores; no sm80 kernel, no backward).
-bool compiled(DType dt, int hdim, bool hopper_forward_only = false) {
+// 97..128, and at 193..256 only the Hopper kernels (plain scores, forward and backward; no sm80
+// kernel).
+bool compiled(DType dt, int hdim, bool hopper_only = false) {
   if (build_info().kernel_set != "minimal") return true;
   return dt == DType::bf16 && ((hdim > 32 && hdim <= 64) || (hdim > 96 && hdim <= 128) ||
-                               (hopper_forward_only && hdim > 192));
+                               (hopper_only && hdim > 192));
 }
 
 // A device copy of a [b, s, h, d] host tensor in a head-major physical layout [b, h, s, d + 8],
@@ -172,9 +173,9 @@ void run_and_check(const AttentionSpec& s, uint64_t seed, bool strided = false, 
 }
 
 void check_case(const AttentionSpec& s, uint64_t seed, bool strided = false, bool backward = true,
-                bool hopper_forward_only = false) {
+                bool hopper_only = false) {
   SCOPED_TRACE(s.str() + (strided ? " strided" : ""));
-  if (!compiled(s.dtype, s.hdim, hopper_forward_only))
+  if (!compiled(s.dtype, s.hdim, hopper_only))
     GTEST_SKIP() << "kernel not in this build (minimal)";
   run_and_check(s, seed, strided, backward);
 }
@@ -233,9 +234,8 @@ AttentionSpec varlen_spec(int d, std::vector<int> lens_q, std::vector<int> lens_
 // Runs each case with the Hopper forward demanded (an Error if it did not run) and with the
 // sm80-class kernels forced; both must match the reference. The backward runs on the forward's
 // LSE and O, so it checks them too; under "sm90" it is the Hopper backward for dense batches,
-// score variants and varlen included (hdim 193..256 and, in minimal builds, combinations of
-// modifiers fall back to the sm80 one). Minimal builds run hdim 193..256 cases on the Hopper
-// forward alone.
+// score variants and varlen included (in minimal builds, combinations of modifiers fall back to
+// the sm80 one). Minimal builds run hdim 193..256 cases on the Hopper kernels alone.
 void check_both_paths(const std::vector<std::pair<AttentionSpec, bool>>& cases, uint64_t seed) {
   if (!hopper_device()) GTEST_SKIP() << "no sm_90 device: the Hopper forward cannot run";
   for (const char* path : {"sm90", "sm80"}) {
@@ -244,9 +244,9 @@ void check_both_paths(const std::vector<std::pair<AttentionSpec, bool>>& cases, 
     const bool sm90 = std::string(path) == "sm90";
     for (const auto& [s, backward] : cases) {
       ++seed;
-      const bool fwd_only = !compiled(s.dtype, s.hdim) && compiled(s.dtype, s.hdim, true);
-      if (fwd_only && !sm90) continue;
-      check_case(s, seed, false, backward && !fwd_only, fwd_only);
+      const bool hopper_only = !compiled(s.dtype, s.hdim) && compiled(s.dtype, s.hdim, true);
+      if (hopper_only && !sm90) continue;
+      check_case(s, seed, false, backward, hopper_only);
     }
   }
 }
@@ -400,16 +400,17 @@ TEST(AttentionGpuVariantsShapes, WindowDeterministicBitwiseEqual) {
 // filling and not filling their bucket (TMA zero-fills the tail), odd lengths in both directions
 // with causal alignment, GQA/MQA, varlen, and more query tiles than SMs so every persistent CTA
 // runs several tiles through the same mbarrier rings. hdim 256 stages O in Q's buffer: tiles with
-// no live key block (causal, sq > sk) and CTAs running a second tile after one hand it on.
+// no live key block (causal, sq > sk) and CTAs running a second tile after one hand it on; its
+// backward shares each 64-key block between both warpgroups (dQ by atomics).
 TEST(AttentionGpuSm90, BothPathsMatchReference) {
   std::vector<std::pair<AttentionSpec, bool>> cases;
   for (bool causal : {false, true}) {
     for (int d : {40, 64, 104, 128, 256})
       cases.push_back({spec(DType::bf16, 2, 300, 257, 4, 2, d, causal), true});
-    cases.push_back({spec(DType::bf16, 1, 1000, 130, 2, 1, 200, causal), false});
-    cases.push_back({spec(DType::bf16, 1, 1, 1000, 3, 3, 256, causal), false});
-    cases.push_back({spec(DType::bf16, 1, 300, 100, 48, 16, 256, causal), false});  // 144 tiles
-    cases.push_back({varlen_spec(256, {1, 130, 200}, {140, 17, 300}, causal), false});
+    cases.push_back({spec(DType::bf16, 1, 1000, 130, 2, 1, 200, causal), true});
+    cases.push_back({spec(DType::bf16, 1, 1, 1000, 3, 3, 256, causal), true});
+    cases.push_back({spec(DType::bf16, 1, 300, 100, 48, 16, 256, causal), true});  // 144 tiles
+    cases.push_back({varlen_spec(256, {1, 130, 200}, {140, 17, 300}, causal), true});
     cases.push_back({spec(DType::bf16, 1, 1000, 130, 2, 1, 128, causal), false});
     cases.push_back({spec(DType::bf16, 1, 1, 1000, 3, 3, 64, causal), false});
     cases.push_back({spec(DType::bf16, 3, 1100, 1100, 8, 2, 64, causal), false});
@@ -468,6 +469,8 @@ TEST(AttentionGpuSm90, BackwardDeterministicBothPaths) {
     for (bool causal : {false, true}) {
       check_deterministic(spec(DType::bf16, 2, 513, 700, 4, 2, 64, causal), 4700 + causal);
       check_deterministic(spec(DType::bf16, 1, 700, 513, 6, 2, 128, causal), 4710 + causal);
+      if (compiled(DType::bf16, 256, std::string(path) == "sm90"))
+        check_deterministic(spec(DType::bf16, 1, 600, 450, 4, 2, 256, causal), 4720 + causal);
     }
   }
 }
@@ -539,7 +542,7 @@ TEST(AttentionGpuSm90, ForcedPathErrors) {
 
 // Head dims of the sm80 path's 32, 96 and 192 buckets on the Hopper kernels, padded up to 64, 128
 // and 256 (built in minimal builds too): dims filling their sm80 bucket and not, odd lengths,
-// GQA, causal with sq != sk; forward and backward up to 128, the forward alone above.
+// GQA, causal with sq != sk; forward and backward.
 static void check_padded_buckets(const std::vector<std::pair<AttentionSpec, bool>>& cases, uint64_t seed) {
   if (!hopper_device()) GTEST_SKIP() << "no sm_90 device: the Hopper kernels cannot run";
   ScopedPath scoped("sm90");
@@ -555,8 +558,8 @@ TEST(AttentionGpuSm90, PaddedBuckets) {
     cases.push_back({spec(DType::bf16, 2, 300, 257, 4, 2, 32, causal), true});
     cases.push_back({spec(DType::bf16, 1, 1000, 130, 6, 2, 72, causal), true});
     cases.push_back({spec(DType::bf16, 2, 257, 700, 4, 1, 96, causal), true});
-    cases.push_back({spec(DType::bf16, 1, 300, 257, 4, 2, 136, causal), false});
-    cases.push_back({spec(DType::bf16, 2, 500, 333, 4, 2, 192, causal), false});
+    cases.push_back({spec(DType::bf16, 1, 300, 257, 4, 2, 136, causal), true});
+    cases.push_back({spec(DType::bf16, 2, 500, 333, 4, 2, 192, causal), true});
   }
   check_padded_buckets(cases, 4800);
 }
@@ -642,7 +645,9 @@ TEST(AttentionGpuSmall, DenseCausalGqa) {
 // see no key), GQA, and 140 tiles on a 132-SM grid (CTAs that run a second tile). The 300 x 200
 // GQA case runs the Hopper backward over 6 query blocks per key block across 2 heads (a stage
 // released one block late) with a last key block only one of whose 64-key halves is masked.
-// hdim 256 (O staged in Q's buffer): 144 tiles, the ones run second having no live key block.
+// hdim 256 (O staged in Q's buffer): 144 tiles, the ones run second having no live key block;
+// its backward (64-key blocks shared by both warpgroups, P^T through shared memory, dQ atomics)
+// on partial blocks, GQA 3:1 and varlen.
 TEST(AttentionGpuSmall, Sm90AndSm80Paths) {
   check_both_paths({{spec(DType::bf16, 2, 17, 33, 4, 2, 64, true), true},
                     {spec(DType::bf16, 1, 300, 200, 4, 2, 64, false), true},
@@ -651,8 +656,8 @@ TEST(AttentionGpuSmall, Sm90AndSm80Paths) {
                     {varlen_spec(64, {3, 70, 0, 33}, {90, 5, 20, 1}, true), true},
                     {varlen_spec(128, {130, 1, 64}, {17, 129, 200}, false), true},
                     {spec(DType::bf16, 1, 200, 170, 2, 1, 256, true), true},
-                    {spec(DType::bf16, 1, 300, 40, 48, 16, 256, true), false},
-                    {varlen_spec(256, {3, 130, 0}, {90, 5, 20}, false), false}}, 4300);
+                    {spec(DType::bf16, 1, 300, 40, 48, 16, 256, true), true},
+                    {varlen_spec(256, {3, 130, 0}, {90, 5, 20}, false), true}}, 4300);
 }
 
 // The score variants on both paths, forward and backward, under the sanitizer: window edges,
@@ -675,11 +680,11 @@ TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
 }
 
 // The padded Hopper buckets under the sanitizer: hdim 32 and 96 forward and backward (causal,
-// sq > sk), hdim 160 forward.
+// sq > sk), hdim 160 forward and backward (the 256 bucket).
 TEST(AttentionGpuSmall, Sm90PaddedBuckets) {
   check_padded_buckets({{spec(DType::bf16, 1, 90, 70, 4, 2, 32, true), true},
                         {spec(DType::bf16, 2, 70, 130, 2, 1, 96, false), true},
-                        {spec(DType::bf16, 1, 150, 60, 2, 2, 160, true), false}}, 4900);
+                        {spec(DType::bf16, 1, 150, 60, 2, 2, 160, true), true}}, 4900);
 }
 
 // Both backward kernels in deterministic mode under the sanitizer (the dQ turns), partial tiles.
@@ -690,6 +695,8 @@ TEST(AttentionGpuSmall, Sm90AndSm80BackwardDeterministic) {
     ScopedPath scoped(path);
     check_deterministic(spec(DType::bf16, 1, 70, 200, 2, 1, 128, true), 4800, 2);
     check_deterministic(spec(DType::bf16, 1, 130, 129, 4, 2, 64, false), 4801, 2);
+    if (compiled(DType::bf16, 256, std::string(path) == "sm90"))
+      check_deterministic(spec(DType::bf16, 1, 150, 70, 2, 1, 256, true), 4802, 2);
   }
 }
 

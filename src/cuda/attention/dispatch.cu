@@ -201,9 +201,10 @@ constexpr bool kSm90Fwd = D == 256 ? kPlain<P>
 #else
 constexpr bool kSm90Fwd = D == 256 ? kPlain<P> : D == 64 || D == 128;
 #endif
-// The Hopper backward: hdim 64 and 128 with the forward's policies there.
+// The Hopper backward: wherever the Hopper forward is (hdim 64 and 128 with its policies there,
+// hdim 256 with plain scores).
 template <int D, class P>
-constexpr bool kSm90Bwd = (D == 64 || D == 128) && kSm90Fwd<D, P>;
+constexpr bool kSm90Bwd = kSm90Fwd<D, P>;
 
 // The Hopper kernels come in three head-dim buckets: 64, 128 and 256. Head dims of the sm80
 // path's 32, 96 and 192 buckets run in the next one up, their tail zero-filled by TMA (the extra
@@ -211,10 +212,9 @@ constexpr bool kSm90Bwd = (D == 64 || D == 128) && kSm90Fwd<D, P>;
 int sm90_bucket(int hdim) { return hdim <= 64 ? 64 : hdim <= 128 ? 128 : 256; }
 
 // Why the Hopper kernels cannot run this problem, or null when they can: sm_90a code in the build,
-// an sm_90 device, hdim <= 128, or <= 256 for the forward with plain scores. Both passes take
-// every compiled score policy (minimal builds: not combinations of modifiers), dense or varlen
-// batches.
-const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o, bool backward) {
+// an sm_90 device, hdim <= 128, or <= 256 with plain scores. Both passes take every compiled
+// score policy (minimal builds: not combinations of modifiers), dense or varlen batches.
+const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o) {
   constexpr std::string_view archs = FLASHKIT_CUDA_ARCHS;
   if (archs.find("90a") == std::string_view::npos) return "this build has no sm_90a code";
   int major = 0, minor = 0;
@@ -223,9 +223,8 @@ const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o,
   if (major != 9 || minor != 0) return "the device is not sm_90";
   const int b = sm90_bucket(s.hdim);
   const bool variant = score_mods(o) != 0 || o.window_left >= 0 || o.window_right >= 0;
-  if (b == 256 && backward) return "head dims above 128 have no sm90 backward";
   if (b == 256 && variant)
-    return "head dims above 128 have an sm90 forward for plain scores (causal or not) only";
+    return "head dims above 128 have sm90 kernels for plain scores (causal or not) only";
 #ifdef FLASHKIT_KERNELS_MINIMAL
   const unsigned m = score_mods(o);
   if (m & (m - 1)) return "combinations of score modifiers have no sm90 kernel in a minimal build";
@@ -235,15 +234,15 @@ const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o,
 
 // The kernel family of a pass. FLASHKIT_ATTENTION_PATH=sm80 forces the sm80-class kernels for
 // forward and backward (so tests cover both on Hopper); =sm90 demands the Hopper forward and fails
-// where it cannot run, and takes the Hopper backward wherever it exists (hdim 193..256 falls back
-// to sm80: that kernel has none); unset or auto takes sm90 wherever it can.
+// where it cannot run, and takes the Hopper backward wherever it exists; unset or auto takes sm90
+// wherever it can.
 bool use_sm90(const AttentionShape& s, const AttentionOptions& o, bool backward) {
   const char* env = std::getenv("FLASHKIT_ATTENTION_PATH");
   const std::string_view want = env && *env ? env : "auto";
   if (want == "sm80") return false;
   if (want != "auto" && want != "sm90")
     fail("FLASHKIT_ATTENTION_PATH: expected auto, sm80 or sm90, got '", want, "'");
-  const char* why = sm90_unsupported(s, o, backward);
+  const char* why = sm90_unsupported(s, o);
   if (why && want == "sm90" && !backward) fail("FLASHKIT_ATTENTION_PATH: sm90 was asked for, but ", why);
   return why == nullptr;
 }
@@ -287,7 +286,7 @@ void attention_forward(const AttentionShape& s, const TensorView& q, const Tenso
 // Sized for the larger of the two buckets the backward may run in (sm80's or the Hopper one's, which
 // is never smaller), so the size does not depend on the device or on FLASHKIT_ATTENTION_PATH.
 size_t attention_backward_workspace_bytes(const AttentionShape& s, const AttentionOptions&) {
-  const int b = s.hdim <= 128 ? sm90_bucket(s.hdim) : attn::hdim_bucket(s.hdim);
+  const int b = sm90_bucket(s.hdim);
   return attn::bwd_workspace_layout(s.batch, s.heads, s.total_q, s.seqlen_q, b).bytes;
 }
 

@@ -1,5 +1,5 @@
 // FlashAttention backward mainloop for Hopper (FA2 Algorithm 2 on wgmma, FA3's backward shape):
-// one CTA per K/V block of 128 keys. The producer warp loads K and V once by TMA, then streams
+// one CTA per K/V block of 128 keys (64 at hdim 256, see kSplitD). The producer warp loads K and V once by TMA, then streams
 // Q, dO (TMA) and the rows' LSE and D (bulk copies of the preprocess's row_chunk blocks) of every
 // query block, of every query head sharing the KV head, through a ring of mbarrier stages. Two
 // consumer warpgroups own 64 keys each and compute the products transposed, keys along M:
@@ -7,6 +7,11 @@
 // directly the A operands of dV += P^T dO and dK += dS^T Q; dS^T also goes to shared memory for
 // dQ = dS K (both warpgroups' keys form its reduction), which is added in fp32 to the scratch
 // accumulator by one bulk reduce per query block (deterministic runs: atomics in key-block turns).
+// kSplitD (hdim 256, where 64 keys x 256 columns of dK and dV fill a warpgroup's registers): the
+// block's 64 keys are shared, each warpgroup computing S^T and dP^T for half the queries and dK,
+// dV and dQ for half the head dim; P^T and dS^T then both pass through shared memory (each
+// warpgroup's dV and dK read all queries), every GEMM reads its operands from there, and dQ is
+// added by 16-byte atomics (224 KB of operands leave no room to stage it).
 // Dense or varlen batches (seq_bounds).
 // Every score policy (score_policy.h): the general ones recompute P^T and dS^T with the forward's
 // modifiers, masks and dropout bits through bwd_probs on the transposed tile, and both roles skip
@@ -47,6 +52,25 @@ CUTE_HOST_DEVICE auto colrow_view(T&& t) {
   return make_tensor(t.data(), colrow(t.layout()));
 }
 
+// The backward's S^T / dP^T and dK / dV tiled MMAs: warpgroups stacked along the keys (M), dK and
+// dV's A operand (P^T, dS^T) from registers; or, kSplitD (both on the same 64 keys), S^T and dP^T
+// split along the queries, dK and dV along the head dim, with A from shared memory.
+template <class Element, bool kSplitD, int kBlockN, int kBlockM, int kHeadDim>
+struct BwdMmas {
+  using SdP = TiledMmaSS<Element, 2, kBlockN, kBlockM, kHeadDim>;
+  using dKV = TiledMmaRS<Element, 2, kBlockN, kHeadDim, kBlockM>;
+};
+template <class Element, int kBlockN, int kBlockM, int kHeadDim>
+struct BwdMmas<Element, true, kBlockN, kBlockM, kHeadDim> {
+  using SdP = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBlockN>, Int<kBlockM / 2>, Int<kHeadDim>>>(),
+      Layout<Shape<_1, _2, _1>>{}));
+  using dKV = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBlockN>, Int<kHeadDim / 2>, Int<kBlockM>>,
+                           GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<_1, _2, _1>>{}));
+};
+
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, class Policy_>
 struct BwdMainloop {
   using Element = Element_;
@@ -54,14 +78,19 @@ struct BwdMainloop {
   static constexpr int kHeadDim = kHeadDim_, kBlockM = kBlockM_, kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   static constexpr int kConsumerWarpgroups = 2, kConsumerThreads = 256;
-  static_assert(kBlockN == 64 * kConsumerWarpgroups, "each consumer warpgroup owns 64 keys");
+  static constexpr bool kSplitD = kBlockN == 64;  // both warpgroups on the same 64 keys
+  static_assert(kBlockN == 64 * kConsumerWarpgroups || (kSplitD && kBlockM == 64),
+                "each consumer warpgroup owns 64 keys, or both share 64 (block_m 64)");
   static_assert(kBlockM == 64 || kBlockM == 128);
+  // dQ staged in shared memory for one bulk reduce per query block, or (kSplitD) atomics.
+  static constexpr bool kBulkDq = !kSplitD;
 
   // S^T, dP^T: (keys x queries) over hdim; dK, dV: (keys x hdim) over queries, A from registers,
   // B (Q, dO) read MN-major; dQ: (queries x hdim) over keys, both operands MN-major. dQ's 2
-  // warpgroups split its rows (128 queries) or its columns (64 queries).
-  using TiledMmaSdP = TiledMmaSS<Element, 2, kBlockN, kBlockM, kHeadDim>;
-  using TiledMmadKV = TiledMmaRS<Element, 2, kBlockN, kHeadDim, kBlockM>;
+  // warpgroups split its rows (128 queries) or its columns (64 queries). kSplitD: S^T and dP^T
+  // split along the queries, dK and dV along the head dim with A (P^T, dS^T) from shared memory.
+  using TiledMmaSdP = typename BwdMmas<Element, kSplitD, kBlockN, kBlockM, kHeadDim>::SdP;
+  using TiledMmadKV = typename BwdMmas<Element, kSplitD, kBlockN, kBlockM, kHeadDim>::dKV;
   static constexpr int kDqWgM = kBlockM / 64;
   // See mma(); softcap's P^T and dS^T come from one pass (each score's 1 - t^2 serves dS^T), so
   // it waits for dP^T's GEMM as at block_m 128.
@@ -103,7 +132,9 @@ struct BwdMainloop {
     alignas(1024) Element k[cosize_v<LayoutKV>];  // dK after the mainloop (epilogue)
     alignas(1024) Element v[cosize_v<LayoutKV>];  // dV after the mainloop
     alignas(1024) Element ds[kDsBuffers * cosize_v<LayoutdS>];  // buffers of LayoutdS
-    alignas(128) float dq[kDqFloats];  // one query block's dQ in dq_chunk order
+    // kSplitD: P^T's buffers, as dS^T's (a placeholder otherwise)
+    alignas(kSplitD ? 1024 : 16) Element pt[kSplitD ? kDsBuffers * cosize_v<LayoutdS> : 8];
+    alignas(128) float dq[kBulkDq ? kDqFloats : 4];  // one query block's dQ in dq_chunk order
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dsum[kStages][kBlockM];
     typename Ring::Storage ring;
@@ -261,6 +292,42 @@ struct BwdMainloop {
     if (stage >= 0) Ring::consumer_release(smem.ring, stage);
   }
 
+  // kSplitD, after P^T and dS^T (rP, rdS: this warpgroup's queries of them) are computed: both to
+  // shared memory (buffer ds_buf, which both warpgroups' GEMMs read two blocks ago: each waited
+  // for its own before arriving at the previous block's barrier), then dQ = dS K, dV += P^T dO and
+  // dK += dS^T Q from there, in that order, dQ added by atomics while dV's and dK's GEMMs run.
+  // They complete during the next block's S^T (its warpgroup_wait<1>), which releases the stage.
+  template <class ThrSdP, class ThrdKV, class MmadQ, class MmadKV, class FragKt, class FragdOt,
+            class FragQt, class RP, class AccKV>
+  __device__ static void dkv_split(SharedStorage& smem, const ThrSdP& thr_sdp,
+                                   const ThrdKV& thr_dkv, MmadQ& mma_dq, MmadKV& mma_dkv,
+                                   const FragKt& tdQrKt, const FragdOt& tdVrdOt,
+                                   const FragQt& tdKrQt, const RP& rP, const RP& rdS, int ds_buf,
+                                   int stage, AccKV& acc_dk, AccKV& acc_dv, const Params& p,
+                                   const Policy& pol, int* semaphore, int64_t token0, int b, int m,
+                                   int h, int n_block, int tid) {
+    Element* pt = smem.pt + ds_buf * cosize_v<LayoutdS>;
+    Element* ds = smem.ds + ds_buf * cosize_v<LayoutdS>;
+    copy(rP, thr_sdp.partition_C(make_tensor(make_smem_ptr(pt), LayoutdS{})(_, _, 0)));
+    copy(rdS, thr_sdp.partition_C(make_tensor(make_smem_ptr(ds), LayoutdS{})(_, _, 0)));
+    cutlass::arch::fence_view_async_shared();
+    sync_consumers();
+    Tensor acc_dq = partition_fragment_C(mma_dq, TileQ{});
+    auto thr_dq = mma_dq.get_thread_slice(tid);
+    Tensor tdQrdS = thr_dq.partition_fragment_A(make_tensor(make_smem_ptr(ds), LayoutdSt{})(_, _, 0));
+    wgmma<true>(mma_dq, tdQrdS, tdQrKt, acc_dq);
+    Tensor tdVrP = thr_dkv.partition_fragment_A(make_tensor(make_smem_ptr(pt), LayoutdS{})(_, _, 0));
+    Tensor tdKrdS = thr_dkv.partition_fragment_A(make_tensor(make_smem_ptr(ds), LayoutdS{})(_, _, 0));
+    wgmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
+    wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
+    warpgroup_wait<2>();
+    warpgroup_fence_operand(acc_dq);
+    sm80::add_dq<kConsumerThreads>(
+        acc_dq, sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads),
+        semaphore ? semaphore + m : nullptr, pol.template dq_turn<kBlockM, kBlockN>(m, n_block),
+        tid, [] { sync_consumers(); });
+  }
+
   template <class AccKV>
   __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w,
                              const SeqBounds& sb, AccKV& acc_dk, AccKV& acc_dv,
@@ -293,7 +360,7 @@ struct BwdMainloop {
     Tensor tScS = colrow_view(thr_sdp.partition_C(make_coord_tensor(qk)));
     using Coord = decltype(tScS);
 
-    const bool bulk_dq = !p.deterministic;
+    const bool bulk_dq = kBulkDq && !p.deterministic;
     const int wg = cutlass::canonical_warp_group_idx() - 1;  // keys [64 wg, 64 wg + 64) of the tile
     const int64_t token0 = sb.q_token(b);
     // At block_m 64, dK's GEMM of a query block completes during the next block's S^T (wgmma
@@ -325,7 +392,8 @@ struct BwdMainloop {
         Tensor s = colrow_view(acc_s);
         Tensor dp = colrow_view(acc_dp);
         // The element mask runs only where this warpgroup's 64 keys cross the diagonal or seqlen_k.
-        const bool mask = pol.template bwd_needs_mask<kBlockM, 64>(m, 2 * n_block + wg);
+        const bool mask = kSplitD ? pol.template bwd_needs_mask<kBlockM, kBlockN>(m, n_block)
+                                  : pol.template bwd_needs_mask<kBlockM, 64>(m, 2 * n_block + wg);
         const QueryStat<Coord> lse{smem.lse_log2[stage], tScS}, d_row{smem.dsum[stage], tScS};
         if constexpr (kOverlapP) {
           warpgroup_wait<1>();
@@ -347,58 +415,64 @@ struct BwdMainloop {
           pol.template bwd_ds<true>(s, dp, tScS, d_row, keep);
         } else {
           warpgroup_wait<0>();
+          release_stage(smem, prev_stage);  // kSplitD: the previous block's dV and dK are done
+          prev_stage = -1;
           pol.template bwd_probs<true>(s, dp, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale,
                                        p.scale_log2, lse, d_row);
         }
         Tensor rP = sm80::convert<Element>(acc_s);
         Tensor rdS = sm80::convert<Element>(acc_dp);
-        Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
-        warpgroup_fence_operand(tdVrP);
-        wgmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
-        Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
-
-        // dS^T to shared memory for dQ = dS K (while dV's GEMM runs), into the buffer that both
-        // warpgroups' dQ GEMMs read two blocks ago: each waited for its own, and the other one's
-        // wait came before it arrived at the previous block's barrier below (so no barrier
-        // here). The last bulk reduce must also have read the dQ staging buffer (thread 0 waits
-        // before the barrier after the store). dQ's GEMM goes before dK's, so dQ is staged and
-        // added while dK's runs (whose register operand rdS is not written meanwhile).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        if (bulk_dq && tid == 0) bulk_wait_read();
-#endif
-        Element* ds = smem.ds + ds_buf * cosize_v<LayoutdS>;
-        copy(rdS, thr_sdp.partition_C(make_tensor(make_smem_ptr(ds), LayoutdS{})(_, _, 0)));
-        cutlass::arch::fence_view_async_shared();
-        sync_consumers();
-        Tensor acc_dq = partition_fragment_C(mma_dq, TileQ{});
-        Tensor tdQrdS = thr_dq.partition_fragment_A(make_tensor(make_smem_ptr(ds), LayoutdSt{})(_, _, 0));
-        wgmma<true>(mma_dq, tdQrdS, tdQrKt, acc_dq);
-        warpgroup_fence_operand(tdKrdS);
-        wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
-        warpgroup_wait<1>();
-        warpgroup_fence_operand(tdVrP);
-        warpgroup_fence_operand(acc_dq);
-
-        float* dq_dst = sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);
-        if (bulk_dq) {
-          sm80::stage_dq<kConsumerThreads>(smem.dq, acc_dq, tid);
-          sync_consumers();
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-          if (tid == 0) bulk_reduce_add_f32(dq_dst, smem.dq, kDqFloats * sizeof(float));
-#endif
+        if constexpr (kSplitD) {
+          dkv_split(smem, thr_sdp, thr_dkv, mma_dq, mma_dkv, tdQrKt, tdVrdOt, tdKrQt, rP, rdS,
+                    ds_buf, stage, acc_dk, acc_dv, p, pol, semaphore, token0, b, m, h, n_block, tid);
         } else {
-          sm80::add_dq<kConsumerThreads>(acc_dq, dq_dst, semaphore ? semaphore + m : nullptr,
-                                         pol.template dq_turn<kBlockM, kBlockN>(m, n_block), tid,
-                                         [] { sync_consumers(); });
+          Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
+          warpgroup_fence_operand(tdVrP);
+          wgmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
+          Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
+
+          // dS^T to shared memory for dQ = dS K (while dV's GEMM runs), into the buffer that both
+          // warpgroups' dQ GEMMs read two blocks ago: each waited for its own, and the other one's
+          // wait came before it arrived at the previous block's barrier below (so no barrier
+          // here). The last bulk reduce must also have read the dQ staging buffer (thread 0 waits
+          // before the barrier after the store). dQ's GEMM goes before dK's, so dQ is staged and
+          // added while dK's runs (whose register operand rdS is not written meanwhile).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+          if (bulk_dq && tid == 0) bulk_wait_read();
+#endif
+          Element* ds = smem.ds + ds_buf * cosize_v<LayoutdS>;
+          copy(rdS, thr_sdp.partition_C(make_tensor(make_smem_ptr(ds), LayoutdS{})(_, _, 0)));
+          cutlass::arch::fence_view_async_shared();
+          sync_consumers();
+          Tensor acc_dq = partition_fragment_C(mma_dq, TileQ{});
+          Tensor tdQrdS = thr_dq.partition_fragment_A(make_tensor(make_smem_ptr(ds), LayoutdSt{})(_, _, 0));
+          wgmma<true>(mma_dq, tdQrdS, tdQrKt, acc_dq);
+          warpgroup_fence_operand(tdKrdS);
+          wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
+          warpgroup_wait<1>();
+          warpgroup_fence_operand(tdVrP);
+          warpgroup_fence_operand(acc_dq);
+
+          float* dq_dst = sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);
+          if (kBulkDq && bulk_dq) {
+            sm80::stage_dq<kConsumerThreads>(smem.dq, acc_dq, tid);
+            sync_consumers();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+            if (tid == 0) bulk_reduce_add_f32(dq_dst, smem.dq, kDqFloats * sizeof(float));
+#endif
+          } else {
+            sm80::add_dq<kConsumerThreads>(acc_dq, dq_dst, semaphore ? semaphore + m : nullptr,
+                                           pol.template dq_turn<kBlockM, kBlockN>(m, n_block), tid,
+                                           [] { sync_consumers(); });
+          }
+          if constexpr (!kOverlapP) {
+            warpgroup_wait<0>();
+            warpgroup_fence_operand(tdKrdS);
+            Ring::consumer_release(smem.ring, st);
+          }
         }
         ds_buf ^= 1;
-        if constexpr (kOverlapP) {
-          prev_stage = stage;
-        } else {
-          warpgroup_wait<0>();
-          warpgroup_fence_operand(tdKrdS);
-          Ring::consumer_release(smem.ring, st);
-        }
+        if constexpr (kOverlapP || kSplitD) prev_stage = stage;
         st.advance();
       }
     }

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Session 11 call 1: the Hopper backward at hdim 256 (64-key blocks shared by both consumer
+# warpgroups; bench/NOTES-attention.md "sm90 backward at hdim 256"). Minimal build, the sm90
+# attention tests (every 256 case now runs its backward too) with memcheck and racecheck on the
+# small ones, then flashkit vs torch SDPA flash and cudnn at hdim 256, forward and backward.
+# usage: OUT=/some/dir bench/gpu-s11a.sh   (.carry and .whl carried)
+set -uo pipefail
+. "$(dirname "$0")/gpu_prelude.sh"
+stamp "build (minimal) + sm90 attention tests"
+timeout 440 tests/gpu/run --kernels minimal --filter 'AttentionGpuSm90*:AttentionGpuSmall.Sm90*' \
+  --sanitize-filter 'AttentionGpuSmall.Sm90AndSm80Paths:AttentionGpuSmall.Sm90PaddedBuckets:AttentionGpuSmall.Sm90AndSm80BackwardDeterministic' \
+  --out "$log" >"$log/run.txt" 2>&1
+stamp "tests/gpu/run rc=$?"
+grep -E "gpu tests|sanitizer|build|FAILED|Failure|error" "$log/run.txt" | head -30
+stamp "bench/attention.py hdim 256 ($(left) s left)"
+timeout $(( $(left) - 5 )) python3 bench/attention.py --out "$out" --methods flashkit,flash,cudnn \
+  --hdims 256 --seqlens 2048,4096,8192,16384 --name attention-s11-d256 >"$log/attn.log" 2>&1
+stamp "rc=$?"
+tail -22 "$log/attn.log"
+(cd "$out" && tar czf logs.tgz t && rm -rf t)
