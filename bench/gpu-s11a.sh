@@ -12,6 +12,10 @@ timeout 440 tests/gpu/run --kernels minimal --filter 'AttentionGpuSm90*:Attentio
   --out "$log" >"$log/run.txt" 2>&1
 stamp "tests/gpu/run rc=$?"
 grep -E "gpu tests|sanitizer|build|FAILED|Failure|error" "$log/run.txt" | head -30
+stamp "racecheck MasGpuSmall.EarlyZerosPathKernel (session 10's check that timed out)"
+timeout 100 compute-sanitizer --tool racecheck --error-exitcode 9 build-gpu/flashkit_gpu_tests \
+  --gtest_filter='MasGpuSmall.EarlyZerosPathKernel' >"$log/race_mas.log" 2>&1
+stamp "rc=$? $(grep -E 'ERROR SUMMARY|PASSED' "$log/race_mas.log" | tr '\n' ' ')"
 stamp "bench/attention.py hdim 256 ($(left) s left)"
 timeout $(( $(left) - 5 )) python3 bench/attention.py --out "$out" --methods flashkit,flash,cudnn \
   --hdims 256 --seqlens 2048,4096,8192,16384 --name attention-s11-d256 >"$log/attn.log" 2>&1
