@@ -78,12 +78,14 @@ static __global__ void mas_write_path_rows_early(const PathParams pp, int32_t* n
   const int nchunks = static_cast<int>((rows + chunk_rows - 1) / chunk_rows);
   const int64_t row_vecs = static_cast<int64_t>(pp.S) * pp.es / 16;
   const uint4 z = make_uint4(0, 0, 0, 0);
-  if (threadIdx.x == 0) s_count = 0;
+  // Thread 0's count of its chunks, published after the loop: a shared counter beside s_cur was
+  // read together with it (one 8-byte load) by every thread while thread 0 wrote it (racecheck).
+  int count = 0;
   while (true) {
     if (threadIdx.x == 0) s_cur = atomicAdd(next, 1);
     __syncthreads();
     const int c = s_cur;
-    if (threadIdx.x == 0 && c < nchunks) s_chunks[s_count++] = c;
+    if (threadIdx.x == 0 && c < nchunks) s_chunks[count++] = c;
     __syncthreads();  // s_cur read by all before thread 0 takes the next chunk
     if (c >= nchunks) break;
     const int64_t r0 = static_cast<int64_t>(c) * chunk_rows;
@@ -94,10 +96,11 @@ static __global__ void mas_write_path_rows_early(const PathParams pp, int32_t* n
       __stcs(reinterpret_cast<uint4*>(pp.path + (b * pp.pb + x * pp.px) * pp.es) + i % row_vecs, z);
     }
   }
+  if (threadIdx.x == 0) s_count = count;
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
-  __syncthreads();  // this CTA's zeros before its ones (the same rows, other threads)
+  __syncthreads();  // this CTA's zeros before its ones (the same rows, other threads); s_count
   // One thread a row of this CTA's chunks: its run's ones (S / T of them on average).
   for (int i = threadIdx.x; i < s_count * chunk_rows; i += blockDim.x) {
     const int64_t r = static_cast<int64_t>(s_chunks[i / chunk_rows]) * chunk_rows + i % chunk_rows;
