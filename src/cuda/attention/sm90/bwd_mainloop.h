@@ -10,8 +10,11 @@
 // kSplitD (hdim 256, where 64 keys x 256 columns of dK and dV fill a warpgroup's registers): the
 // block's 64 keys are shared, each warpgroup computing S^T and dP^T for half the queries and dK,
 // dV and dQ for half the head dim; P^T and dS^T then both pass through shared memory (each
-// warpgroup's dV and dK read all queries), every GEMM reads its operands from there, and dQ is
-// added by 16-byte atomics (224 KB of operands leave no room to stage it).
+// warpgroup's dV and dK read all queries) and every GEMM reads its operands from there. 224 KB
+// of operands leave no room for a staged dQ block, so a block's fp32 dQ (64 KB) is staged in its
+// own dO and Q stage (64 KB of bf16) as its dV and dK GEMMs finish reading them, and added by two
+// bulk reduces; the stage goes back to the producer when they have read it.
+// (16-byte atomics instead halved the speed: bench/NOTES-attention.md.)
 // Dense or varlen batches (seq_bounds).
 // Every score policy (score_policy.h): the general ones recompute P^T and dS^T with the forward's
 // modifiers, masks and dropout bits through bwd_probs on the transposed tile, and both roles skip
@@ -82,7 +85,8 @@ struct BwdMainloop {
   static_assert(kBlockN == 64 * kConsumerWarpgroups || (kSplitD && kBlockM == 64),
                 "each consumer warpgroup owns 64 keys, or both share 64 (block_m 64)");
   static_assert(kBlockM == 64 || kBlockM == 128);
-  // dQ staged in shared memory for one bulk reduce per query block, or (kSplitD) atomics.
+  // dQ staged in its own buffer for one bulk reduce per query block, or (kSplitD) in the block's
+  // Q and dO stage (stage_dq_in_stage).
   static constexpr bool kBulkDq = !kSplitD;
 
   // S^T, dP^T: (keys x queries) over hdim; dK, dV: (keys x hdim) over queries, A from registers,
@@ -295,22 +299,27 @@ struct BwdMainloop {
   // kSplitD, after P^T and dS^T (rP, rdS: this warpgroup's queries of them) are computed: both to
   // shared memory (buffer ds_buf, which both warpgroups' GEMMs read two blocks ago: each waited
   // for its own before arriving at the previous block's barrier), then dQ = dS K, dV += P^T dO and
-  // dK += dS^T Q from there, in that order, dQ added by atomics while dV's and dK's GEMMs run.
-  // They complete during the next block's S^T (its warpgroup_wait<1>), which releases the stage.
+  // dK += dS^T Q from there, in that order; once all three are done, dQ goes to the block's stage
+  // (stage_dq_in_stage), which returns the stage to the producer. Deterministic runs add dQ by
+  // atomics in turns instead, while dV's and dK's GEMMs run, which complete during the next
+  // block's S^T (its warpgroup_wait<1> releases the stage). Before the barrier, the thread that
+  // issued the previous block's bulk reduces waits for them to have read their stage and releases
+  // it (`held`, -1: none).
   template <class ThrSdP, class ThrdKV, class MmadQ, class MmadKV, class FragKt, class FragdOt,
             class FragQt, class RP, class AccKV>
   __device__ static void dkv_split(SharedStorage& smem, const ThrSdP& thr_sdp,
                                    const ThrdKV& thr_dkv, MmadQ& mma_dq, MmadKV& mma_dkv,
                                    const FragKt& tdQrKt, const FragdOt& tdVrdOt,
                                    const FragQt& tdKrQt, const RP& rP, const RP& rdS, int ds_buf,
-                                   int stage, AccKV& acc_dk, AccKV& acc_dv, const Params& p,
-                                   const Policy& pol, int* semaphore, int64_t token0, int b, int m,
-                                   int h, int n_block, int tid) {
+                                   int stage, AccKV& acc_dk, AccKV& acc_dv, int& held,
+                                   const Params& p, const Policy& pol, int* semaphore,
+                                   int64_t token0, int b, int m, int h, int n_block, int tid) {
     Element* pt = smem.pt + ds_buf * cosize_v<LayoutdS>;
     Element* ds = smem.ds + ds_buf * cosize_v<LayoutdS>;
     copy(rP, thr_sdp.partition_C(make_tensor(make_smem_ptr(pt), LayoutdS{})(_, _, 0)));
     copy(rdS, thr_sdp.partition_C(make_tensor(make_smem_ptr(ds), LayoutdS{})(_, _, 0)));
     cutlass::arch::fence_view_async_shared();
+    release_held(smem, held);
     sync_consumers();
     Tensor acc_dq = partition_fragment_C(mma_dq, TileQ{});
     auto thr_dq = mma_dq.get_thread_slice(tid);
@@ -322,10 +331,67 @@ struct BwdMainloop {
     wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
     warpgroup_wait<2>();
     warpgroup_fence_operand(acc_dq);
-    sm80::add_dq<kConsumerThreads>(
-        acc_dq, sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads),
-        semaphore ? semaphore + m : nullptr, pol.template dq_turn<kBlockM, kBlockN>(m, n_block),
-        tid, [] { sync_consumers(); });
+    float* dst = sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);
+    if (p.deterministic) {
+      sm80::add_dq<kConsumerThreads>(acc_dq, dst, semaphore + m,
+                                     pol.template dq_turn<kBlockM, kBlockN>(m, n_block), tid,
+                                     [] { sync_consumers(); });
+    } else {
+      stage_dq_in_stage(smem, acc_dq, acc_dk, acc_dv, dst, stage, held, tid);
+    }
+  }
+
+  // kSplitD: a block's dQ (acc_dq) into its stage's dO and Q buffers as dV's and then dK's GEMM
+  // (the last two in flight) complete: 64 x 256 fp32 fill both bf16 tiles, in dq_chunk order
+  // [group][thread][4], the first half of the groups in dO's buffer. Then two bulk reduces into
+  // the scratch by thread 0, which keeps the stage (`held`) until they have read it; the other
+  // threads release it now.
+  template <class AccQ, class AccKV>
+  __device__ static void stage_dq_in_stage(SharedStorage& smem, const AccQ& acc_dq, AccKV& acc_dk,
+                                           AccKV& acc_dv, float* dst, int stage, int& held,
+                                           int tid) {
+    static_assert(cosize_v<LayoutQ> == kStages * kBlockM * kHeadDim, "stages are contiguous");
+    static_assert(kDqFloats * sizeof(float) == 2 * kBytesQ, "dQ fills a Q and a dO tile");
+    constexpr int kGroups = decltype(size(acc_dq))::value / 4;
+    constexpr int kHalf = kGroups / 2 * kConsumerThreads * 4;
+    static_assert(2 * kHalf == kDqFloats, "halves of the chunk");
+    float* lo = reinterpret_cast<float*>(smem.d_o + stage * kBlockM * kHeadDim);
+    float* hi = reinterpret_cast<float*>(smem.q + stage * kBlockM * kHeadDim);
+    auto put = [&](float* base, int j0) {
+      CUTE_UNROLL
+      for (int j = 0; j < kGroups / 2; ++j) {
+        const int g = j0 + j;
+        *reinterpret_cast<float4*>(base + (j * kConsumerThreads + tid) * 4) =
+            make_float4(acc_dq(4 * g), acc_dq(4 * g + 1), acc_dq(4 * g + 2), acc_dq(4 * g + 3));
+      }
+    };
+    warpgroup_wait<1>();  // dV has read dO
+    warpgroup_fence_operand(acc_dv);
+    put(lo, 0);
+    warpgroup_wait<0>();  // dK has read Q
+    warpgroup_fence_operand(acc_dk);
+    put(hi, kGroups / 2);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    fence_shared_to_async();
+    sync_consumers();
+    if (tid == 0) {
+      bulk_reduce_add_f32(dst, lo, kHalf * sizeof(float));
+      bulk_reduce_add_f32(dst + kHalf, hi, kHalf * sizeof(float));
+      held = stage;
+    } else {
+      Ring::consumer_release(smem.ring, stage);
+    }
+#endif
+  }
+  // The held stage back to the producer once its bulk reduces have read it (thread 0 only).
+  __device__ static void release_held(SharedStorage& smem, int& held) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (held >= 0) {
+      bulk_wait_read();
+      Ring::consumer_release(smem.ring, held);
+      held = -1;
+    }
+#endif
   }
 
   template <class AccKV>
@@ -369,6 +435,7 @@ struct BwdMainloop {
     // wgmmas, so each block waits for its dK.
     int prev_stage = -1;
     int ds_buf = 0;  // dS^T's buffer of the block
+    int held = -1;  // kSplitD: the stage thread 0 keeps for its bulk reduces (-1: none)
     Ring::Barrier::wait(&smem.kv_full, 0);
     for (int g = 0; g < p.h_ratio; ++g) {
       const int h = w.head * p.h_ratio + g;
@@ -424,7 +491,8 @@ struct BwdMainloop {
         Tensor rdS = sm80::convert<Element>(acc_dp);
         if constexpr (kSplitD) {
           dkv_split(smem, thr_sdp, thr_dkv, mma_dq, mma_dkv, tdQrKt, tdVrdOt, tdKrQt, rP, rdS,
-                    ds_buf, stage, acc_dk, acc_dv, p, pol, semaphore, token0, b, m, h, n_block, tid);
+                    ds_buf, stage, acc_dk, acc_dv, held, p, pol, semaphore, token0, b, m, h,
+                    n_block, tid);
         } else {
           Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
           warpgroup_fence_operand(tdVrP);
@@ -472,12 +540,14 @@ struct BwdMainloop {
           }
         }
         ds_buf ^= 1;
-        if constexpr (kOverlapP || kSplitD) prev_stage = stage;
+        // (kSplitD without deterministic turns: the stage went back with its dQ, stage_dq_in_stage.)
+        if constexpr (kOverlapP || kSplitD) prev_stage = kSplitD && !p.deterministic ? -1 : stage;
         st.advance();
       }
     }
     warpgroup_wait<0>();  // the last dK (the epilogue reads acc_dk)
     release_stage(smem, prev_stage);
+    release_held(smem, held);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (bulk_dq && tid == 0) bulk_wait_read();  // the CTA's shared memory outlives the reads
 #endif
