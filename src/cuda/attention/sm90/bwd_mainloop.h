@@ -12,8 +12,8 @@
 // dV and dQ for half the head dim; P^T and dS^T then both pass through shared memory (each
 // warpgroup's dV and dK read all queries) and every GEMM reads its operands from there. 224 KB
 // of operands leave no room for a staged dQ block, so a block's fp32 dQ (64 KB) is staged in its
-// own dO and Q stage (64 KB of bf16) as its dV and dK GEMMs finish reading them, and added by two
-// bulk reduces; the stage goes back to the producer when they have read it.
+// own dO and Q stage (64 KB of bf16) as its dV and dK GEMMs finish reading them, and added by bulk
+// reduces; the stage goes back to the producer when they have read it.
 // (16-byte atomics instead halved the speed: bench/NOTES-attention.md.)
 // Dense or varlen batches (seq_bounds).
 // Every score policy (score_policy.h): the general ones recompute P^T and dS^T with the forward's
@@ -342,41 +342,50 @@ struct BwdMainloop {
   }
 
   // kSplitD: a block's dQ (acc_dq) into its stage's dO and Q buffers as dV's and then dK's GEMM
-  // (the last two in flight) complete: 64 x 256 fp32 fill both bf16 tiles, in dq_chunk order
-  // [group][thread][4], the first half of the groups in dO's buffer. Then two bulk reduces into
-  // the scratch by thread 0, which keeps the stage (`held`) until they have read it; the other
-  // threads release it now.
+  // (the last two in flight) complete. Each warpgroup waits only for its own GEMMs, which read
+  // only its half of the head dim: bytes [16 KB wg, 16 KB wg + 16 KB) of each tile (columns
+  // 128 wg .. 128 wg + 127 of the 64-column swizzle atoms). So each writes its 32 KB of dQ (16
+  // groups of 4 floats a thread) there alone: groups 0-7 in dO's part, 8-15 in Q's, each group's
+  // 128 float4 contiguous as in dq_chunk's [group][thread][4] order, where they are 2 KB runs;
+  // then the warpgroup's first thread adds the 16 runs by bulk reduces and keeps the stage
+  // (`held`) until they have read it; the other threads release it now.
   template <class AccQ, class AccKV>
   __device__ static void stage_dq_in_stage(SharedStorage& smem, const AccQ& acc_dq, AccKV& acc_dk,
                                            AccKV& acc_dv, float* dst, int stage, int& held,
                                            int tid) {
     static_assert(cosize_v<LayoutQ> == kStages * kBlockM * kHeadDim, "stages are contiguous");
-    static_assert(kDqFloats * sizeof(float) == 2 * kBytesQ, "dQ fills a Q and a dO tile");
-    constexpr int kGroups = decltype(size(acc_dq))::value / 4;
-    constexpr int kHalf = kGroups / 2 * kConsumerThreads * 4;
-    static_assert(2 * kHalf == kDqFloats, "halves of the chunk");
-    float* lo = reinterpret_cast<float*>(smem.d_o + stage * kBlockM * kHeadDim);
-    float* hi = reinterpret_cast<float*>(smem.q + stage * kBlockM * kHeadDim);
+    constexpr int kWgThreads = kConsumerThreads / 2;
+    constexpr int kGroups = decltype(size(acc_dq))::value / 4;  // per thread
+    constexpr int kRun = kWgThreads * 4;                        // floats of one group's run
+    static_assert(kGroups / 2 * kRun * sizeof(float) == kBytesQ / 2,
+                  "a warpgroup's half of dQ fills its halves of a dO and a Q tile");
+    const int wg = tid / kWgThreads, t = tid % kWgThreads;
+    constexpr int kPart = kBlockM * kHeadDim / 2;  // elements of a warpgroup's half of a tile
+    float* lo = reinterpret_cast<float*>(smem.d_o + stage * kBlockM * kHeadDim + wg * kPart);
+    float* hi = reinterpret_cast<float*>(smem.q + stage * kBlockM * kHeadDim + wg * kPart);
     auto put = [&](float* base, int j0) {
       CUTE_UNROLL
       for (int j = 0; j < kGroups / 2; ++j) {
         const int g = j0 + j;
-        *reinterpret_cast<float4*>(base + (j * kConsumerThreads + tid) * 4) =
+        *reinterpret_cast<float4*>(base + (j * kWgThreads + t) * 4) =
             make_float4(acc_dq(4 * g), acc_dq(4 * g + 1), acc_dq(4 * g + 2), acc_dq(4 * g + 3));
       }
     };
-    warpgroup_wait<1>();  // dV has read dO
+    warpgroup_wait<1>();  // this warpgroup's dV has read its half of dO
     warpgroup_fence_operand(acc_dv);
     put(lo, 0);
-    warpgroup_wait<0>();  // dK has read Q
+    warpgroup_wait<0>();  // its dK, its half of Q
     warpgroup_fence_operand(acc_dk);
     put(hi, kGroups / 2);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     fence_shared_to_async();
-    sync_consumers();
-    if (tid == 0) {
-      bulk_reduce_add_f32(dst, lo, kHalf * sizeof(float));
-      bulk_reduce_add_f32(dst + kHalf, hi, kHalf * sizeof(float));
+    cutlass::arch::NamedBarrier::sync(kWgThreads, kBarrier + 1 + wg);
+    if (t == 0) {
+      CUTE_UNROLL
+      for (int g = 0; g < kGroups; ++g)
+        bulk_reduce_add_f32(dst + (g * kConsumerThreads + wg * kWgThreads) * 4,
+                            (g < kGroups / 2 ? lo : hi) + (g % (kGroups / 2)) * kRun,
+                            kRun * sizeof(float));
       held = stage;
     } else {
       Ring::consumer_release(smem.ring, stage);
