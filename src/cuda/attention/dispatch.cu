@@ -127,8 +127,8 @@ unsigned score_mods(const AttentionOptions& o) {
 
 [[noreturn]] [[maybe_unused]] void not_compiled(int hdim) {
   fail("q: hdim ", hdim, " kernels are not compiled into this build (FLASHKIT_KERNELS=minimal "
-       "keeps hdim 33..64 and 97..128; on Hopper every hdim <= 128, and <= 256 for the forward "
-       "with plain scores)");
+       "keeps hdim 33..64 and 97..128; on Hopper every hdim <= 128, and <= 256 with plain "
+       "scores)");
 }
 
 [[noreturn]] [[maybe_unused]] void no_attention_kernels() {

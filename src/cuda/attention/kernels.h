@@ -33,7 +33,8 @@ void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream);
 template <class Element, int kHeadDim, class Policy>
 void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream);
 
-// Hopper backward (sm90/): hdim 64 and 128 with every score policy; dense or varlen batches.
+// Hopper backward (sm90/): hdim 64 and 128 with every score policy, hdim 256 with plain scores;
+// dense or varlen batches.
 template <class Element, int kHeadDim, class Policy>
 void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream);
 

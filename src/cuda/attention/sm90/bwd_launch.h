@@ -1,7 +1,7 @@
 // Host side of the Hopper backward: the shared prologue (scratch, zeroed dQ accumulator,
 // preprocess for D and LSE), the main kernel over (K/V block, KV head, batch) with the TMA
 // descriptors in its Params, and the shared dQ conversion. Explicitly instantiated per (dtype,
-// hdim 64 / 128, score policy) in src/cuda/instantiations/.
+// hdim 64 / 128 / 256, score policy) in src/cuda/instantiations/.
 #pragma once
 #include <cuda_runtime.h>
 
