@@ -6,12 +6,7 @@
 # usage: OUT=/some/dir bench/gpu-s11a.sh   (.carry and .whl carried)
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
-stamp "build (minimal) + sm90 attention tests"
-timeout 440 tests/gpu/run --kernels minimal --filter 'AttentionGpuSm90*:AttentionGpuSmall.Sm90*' \
-  --sanitize-filter 'AttentionGpuSmall.Sm90AndSm80Paths:AttentionGpuSmall.Sm90PaddedBuckets:AttentionGpuSmall.Sm90AndSm80BackwardDeterministic' \
-  --out "$log" >"$log/run.txt" 2>&1
-stamp "tests/gpu/run rc=$?"
-grep -E "gpu tests|sanitizer|build|FAILED|Failure|error" "$log/run.txt" | head -30
+sm90_attention_tests minimal 440
 stamp "racecheck MasGpuSmall.EarlyZerosPathKernel (session 10's check that timed out)"
 timeout 100 compute-sanitizer --tool racecheck --error-exitcode 9 build-gpu/flashkit_gpu_tests \
   --gtest_filter='MasGpuSmall.EarlyZerosPathKernel' >"$log/race_mas.log" 2>&1

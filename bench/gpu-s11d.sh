@@ -11,12 +11,7 @@ for b in d256stage d256base; do timeout 60 .ab/$b $b >>"$log/ab.txt" 2>&1; done
 timeout 60 python3 bench/sdpa_time.py --hdim 256 --backends cudnn --bwd >>"$log/ab.txt" 2>&1
 python3 bench/ab_table.py "$log/ab.txt"
 grep -E "check" "$log/ab.txt" | head -8
-stamp "build (minimal) + sm90 attention tests"
-timeout 400 tests/gpu/run --kernels minimal --filter 'AttentionGpuSm90*:AttentionGpuSmall.Sm90*' \
-  --sanitize-filter 'AttentionGpuSmall.Sm90AndSm80Paths:AttentionGpuSmall.Sm90PaddedBuckets:AttentionGpuSmall.Sm90AndSm80BackwardDeterministic' \
-  --out "$log" >"$log/run.txt" 2>&1
-stamp "tests/gpu/run rc=$?"
-grep -E "gpu tests|sanitizer|build|FAILED|Failure|error" "$log/run.txt" | head -30
+sm90_attention_tests minimal 400
 stamp "bench/attention.py ($(left) s left)"
 timeout $(( $(left) - 5 )) python3 bench/attention.py --out "$out" --methods flashkit,flash,cudnn \
   --hdims 256,128,64 --seqlens 1024,2048,4096,8192,16384 --name attention-s11 >"$log/attn.log" 2>&1

@@ -46,3 +46,13 @@ mas_sweep() {
   stamp "rc=$?"
   grep -A8 "T  flashkit" "$log/mas.log"
 }
+# Build ($1 kernels) and run the Hopper attention tests (AttentionGpuSm90*, AttentionGpuSmall.Sm90*),
+# memcheck and racecheck on the small ones of both paths; $2: the build + tests time limit.
+sm90_attention_tests() {
+  stamp "build ($1) + sm90 attention tests"
+  timeout "$2" tests/gpu/run --kernels "$1" --filter 'AttentionGpuSm90*:AttentionGpuSmall.Sm90*' \
+    --sanitize-filter 'AttentionGpuSmall.Sm90AndSm80Paths:AttentionGpuSmall.Sm90PaddedBuckets:AttentionGpuSmall.Sm90AndSm80BackwardDeterministic' \
+    --out "$log" >"$log/run.txt" 2>&1
+  stamp "tests/gpu/run rc=$?"
+  grep -E "gpu tests|sanitizer|build|FAILED|Failure|error" "$log/run.txt" | head -30
+}
