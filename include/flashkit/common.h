@@ -21,7 +21,7 @@ struct Workspace {
 struct BuildInfo {
   bool cuda = false;          // CUDA kernels compiled in
   std::string cuda_archs;     // e.g. "90a;80"
-  std::string kernel_set;     // "all" or "minimal"
+  std::string kernel_set;     // FLASHKIT_KERNELS: "all", "minimal", "noattention" or "check"
   std::string version;
   int cpu_threads = 1;        // OpenMP threads the CPU backend uses
 };
