@@ -401,7 +401,7 @@ TEST(AttentionGpuVariantsShapes, WindowDeterministicBitwiseEqual) {
 // with causal alignment, GQA/MQA, varlen, and more query tiles than SMs so every persistent CTA
 // runs several tiles through the same mbarrier rings. hdim 256 stages O in Q's buffer: tiles with
 // no live key block (causal, sq > sk) and CTAs running a second tile after one hand it on; its
-// backward shares each 64-key block between both warpgroups (dQ by atomics).
+// backward shares each 64-key block between both warpgroups (dQ staged in the block's Q/dO stage).
 TEST(AttentionGpuSm90, BothPathsMatchReference) {
   std::vector<std::pair<AttentionSpec, bool>> cases;
   for (bool causal : {false, true}) {
@@ -646,8 +646,8 @@ TEST(AttentionGpuSmall, DenseCausalGqa) {
 // GQA case runs the Hopper backward over 6 query blocks per key block across 2 heads (a stage
 // released one block late) with a last key block only one of whose 64-key halves is masked.
 // hdim 256 (O staged in Q's buffer): 144 tiles, the ones run second having no live key block;
-// its backward (64-key blocks shared by both warpgroups, P^T through shared memory, dQ atomics)
-// on partial blocks, GQA 3:1 and varlen.
+// its backward (64-key blocks shared by both warpgroups, P^T through shared memory, dQ staged in
+// the block's own Q/dO stage) on partial blocks, GQA 3:1 and varlen.
 TEST(AttentionGpuSmall, Sm90AndSm80Paths) {
   check_both_paths({{spec(DType::bf16, 2, 17, 33, 4, 2, 64, true), true},
                     {spec(DType::bf16, 1, 300, 200, 4, 2, 64, false), true},

@@ -135,9 +135,8 @@ struct BwdMainloop {
     alignas(1024) Element d_o[cosize_v<LayoutQ>];
     alignas(1024) Element k[cosize_v<LayoutKV>];  // dK after the mainloop (epilogue)
     alignas(1024) Element v[cosize_v<LayoutKV>];  // dV after the mainloop
-    alignas(1024) Element ds[kDsBuffers * cosize_v<LayoutdS>];  // buffers of LayoutdS
-    // kSplitD: P^T's buffers, as dS^T's (a placeholder otherwise)
-    alignas(kSplitD ? 1024 : 16) Element pt[kSplitD ? kDsBuffers * cosize_v<LayoutdS> : 8];
+    // dS^T's buffers of LayoutdS, then (kSplitD) P^T's
+    alignas(1024) Element ds[(kSplitD ? 2 : 1) * kDsBuffers * cosize_v<LayoutdS>];
     alignas(128) float dq[kBulkDq ? kDqFloats : 4];  // one query block's dQ in dq_chunk order
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dsum[kStages][kBlockM];
@@ -294,51 +293,6 @@ struct BwdMainloop {
   // Releases a stage held past its block (stage >= 0).
   __device__ static void release_stage(SharedStorage& smem, int stage) {
     if (stage >= 0) Ring::consumer_release(smem.ring, stage);
-  }
-
-  // kSplitD, after P^T and dS^T (rP, rdS: this warpgroup's queries of them) are computed: both to
-  // shared memory (buffer ds_buf, which both warpgroups' GEMMs read two blocks ago: each waited
-  // for its own before arriving at the previous block's barrier), then dQ = dS K, dV += P^T dO and
-  // dK += dS^T Q from there, in that order; once all three are done, dQ goes to the block's stage
-  // (stage_dq_in_stage), which returns the stage to the producer. Deterministic runs add dQ by
-  // atomics in turns instead, while dV's and dK's GEMMs run, which complete during the next
-  // block's S^T (its warpgroup_wait<1> releases the stage). Before the barrier, the thread that
-  // issued the previous block's bulk reduces waits for them to have read their stage and releases
-  // it (`held`, -1: none).
-  template <class ThrSdP, class ThrdKV, class MmadQ, class MmadKV, class FragKt, class FragdOt,
-            class FragQt, class RP, class AccKV>
-  __device__ static void dkv_split(SharedStorage& smem, const ThrSdP& thr_sdp,
-                                   const ThrdKV& thr_dkv, MmadQ& mma_dq, MmadKV& mma_dkv,
-                                   const FragKt& tdQrKt, const FragdOt& tdVrdOt,
-                                   const FragQt& tdKrQt, const RP& rP, const RP& rdS, int ds_buf,
-                                   int stage, AccKV& acc_dk, AccKV& acc_dv, int& held,
-                                   const Params& p, const Policy& pol, int* semaphore,
-                                   int64_t token0, int b, int m, int h, int n_block, int tid) {
-    Element* pt = smem.pt + ds_buf * cosize_v<LayoutdS>;
-    Element* ds = smem.ds + ds_buf * cosize_v<LayoutdS>;
-    copy(rP, thr_sdp.partition_C(make_tensor(make_smem_ptr(pt), LayoutdS{})(_, _, 0)));
-    copy(rdS, thr_sdp.partition_C(make_tensor(make_smem_ptr(ds), LayoutdS{})(_, _, 0)));
-    cutlass::arch::fence_view_async_shared();
-    release_held(smem, held);
-    sync_consumers();
-    Tensor acc_dq = partition_fragment_C(mma_dq, TileQ{});
-    auto thr_dq = mma_dq.get_thread_slice(tid);
-    Tensor tdQrdS = thr_dq.partition_fragment_A(make_tensor(make_smem_ptr(ds), LayoutdSt{})(_, _, 0));
-    wgmma<true>(mma_dq, tdQrdS, tdQrKt, acc_dq);
-    Tensor tdVrP = thr_dkv.partition_fragment_A(make_tensor(make_smem_ptr(pt), LayoutdS{})(_, _, 0));
-    Tensor tdKrdS = thr_dkv.partition_fragment_A(make_tensor(make_smem_ptr(ds), LayoutdS{})(_, _, 0));
-    wgmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
-    wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
-    warpgroup_wait<2>();
-    warpgroup_fence_operand(acc_dq);
-    float* dst = sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);
-    if (p.deterministic) {
-      sm80::add_dq<kConsumerThreads>(acc_dq, dst, semaphore + m,
-                                     pol.template dq_turn<kBlockM, kBlockN>(m, n_block), tid,
-                                     [] { sync_consumers(); });
-    } else {
-      stage_dq_in_stage(smem, acc_dq, acc_dk, acc_dv, dst, stage, held, tid);
-    }
   }
 
   // kSplitD: a block's dQ (acc_dq) into its stage's dO and Q buffers as dV's and then dK's GEMM
@@ -498,47 +452,85 @@ struct BwdMainloop {
         }
         Tensor rP = sm80::convert<Element>(acc_s);
         Tensor rdS = sm80::convert<Element>(acc_dp);
+        // A (keys, queries) tile of this warpgroup's fragment to a LayoutdS buffer.
+        auto to_smem = [&](const auto& r, Element* buf) {
+          copy(r, thr_sdp.partition_C(make_tensor(make_smem_ptr(buf), LayoutdS{})(_, _, 0)));
+        };
+        // dS^T's buffer of the block: both warpgroups' GEMMs read it two blocks ago; each waited
+        // for its own, and the other one's wait came before it arrived at the previous block's
+        // barrier below (so no barrier guards the store). The same holds for P^T's (kSplitD).
+        Element* ds = smem.ds + ds_buf * cosize_v<LayoutdS>;
+        Tensor acc_dq = partition_fragment_C(mma_dq, TileQ{});
+        auto dq_gemm = [&] {  // dQ = dS K, both operands from shared memory
+          Tensor tdQrdS =
+              thr_dq.partition_fragment_A(make_tensor(make_smem_ptr(ds), LayoutdSt{})(_, _, 0));
+          wgmma<true>(mma_dq, tdQrdS, tdQrKt, acc_dq);
+        };
+        // Where dQ goes: this query block's chunk of the scratch (taken where it is used: earlier,
+        // its address arithmetic moved into the GEMMs' issue and changed their schedule).
+        auto dq_dst = [&] {
+          return sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);
+        };
         if constexpr (kSplitD) {
-          dkv_split(smem, thr_sdp, thr_dkv, mma_dq, mma_dkv, tdQrKt, tdVrdOt, tdKrQt, rP, rdS,
-                    ds_buf, stage, acc_dk, acc_dv, held, p, pol, semaphore, token0, b, m, h,
-                    n_block, tid);
+          // P^T and dS^T (this warpgroup's queries of them) to shared memory, then dQ, dV += P^T
+          // dO and dK += dS^T Q from there, in that order. Before the barrier, the thread that
+          // issued the previous block's bulk reduces waits for them to have read their stage and
+          // releases it (`held`).
+          Element* pt = ds + kDsBuffers * cosize_v<LayoutdS>;
+          to_smem(rP, pt);
+          to_smem(rdS, ds);
+          cutlass::arch::fence_view_async_shared();
+          release_held(smem, held);
+          sync_consumers();
+          dq_gemm();
+          auto a_op = [&](Element* buf) {
+            return thr_dkv.partition_fragment_A(make_tensor(make_smem_ptr(buf), LayoutdS{})(_, _, 0));
+          };
+          wgmma<false>(mma_dkv, a_op(pt), tdVrdOt(_, _, _, stage), acc_dv);
+          wgmma<false>(mma_dkv, a_op(ds), tdKrQt(_, _, _, stage), acc_dk);
+          warpgroup_wait<2>();
+          warpgroup_fence_operand(acc_dq);
+          // Deterministic runs add dQ by atomics in turns while dV's and dK's GEMMs run (they
+          // complete during the next block's S^T, whose warpgroup_wait<1> releases the stage);
+          // otherwise dQ goes to this block's own stage once they are done (stage_dq_in_stage),
+          // which returns the stage to the producer.
+          if (p.deterministic)
+            sm80::add_dq<kConsumerThreads>(acc_dq, dq_dst(), semaphore + m,
+                                           pol.template dq_turn<kBlockM, kBlockN>(m, n_block), tid,
+                                           [] { sync_consumers(); });
+          else
+            stage_dq_in_stage(smem, acc_dq, acc_dk, acc_dv, dq_dst(), stage, held, tid);
         } else {
           Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
           warpgroup_fence_operand(tdVrP);
           wgmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
           Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
 
-          // dS^T to shared memory for dQ = dS K (while dV's GEMM runs), into the buffer that both
-          // warpgroups' dQ GEMMs read two blocks ago: each waited for its own, and the other one's
-          // wait came before it arrived at the previous block's barrier below (so no barrier
-          // here). The last bulk reduce must also have read the dQ staging buffer (thread 0 waits
-          // before the barrier after the store). dQ's GEMM goes before dK's, so dQ is staged and
-          // added while dK's runs (whose register operand rdS is not written meanwhile).
+          // dS^T to shared memory for dQ = dS K (while dV's GEMM runs). The last bulk reduce must
+          // also have read the dQ staging buffer (thread 0 waits before the barrier after the
+          // store). dQ's GEMM goes before dK's, so dQ is staged and added while dK's runs (whose
+          // register operand rdS is not written meanwhile).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
           if (bulk_dq && tid == 0) bulk_wait_read();
 #endif
-          Element* ds = smem.ds + ds_buf * cosize_v<LayoutdS>;
-          copy(rdS, thr_sdp.partition_C(make_tensor(make_smem_ptr(ds), LayoutdS{})(_, _, 0)));
+          to_smem(rdS, ds);
           cutlass::arch::fence_view_async_shared();
           sync_consumers();
-          Tensor acc_dq = partition_fragment_C(mma_dq, TileQ{});
-          Tensor tdQrdS = thr_dq.partition_fragment_A(make_tensor(make_smem_ptr(ds), LayoutdSt{})(_, _, 0));
-          wgmma<true>(mma_dq, tdQrdS, tdQrKt, acc_dq);
+          dq_gemm();
           warpgroup_fence_operand(tdKrdS);
           wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
           warpgroup_wait<1>();
           warpgroup_fence_operand(tdVrP);
           warpgroup_fence_operand(acc_dq);
-
-          float* dq_dst = sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);
-          if (kBulkDq && bulk_dq) {
+          float* dst = dq_dst();
+          if (bulk_dq) {
             sm80::stage_dq<kConsumerThreads>(smem.dq, acc_dq, tid);
             sync_consumers();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-            if (tid == 0) bulk_reduce_add_f32(dq_dst, smem.dq, kDqFloats * sizeof(float));
+            if (tid == 0) bulk_reduce_add_f32(dst, smem.dq, kDqFloats * sizeof(float));
 #endif
           } else {
-            sm80::add_dq<kConsumerThreads>(acc_dq, dq_dst, semaphore ? semaphore + m : nullptr,
+            sm80::add_dq<kConsumerThreads>(acc_dq, dst, semaphore ? semaphore + m : nullptr,
                                            pol.template dq_turn<kBlockM, kBlockN>(m, n_block), tid,
                                            [] { sync_consumers(); });
           }
