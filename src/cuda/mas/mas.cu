@@ -39,6 +39,19 @@ struct Scratch {
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
+// The current device and what the launch choices read of it (split, path kernels): queried once
+// a call by the entry points and passed down.
+struct Gpu {
+  int dev = 0, sms = 0, major = 0;
+};
+Gpu current_gpu() {
+  Gpu g;
+  FK_CUDA_CHECK(cudaGetDevice(&g.dev));
+  FK_CUDA_CHECK(cudaDeviceGetAttribute(&g.sms, cudaDevAttrMultiProcessorCount, g.dev));
+  FK_CUDA_CHECK(cudaDeviceGetAttribute(&g.major, cudaDevAttrComputeCapabilityMajor, g.dev));
+  return g;
+}
+
 Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, bool need_dur,
               Stream stream) {
   const size_t ring =
@@ -49,9 +62,10 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
   const size_t rows = align256(sizeof(int32_t) * B * static_cast<size_t>(Tw));
   const size_t bad = align256(sizeof(int32_t) * B);
   const size_t coef = align256(sizeof(float) * B * static_cast<size_t>(C) * 3 * Tw);
+  const size_t counter = align256(sizeof(int32_t));
   char* w = static_cast<char*>(workspace(
-      opts.workspace, ring + progress + bits + rows * (need_dur ? 2 : 1) + bad + coef + 256, stream,
-      "mas"));
+      opts.workspace, ring + progress + bits + rows * (need_dur ? 2 : 1) + bad + coef + counter,
+      stream, "mas"));
   Scratch s;
   s.ring = splits > 1 ? reinterpret_cast<float*>(w) : nullptr;
   s.progress = splits > 1 ? reinterpret_cast<int32_t*>(w + ring) : nullptr;
@@ -231,15 +245,11 @@ int stage_rows_per_lane(int per) {
 // The fused likelihood (v15) is compute, C x 3 operations a cell, done by the DP warps: split
 // down to 128 rows a CTA, then rows a lane as measured (v15c, H200, B = 32, C = 192): 1 up to 128
 // rows a CTA, 2 up to 384, 4 up to 512, else 8 (FLASHKIT_MAS_FUSED_SPLIT=0: the unfused rule).
-void choose_split(Params& p, int B, bool staged_rows, bool fused) {
-  int dev = 0, sms = 0, major = 0;
-  FK_CUDA_CHECK(cudaGetDevice(&dev));
-  FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+void choose_split(Params& p, int B, bool staged_rows, bool fused, const Gpu& gpu) {
   const bool by_compute = fused && tuning().fused_split;
   const int min_rows = by_compute ? 128 : tuning().split_rows;
   p.splits = 1;
-  while (major >= 9 && p.splits < 8 && int64_t{B} * p.splits * 2 <= sms &&
+  while (gpu.major >= 9 && p.splits < 8 && int64_t{B} * p.splits * 2 <= gpu.sms &&
          p.T / (p.splits * 2) >= min_rows)
     p.splits *= 2;
   const int per = (p.T + p.splits - 1) / p.splits;
@@ -327,20 +337,17 @@ bool path_rows16(const TensorView& path, int S) {
 // 16-byte pieces, FLASHKIT_MAS_EARLY_ZEROS not 0); it does where the forward kernel does not
 // write the path itself (common_params sets p.early_zeros once a call). Its chunk counter is
 // zeroed before the forward kernel (prepare_path), so nothing sits between the two launches.
-bool early_zeros_possible(const TensorView& path, int S) {
+bool early_zeros_possible(const TensorView& path, int S, const Gpu& gpu) {
   if (!path.defined() || path.numel() == 0 || !tuning().early_zeros || !path_rows16(path, S))
     return false;
-  int dev = 0, major = 0;
-  FK_CUDA_CHECK(cudaGetDevice(&dev));
-  FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  return major >= 9;
+  return gpu.major >= 9;
 }
 void prepare_path(const Params& p, const Scratch& s, cudaStream_t stream) {
   if (p.early_zeros) FK_CUDA_CHECK(cudaMemsetAsync(s.rows_next, 0, sizeof(int32_t), stream));
 }
 
 // Everything after the forward pass: the path from the runs, the status word.
-void finish(const Params& p, const Scratch& s, int B, const TensorView& path,
+void finish(const Params& p, const Scratch& s, int B, const TensorView& path, const Gpu& gpu,
             const MasOptions& opts, cudaStream_t stream) {
   if (path.defined() && path.numel() > 0 && p.path == nullptr) {
     PathParams pp{static_cast<char*>(path.data),
@@ -357,9 +364,7 @@ void finish(const Params& p, const Scratch& s, int B, const TensorView& path,
                   p.dur,
                   p.db,
                   p.dx};
-    int sms = 0, dev = 0;
-    FK_CUDA_CHECK(cudaGetDevice(&dev));
-    FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const int sms = gpu.sms;
     if (pp.py == 1 || p.S == 1) {
       const bool vec = path_rows16(path, p.S);
       const int grid = static_cast<int>(std::min<int64_t>(int64_t{B} * p.T, sms * 16));
@@ -372,7 +377,7 @@ void finish(const Params& p, const Scratch& s, int B, const TensorView& path,
         int64_t chunk_rows = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(row_bytes, 1));
         chunk_rows = std::max(chunk_rows, (nrows + kMaxChunks - 1) / kMaxChunks);
         int smem = 0;
-        FK_CUDA_CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        FK_CUDA_CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, gpu.dev));
         smem -= 1024;  // the kernel's static bytes fit beside it
         constexpr auto kernel = mas_write_path_rows_early;
         ensure_smem_limit<kernel>(smem);
@@ -408,12 +413,12 @@ void finish(const Params& p, const Scratch& s, int B, const TensorView& path,
   }
 }
 
-Params common_params(int B, int T, int S, int C, const TensorView& tl, const TensorView& ml,
-                     const TensorView& path, const TensorView& durations, const MasOptions& opts,
-                     bool staged_rows, Scratch& s, bool fused = false) {
+Params common_params(const Gpu& gpu, int B, int T, int S, int C, const TensorView& tl,
+                     const TensorView& ml, const TensorView& path, const TensorView& durations,
+                     const MasOptions& opts, bool staged_rows, Scratch& s, bool fused = false) {
   Params p{};
   p.T = T, p.S = S, p.Tw = (T + 7) / 8 * 8, p.W = (S + 31) / 32, p.C = C, p.l2_group = 1;
-  choose_split(p, B, staged_rows, fused);
+  choose_split(p, B, staged_rows, fused, gpu);
   s = carve(opts, B, p.Tw, p.W, C, p.splits, !durations.defined(), opts.stream);
   p.ring = s.ring, p.progress = s.progress;
   p.tx = tl.data, p.txs = tl.stride[0], p.txl = tl.ndim == 2 ? tl.stride[1] : 0;
@@ -428,7 +433,7 @@ Params common_params(int B, int T, int S, int C, const TensorView& tl, const Ten
     p.dur = durations.ptr<int32_t>(), p.db = durations.stride[0], p.dx = durations.stride[1];
   else
     p.dur = s.dur, p.db = p.Tw, p.dx = 1;
-  const bool early = early_zeros_possible(path, p.S);
+  const bool early = early_zeros_possible(path, p.S, gpu);
   set_fused_path(p, path, early);
   p.early_zeros = early && p.path == nullptr;
   p.pace_off = p.splits > 1 && p.path != nullptr && tuning().pace ? B * p.splits : 0;
@@ -465,7 +470,9 @@ void monotonic_alignment_search(const TensorView& value, const TensorView& text_
   const int es = static_cast<int>(dtype_size(value.dtype));
   const bool vec = value.stride[2] == 1 && aligned16(value.data) && (value.stride[1] * es) % 16 == 0 &&
                    (value.stride[0] * es) % 16 == 0;
-  Params p = common_params(B, T, S, 0, text_lengths, mel_lengths, path, durations, opts, vec, s);
+  const Gpu gpu = current_gpu();
+  Params p =
+      common_params(gpu, B, T, S, 0, text_lengths, mel_lengths, path, durations, opts, vec, s);
   p.value = value.data, p.vb = value.stride[0], p.vx = value.stride[1], p.vy = value.stride[2];
   choose_l2(p, int64_t{B} * T * 32 * es, es);
   prepare_path(p, s, stream);
@@ -480,7 +487,7 @@ void monotonic_alignment_search(const TensorView& value, const TensorView& text_
       launch_forward<Src::f32>(p, B, vec, stream);
       break;
   }
-  finish(p, s, B, path, opts, stream);
+  finish(p, s, B, path, gpu, opts, stream);
 }
 
 void monotonic_alignment_search_fused(const TensorView& z, const TensorView& m,
@@ -497,7 +504,9 @@ void monotonic_alignment_search_fused(const TensorView& z, const TensorView& m,
   auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
   if (B == 0) return empty_batch(opts, stream);
   Scratch s;
-  Params p = common_params(B, T, S, C, text_lengths, mel_lengths, path, durations, opts, false, s, true);
+  const Gpu gpu = current_gpu();
+  Params p = common_params(gpu, B, T, S, C, text_lengths, mel_lengths, path, durations, opts,
+                           false, s, true);
   p.z = z.data, p.zb = z.stride[0], p.zc = z.stride[1], p.zy = z.stride[2];
   p.zdtype = static_cast<int>(z.dtype);
   p.z_vec = z.stride[2] == 1 && z.stride[0] % 8 == 0 && z.stride[1] % 8 == 0 &&
@@ -510,7 +519,7 @@ void monotonic_alignment_search_fused(const TensorView& z, const TensorView& m,
   }
   prepare_path(p, s, stream);
   launch_forward<Src::fused>(p, B, false, stream);
-  finish(p, s, B, path, opts, stream);
+  finish(p, s, B, path, gpu, opts, stream);
 }
 
 }  // namespace flashkit::cuda
