@@ -182,11 +182,11 @@ std::vector<Row> run_attention(const Context& ctx) {
   const int repeats = ctx.size == Size::demo ? 3 : 1;
   // Builds without callable CUDA attention kernels (FLASHKIT_KERNELS=noattention or check) run
   // the CPU rows only and say so, instead of reporting the GPU rows as failures.
-  const std::string& set = build_info().kernel_set;
-  const bool gpu_kernels = set != "noattention" && set != "check";
+  const BuildInfo build = build_info();
+  const bool gpu_kernels = build.cuda_attention;
   if (ctx.gpu && !gpu_kernels)
     std::fprintf(stderr, "  attention (cuda): skipped, this build has no CUDA attention kernels "
-                         "(FLASHKIT_KERNELS=%s)\n", set.c_str());
+                         "(FLASHKIT_KERNELS=%s)\n", build.kernel_set.c_str());
   for (const AttentionSpec& s : specs) {
     AttentionCase c(s, 2026);
     const Outputs ref = references(c, DType::f64);

@@ -22,6 +22,7 @@ struct BuildInfo {
   bool cuda = false;          // CUDA kernels compiled in
   std::string cuda_archs;     // e.g. "90a;80"
   std::string kernel_set;     // FLASHKIT_KERNELS: "all", "minimal", "noattention" or "check"
+  bool cuda_attention = false;  // CUDA attention kernels callable (not noattention / check)
   std::string version;
   int cpu_threads = 1;        // OpenMP threads the CPU backend uses
 };

@@ -70,6 +70,7 @@ NB_MODULE(_C, m) {
     d["cuda"] = b.cuda;
     d["cuda_archs"] = b.cuda_archs;
     d["kernel_set"] = b.kernel_set;
+    d["cuda_attention"] = b.cuda_attention;
     d["cpu_threads"] = b.cpu_threads;
     d["gpus"] = cuda_device_count();
     return d;

@@ -13,6 +13,9 @@ BuildInfo build_info() {
 #ifdef FLASHKIT_WITH_CUDA
   b.cuda = true;
   b.cuda_archs = FLASHKIT_CUDA_ARCHS;
+#ifndef FLASHKIT_NO_ATTENTION_KERNELS
+  b.cuda_attention = true;
+#endif
 #endif
   b.kernel_set = FLASHKIT_KERNEL_SET;
   b.version = FLASHKIT_VERSION;
