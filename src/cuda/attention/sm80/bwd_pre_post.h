@@ -136,15 +136,16 @@ __global__ void __launch_bounds__(kThreads) bwd_convert_dq(const AttnArguments a
 }
 
 // Host: carves the scratch from a.workspace (kernels.h's BwdWorkspace), zeroes the dQ
-// accumulator (and the deterministic semaphores) and launches preprocess, on `stream`.
+// accumulator (unless `zero_dq` is false: no kernel adds into it) and the deterministic
+// semaphores, and launches preprocess, on `stream`.
 template <class Element, int kHeadDim, int kBlockM>
-BwdScratch bwd_prologue(const AttnArguments& a, cudaStream_t stream) {
+BwdScratch bwd_prologue(const AttnArguments& a, cudaStream_t stream, bool zero_dq = true) {
   BwdWorkspace wl = bwd_workspace_layout(a.batch, a.heads, a.total_q, a.seqlen_q, kHeadDim);
   char* base = static_cast<char*>(a.workspace);
   BwdScratch ws{reinterpret_cast<float*>(base + wl.dq_accum), reinterpret_cast<float*>(base + wl.dsum),
                 reinterpret_cast<float*>(base + wl.lse_log2),
                 a.deterministic ? reinterpret_cast<int*>(base + wl.semaphore) : nullptr};
-  FK_CUDA_CHECK(cudaMemsetAsync(ws.dq_accum, 0, wl.dsum - wl.dq_accum, stream));
+  if (zero_dq) FK_CUDA_CHECK(cudaMemsetAsync(ws.dq_accum, 0, wl.dsum - wl.dq_accum, stream));
   if (a.deterministic) FK_CUDA_CHECK(cudaMemsetAsync(ws.semaphore, 0, wl.bytes - wl.semaphore, stream));
   // Rows up to the end of each sequence's last query block: the padding gets LSE +inf and D 0.
   dim3 rows_grid(unsigned(ceil_div(ceil_div(a.seqlen_q, kBlockM) * kBlockM, 32)), unsigned(a.heads),

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/attention/sm80/bwd_pre_post.h"
+#include "cuda/attention/sm90/bwd_dq.h"
 #include "cuda/attention/sm90/bwd_epilogue.h"
 #include "cuda/attention/sm90/bwd_kernel.h"
 #include "cuda/attention/sm90/bwd_mainloop.h"
@@ -26,7 +27,8 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   using Kernel = sm90::BwdKernel<Mainloop, Epilogue, SingleTileScheduler, false>;
   using VarlenKernel = sm90::BwdKernel<Mainloop, Epilogue, SingleTileScheduler, true>;
 
-  const sm80::BwdScratch ws = sm80::bwd_prologue<Element, kHeadDim, t.block_m>(a, stream);
+  const sm80::BwdScratch ws =
+      sm80::bwd_prologue<Element, kHeadDim, t.block_m>(a, stream, !Mainloop::kDqPass);
   // The sm80 launcher's order: longest first over L2-sized head groups under a causal-like mask
   // (causal or a right window bound); key blocks of one head launch in order (deterministic turns
   // rely on it).
@@ -47,6 +49,21 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   else launch.template operator()<Kernel>();
   FK_CHECK_LAUNCH("attention backward (sm90)");
 
+  if constexpr (Mainloop::kDqPass) {  // hdim 256: dQ row-parallel (sm90/bwd_dq.h), no adds
+    const size_t kv_bytes = size_t(a.seqlen_k) * kHeadDim * 2 * sizeof(Element);
+    const auto sched = SingleTileScheduler::to_params(
+        {ceil_div(a.seqlen_q, 64), a.heads, a.batch, lpt, lpt ? l2_pair_group(kv_bytes) : 1});
+    auto launch_dq = [&]<class K>() {
+      const typename K::Params params = K::to_params(a, ws, sched);
+      constexpr auto kernel = sm90::run_kernel_sm90<K>;
+      ensure_smem_limit<kernel>(K::kSmemBytes);
+      kernel<<<SingleTileScheduler::grid_shape(sched), K::kThreads, K::kSmemBytes, stream>>>(params);
+    };
+    if (a.cu_seqlens_q) launch_dq.template operator()<sm90::BwdDqKernel<Element, kHeadDim, 2, Policy, true>>();
+    else launch_dq.template operator()<sm90::BwdDqKernel<Element, kHeadDim, 2, Policy, false>>();
+    FK_CHECK_LAUNCH("attention backward dq pass (sm90)");
+    return;
+  }
   dim3 blocks_grid(unsigned(ceil_div(a.seqlen_q, t.block_m)), unsigned(a.heads), unsigned(a.batch));
   sm80::bwd_convert_dq<Element, typename Mainloop::TiledMmadQ, Mainloop::kConsumerThreads,
                        t.block_m, kHeadDim>

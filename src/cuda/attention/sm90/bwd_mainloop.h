@@ -33,6 +33,12 @@
 #include "cuda/attention/tile_scheduler.h"
 #include "cuda/common/bulk_reduce.h"
 
+// hdim 256: dQ from the row-parallel pass (sm90/bwd_dq.h) instead of fp32 adds per key block
+// (1), or the adds (0: bench/NOTES-attention.md "dQ pass" compares them).
+#ifndef FLASHKIT_SM90_BWD_DQ_PASS
+#define FLASHKIT_SM90_BWD_DQ_PASS 1
+#endif
+
 namespace flashkit::cuda::attn::sm90 {
 
 // Row statistics (LSE, D) of the query rows of a transposed (keys x queries) score tile, read from
@@ -86,8 +92,10 @@ struct BwdMainloop {
                 "each consumer warpgroup owns 64 keys, or both share 64 (block_m 64)");
   static_assert(kBlockM == 64 || kBlockM == 128);
   // dQ staged in its own buffer for one bulk reduce per query block, or (kSplitD) in the block's
-  // Q and dO stage (stage_dq_in_stage).
+  // Q and dO stage (stage_dq_in_stage), or (kDqPass) not computed here at all: the row-parallel
+  // pass of sm90/bwd_dq.h computes it.
   static constexpr bool kBulkDq = !kSplitD;
+  static constexpr bool kDqPass = kSplitD && FLASHKIT_SM90_BWD_DQ_PASS;
 
   // S^T, dP^T: (keys x queries) over hdim; dK, dV: (keys x hdim) over queries, A from registers,
   // B (Q, dO) read MN-major; dQ: (queries x hdim) over keys, both operands MN-major. dQ's 2
@@ -482,24 +490,26 @@ struct BwdMainloop {
           cutlass::arch::fence_view_async_shared();
           release_held(smem, held);
           sync_consumers();
-          dq_gemm();
           auto a_op = [&](Element* buf) {
             return thr_dkv.partition_fragment_A(make_tensor(make_smem_ptr(buf), LayoutdS{})(_, _, 0));
           };
+          if constexpr (!kDqPass) dq_gemm();  // kDqPass: dQ comes from sm90/bwd_dq.h
           wgmma<false>(mma_dkv, a_op(pt), tdVrdOt(_, _, _, stage), acc_dv);
           wgmma<false>(mma_dkv, a_op(ds), tdKrQt(_, _, _, stage), acc_dk);
-          warpgroup_wait<2>();
-          warpgroup_fence_operand(acc_dq);
-          // Deterministic runs add dQ by atomics in turns while dV's and dK's GEMMs run (they
-          // complete during the next block's S^T, whose warpgroup_wait<1> releases the stage);
-          // otherwise dQ goes to this block's own stage once they are done (stage_dq_in_stage),
-          // which returns the stage to the producer.
-          if (p.deterministic)
-            sm80::add_dq<kConsumerThreads>(acc_dq, dq_dst(), semaphore + m,
-                                           pol.template dq_turn<kBlockM, kBlockN>(m, n_block), tid,
-                                           [] { sync_consumers(); });
-          else
-            stage_dq_in_stage(smem, acc_dq, acc_dk, acc_dv, dq_dst(), stage, held, tid);
+          if constexpr (!kDqPass) {
+            warpgroup_wait<2>();
+            warpgroup_fence_operand(acc_dq);
+            // Deterministic runs add dQ by atomics in turns while dV's and dK's GEMMs run (they
+            // complete during the next block's S^T, whose warpgroup_wait<1> releases the stage);
+            // otherwise dQ goes to this block's own stage once they are done
+            // (stage_dq_in_stage), which returns the stage to the producer.
+            if (p.deterministic)
+              sm80::add_dq<kConsumerThreads>(acc_dq, dq_dst(), semaphore + m,
+                                             pol.template dq_turn<kBlockM, kBlockN>(m, n_block),
+                                             tid, [] { sync_consumers(); });
+            else
+              stage_dq_in_stage(smem, acc_dq, acc_dk, acc_dv, dq_dst(), stage, held, tid);
+          }
         } else {
           Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
           warpgroup_fence_operand(tdVrP);
@@ -542,7 +552,8 @@ struct BwdMainloop {
         }
         ds_buf ^= 1;
         // (kSplitD without deterministic turns: the stage went back with its dQ, stage_dq_in_stage.)
-        if constexpr (kOverlapP || kSplitD) prev_stage = kSplitD && !p.deterministic ? -1 : stage;
+        if constexpr (kOverlapP || kSplitD)
+          prev_stage = kSplitD && !kDqPass && !p.deterministic ? -1 : stage;
         st.advance();
       }
     }
