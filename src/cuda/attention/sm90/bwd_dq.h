@@ -164,6 +164,7 @@ struct BwdDqKernel {
     } else {
       cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
       const int tid = int(threadIdx.x) - 128;
+      if (tid == 0) prefetch_tma_descriptor(p.tma_dq.get_tma_descriptor());
       auto acc_dq = partition_fragment_C(TiledMmadQ{}, TileQ{});
       mma(p, smem, w, pol, walk, acc_dq, st, tid);
       store(p, smem, w, sb, acc_dq, tid);

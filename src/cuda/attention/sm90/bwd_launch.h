@@ -50,6 +50,8 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   FK_CHECK_LAUNCH("attention backward (sm90)");
 
   if constexpr (Mainloop::kDqPass) {  // hdim 256: dQ row-parallel (sm90/bwd_dq.h), no adds
+    static_assert(t.block_m == sm90::BwdDqKernel<Element, kHeadDim, 2, Policy, false>::kBlockM,
+                  "the dQ pass reads the preprocess's LSE / D chunks of block_m rows");
     const size_t kv_bytes = size_t(a.seqlen_k) * kHeadDim * 2 * sizeof(Element);
     const auto sched = SingleTileScheduler::to_params(
         {ceil_div(a.seqlen_q, 64), a.heads, a.batch, lpt, lpt ? l2_pair_group(kv_bytes) : 1});
