@@ -6,7 +6,7 @@
 // kernels fed with the same inputs, then times the backward alone (O and LSE from one forward)
 // on the FA2 protocol's shapes. One line per shape, TFLOP/s counted as 2.5 forwards:
 //   <variant> d<hdim> <full|causal> s<seqlen> <ms> <TFLOP/s>
-// usage: sm90_bwd_ab <variant-name> [seqlen ...]   (default 2048 4096 8192 16384)
+// usage: sm90_bwd_ab <variant-name> [seqlen ...]   (default 2048 4096 8192 16384; 0: checks only)
 #include "../src/cuda/attention/workspace_layout.cu"
 #include "cuda/attention/sm90/bwd_launch.h"
 // Last: it opens the harness's anonymous namespace.

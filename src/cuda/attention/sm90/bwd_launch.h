@@ -50,7 +50,7 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   FK_CHECK_LAUNCH("attention backward (sm90)");
 
   if constexpr (Mainloop::kDqPass) {  // hdim 256: dQ row-parallel (sm90/bwd_dq.h), no adds
-    static_assert(t.block_m == sm90::BwdDqKernel<Element, kHeadDim, 2, Policy, false>::kBlockM,
+    static_assert(t.block_m == sm90::BwdDqKernel<Element, kHeadDim, 3, Policy, false>::kBlockM,
                   "the dQ pass reads the preprocess's LSE / D chunks of block_m rows");
     const size_t kv_bytes = size_t(a.seqlen_k) * kHeadDim * 2 * sizeof(Element);
     const auto sched = SingleTileScheduler::to_params(
@@ -61,8 +61,8 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
       ensure_smem_limit<kernel>(K::kSmemBytes);
       kernel<<<SingleTileScheduler::grid_shape(sched), K::kThreads, K::kSmemBytes, stream>>>(params);
     };
-    if (a.cu_seqlens_q) launch_dq.template operator()<sm90::BwdDqKernel<Element, kHeadDim, 2, Policy, true>>();
-    else launch_dq.template operator()<sm90::BwdDqKernel<Element, kHeadDim, 2, Policy, false>>();
+    if (a.cu_seqlens_q) launch_dq.template operator()<sm90::BwdDqKernel<Element, kHeadDim, 3, Policy, true>>();
+    else launch_dq.template operator()<sm90::BwdDqKernel<Element, kHeadDim, 3, Policy, false>>();
     FK_CHECK_LAUNCH("attention backward dq pass (sm90)");
     return;
   }
