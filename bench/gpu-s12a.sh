@@ -4,7 +4,7 @@
 # stage) and cuDNN in the A/B harness, then the minimal build's sm90 attention tests with the
 # sanitizers and bench/attention.py at hdim 256. Build the harness binaries here first:
 #   SRC=bench/sm90_bwd_ab.cu bench/sm90_fwd_ab.sh 'd256pass=-DAB_HDIM=256' \
-#       'd256v2=-DAB_HDIM=256 -DFLASHKIT_SM90_BWD_DQ_PASS=0'
+#       'd256v2=-DAB_HDIM=256 -DFLASHKIT_SM90_BWD_DQ_PASS=0'   (that macro and v2 were removed in session 12)
 # usage: OUT=/some/dir bench/gpu-s12a.sh   (.carry, .whl and .ab carried)
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"

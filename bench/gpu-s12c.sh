@@ -4,12 +4,15 @@
 # SRC=bench/sm90_bwd_ab.cu bench/sm90_fwd_ab.sh 'd256p2=-DAB_HDIM=256' at each version), then
 # compute-sanitizer on v2's checks and ncu of v2's kernels at 8k (durations; the pass with every
 # section and source-level samples).
-# usage: OUT=/some/dir bench/gpu-s12c.sh   (.carry, .whl and .ab carried)
+# Call 5 reused it for the column kernel's roles: NEW=d256r (the new binary; default d256p2),
+# NCU_SKIP=19 (the full profile of the column kernel instead of the pass).
+# usage: OUT=/some/dir [NEW=name] bench/gpu-s12c.sh   (.carry, .whl and .ab carried)
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
+new=${NEW:-d256p2}
 for tool in memcheck racecheck; do
-  stamp "compute-sanitizer $tool (v2 checks only)"
-  timeout 150 compute-sanitizer --tool "$tool" .ab/d256p2 d256p2 0 >"$log/san-$tool.txt" 2>&1
+  stamp "compute-sanitizer $tool ($new checks only)"
+  timeout 150 compute-sanitizer --tool "$tool" .ab/$new $new 0 >"$log/san-$tool.txt" 2>&1
   stamp "rc=$?"
   grep -E "check|ERROR SUMMARY|RACECHECK SUMMARY" "$log/san-$tool.txt" | head -10
 done
@@ -17,15 +20,15 @@ stamp "A/B"
 HDIMS=256 SDPA=--bwd OUT="$log" timeout 200 bench/gpu-ab.sh >"$log/ab-call.txt" 2>&1
 stamp "rc=$?"
 grep -E "check|FAILED" "$log/ab.txt" | sort | uniq -c | head -12
-stamp "ncu v2 8k"
+stamp "ncu $new 8k"
 # run_kernel_sm90 launches: 6 checks x 3, then at 8k one forward and 73 backwards x 2 kernels.
 timeout 100 ncu --metrics gpu__time_duration.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
-  -k regex:run_kernel_sm90 --launch-skip 19 -c 2 .ab/d256p2 d256p2 8192 >"$log/ncu-dense.txt" 2>&1
+  -k regex:run_kernel_sm90 --launch-skip 19 -c 2 .ab/$new $new 8192 >"$log/ncu-dense.txt" 2>&1
 timeout 100 ncu --metrics gpu__time_duration.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
-  -k regex:run_kernel_sm90 --launch-skip 166 -c 2 .ab/d256p2 d256p2 8192 >"$log/ncu-causal.txt" 2>&1
+  -k regex:run_kernel_sm90 --launch-skip 166 -c 2 .ab/$new $new 8192 >"$log/ncu-causal.txt" 2>&1
 grep -hE "run_kernel_sm90|gpu__time|gmma" "$log/ncu-dense.txt" "$log/ncu-causal.txt" | sed 's/(flashkit.*//; s/void run_kernel_sm90<//' | cut -c1-110
-timeout 120 ncu --set full --import-source yes -k regex:run_kernel_sm90 --launch-skip 20 -c 1 \
-  -o "$log/pass" .ab/d256p2 d256p2 8192 >"$log/ncu-pass.txt" 2>&1
+timeout 120 ncu --set full --import-source yes -k regex:run_kernel_sm90 --launch-skip ${NCU_SKIP:-20} -c 1 \
+  -o "$log/pass" .ab/$new $new 8192 >"$log/ncu-pass.txt" 2>&1
 stamp "rc=$?"
 ncu_unpack pass sass
 cat "$log/table.txt"

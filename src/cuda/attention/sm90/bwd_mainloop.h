@@ -33,16 +33,6 @@
 #include "cuda/attention/tile_scheduler.h"
 #include "cuda/common/bulk_reduce.h"
 
-// hdim 256: dQ from the row-parallel pass (sm90/bwd_dq.h) instead of fp32 adds per key block
-// (1), or the adds (0: bench/NOTES-attention.md "dQ pass" compares them).
-#ifndef FLASHKIT_SM90_BWD_DQ_PASS
-#define FLASHKIT_SM90_BWD_DQ_PASS 1
-#endif
-// hdim 256 with the dQ pass: warpgroup roles in the column kernel (1; mma_roles), or S^T and
-// dP^T split along the queries (0: the A/B's baseline).
-#ifndef FLASHKIT_SM90_BWD_ROLES
-#define FLASHKIT_SM90_BWD_ROLES 1
-#endif
 
 namespace flashkit::cuda::attn::sm90 {
 
@@ -96,14 +86,11 @@ struct BwdMainloop {
   static_assert(kBlockN == 64 * kConsumerWarpgroups || (kSplitD && kBlockM == 64),
                 "each consumer warpgroup owns 64 keys, or both share 64 (block_m 64)");
   static_assert(kBlockM == 64 || kBlockM == 128);
-  // dQ staged in its own buffer for one bulk reduce per query block, or (kSplitD) in the block's
-  // Q and dO stage (stage_dq_in_stage), or (kDqPass) not computed here at all: the row-parallel
-  // pass of sm90/bwd_dq.h computes it.
+  // dQ staged in its own buffer for one bulk reduce per query block, or (kSplitD, hdim 256) not
+  // computed here at all: the row-parallel pass of sm90/bwd_dq.h computes it (bench/NOTES-
+  // attention.md "dQ pass": fp32 adds of 64 KB per 64-key block were bound by the L2).
   static constexpr bool kBulkDq = !kSplitD;
-  static constexpr bool kDqPass = kSplitD && FLASHKIT_SM90_BWD_DQ_PASS;
-  // kSplitD with the dQ pass: the warpgroups take roles (mma_roles) instead of splitting S^T and
-  // dP^T along the queries.
-  static constexpr bool kRoles = kDqPass && FLASHKIT_SM90_BWD_ROLES;
+  static constexpr bool kDqPass = kSplitD;
 
   // S^T, dP^T: (keys x queries) over hdim; dK, dV: (keys x hdim) over queries, A from registers,
   // B (Q, dO) read MN-major; dQ: (queries x hdim) over keys, both operands MN-major. dQ's 2
@@ -158,7 +145,6 @@ struct BwdMainloop {
     alignas(16) float dsum[kStages][kBlockM];
     typename Ring::Storage ring;
     alignas(8) uint64_t kv_full;
-    alignas(8) uint64_t pt_full;  // kRoles: P^T of a block written (warpgroup 0's 128 threads)
   };
 
   struct Params {
@@ -219,7 +205,6 @@ struct BwdMainloop {
   __device__ static void init(SharedStorage& smem) {
     Ring::init(smem.ring, kConsumerThreads);
     Ring::Barrier::init(&smem.kv_full, 1);
-    Ring::Barrier::init(&smem.pt_full, kConsumerThreads / 2);
   }
   __device__ static void prefetch_descriptors(const Params& p) {
     prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
@@ -313,251 +298,12 @@ struct BwdMainloop {
     if (stage >= 0) Ring::consumer_release(smem.ring, stage);
   }
 
-  // kSplitD: a block's dQ (acc_dq) into its stage's dO and Q buffers as dV's and then dK's GEMM
-  // (the last two in flight) complete. Each warpgroup waits only for its own GEMMs, which read
-  // only its half of the head dim: bytes [16 KB wg, 16 KB wg + 16 KB) of each tile (columns
-  // 128 wg .. 128 wg + 127 of the 64-column swizzle atoms). So each writes its 32 KB of dQ (16
-  // groups of 4 floats a thread) there alone: groups 0-7 in dO's part, 8-15 in Q's, each group's
-  // 128 float4 contiguous as in dq_chunk's [group][thread][4] order, where they are 2 KB runs;
-  // then the warpgroup's first thread adds the 16 runs by bulk reduces and keeps the stage
-  // (`held`) until they have read it; the other threads release it now.
-  template <class AccQ, class AccKV>
-  __device__ static void stage_dq_in_stage(SharedStorage& smem, const AccQ& acc_dq, AccKV& acc_dk,
-                                           AccKV& acc_dv, float* dst, int stage, int& held,
-                                           int tid) {
-    static_assert(cosize_v<LayoutQ> == kStages * kBlockM * kHeadDim, "stages are contiguous");
-    constexpr int kWgThreads = kConsumerThreads / 2;
-    constexpr int kGroups = decltype(size(acc_dq))::value / 4;  // per thread
-    constexpr int kRun = kWgThreads * 4;                        // floats of one group's run
-    static_assert(kGroups / 2 * kRun * sizeof(float) == kBytesQ / 2,
-                  "a warpgroup's half of dQ fills its halves of a dO and a Q tile");
-    const int wg = tid / kWgThreads, t = tid % kWgThreads;
-    constexpr int kPart = kBlockM * kHeadDim / 2;  // elements of a warpgroup's half of a tile
-    float* lo = reinterpret_cast<float*>(smem.d_o + stage * kBlockM * kHeadDim + wg * kPart);
-    float* hi = reinterpret_cast<float*>(smem.q + stage * kBlockM * kHeadDim + wg * kPart);
-    auto put = [&](float* base, int j0) {
-      CUTE_UNROLL
-      for (int j = 0; j < kGroups / 2; ++j) {
-        const int g = j0 + j;
-        *reinterpret_cast<float4*>(base + (j * kWgThreads + t) * 4) =
-            make_float4(acc_dq(4 * g), acc_dq(4 * g + 1), acc_dq(4 * g + 2), acc_dq(4 * g + 3));
-      }
-    };
-    warpgroup_wait<1>();  // this warpgroup's dV has read its half of dO
-    warpgroup_fence_operand(acc_dv);
-    put(lo, 0);
-    warpgroup_wait<0>();  // its dK, its half of Q
-    warpgroup_fence_operand(acc_dk);
-    put(hi, kGroups / 2);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    fence_shared_to_async();
-    cutlass::arch::NamedBarrier::sync(kWgThreads, kBarrier + 1 + wg);
-    if (t == 0) {
-      CUTE_UNROLL
-      for (int g = 0; g < kGroups; ++g)
-        bulk_reduce_add_f32(dst + (g * kConsumerThreads + wg * kWgThreads) * 4,
-                            (g < kGroups / 2 ? lo : hi) + (g % (kGroups / 2)) * kRun,
-                            kRun * sizeof(float));
-      held = stage;
-    } else {
-      Ring::consumer_release(smem.ring, stage);
-    }
-#endif
-  }
-  // The held stage back to the producer once its bulk reduces have read it (thread 0 only).
-  __device__ static void release_held(SharedStorage& smem, int& held) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (held >= 0) {
-      bulk_wait_read();
-      Ring::consumer_release(smem.ring, held);
-      held = -1;
-    }
-#endif
-  }
-
-  // ---- kRoles (hdim 256 with the dQ pass; bench/NOTES-attention.md "column kernel roles") ----
-  // Warpgroup 0 computes S^T = K Q^T (m64n64, one warpgroup) and P^T, written (bf16) to shared
-  // memory where it is dV's A operand and, handed over by the pt_full mbarrier, warpgroup 1's
-  // input for dS^T; warpgroup 1 computes dP^T = V dO^T and dS^T = P^T (dP^T - D), written for dK.
-  // Both then run dV += P^T dO and dK += dS^T Q on their halves of the head dim. Warpgroup 0
-  // issues block j's S^T before block j-1's dV / dK, so its exponentials run under them and
-  // warpgroup 1's dS^T step under S^T. 224 KB of operand reads a block instead of 288.
-  using TiledMmaSdP1 = TiledMmaSS<Element, 1, kBlockN, kBlockM, kHeadDim>;
-  static constexpr uint32_t kBarrierdS = 4;  // dS^T of a block written (both warpgroups wait)
-
-  // The (head of the group g, walk index i) steps of the key block, in the producer's order:
-  // seek moves (g, i) to the first live step at or after it (false past the last).
-  struct Steps {
-    const Params& p;
-    const SeqBounds& sb;
-    int b, kv_head, n_block;
-    __device__ Policy policy(int g) const {
-      return Policy(p.score, sb, b, kv_head * p.h_ratio + g, p.scale);
-    }
-    __device__ bool seek(int& g, int& i) const {
-      for (; g < p.h_ratio; ++g, i = 0) {
-        const Policy pol = policy(g);
-        const QueryWalk walk(p, pol, n_block);
-        i = walk.next(i);
-        if (i < walk.count) return true;
-      }
-      return false;
-    }
-    __device__ int block(int g, int i) const {
-      const Policy pol = policy(g);
-      return QueryWalk(p, pol, n_block).at(i);
-    }
-  };
-
-  __device__ static auto pt_buffer(SharedStorage& smem, int buf) {
-    return make_tensor(make_smem_ptr(smem.ds + (kDsBuffers + buf) * cosize_v<LayoutdS>), LayoutdS{})(_, _, 0);
-  }
-  __device__ static auto ds_buffer(SharedStorage& smem, int buf) {
-    return make_tensor(make_smem_ptr(smem.ds + buf * cosize_v<LayoutdS>), LayoutdS{})(_, _, 0);
-  }
-  // This warpgroup's halves of dV += P^T dO and dK += dS^T Q of the block in `stage`.
-  template <class AccKV>
-  __device__ static void dkv_gemms(SharedStorage& smem, int buf, int stage, AccKV& acc_dk,
-                                   AccKV& acc_dv, int tid) {
-    TiledMmadKV mma_dkv;
-    auto thr = mma_dkv.get_thread_slice(tid);
-    Tensor tdVrdOt = thr.partition_fragment_B(make_tensor(make_smem_ptr(smem.d_o), LayoutQt{}));
-    Tensor tdKrQt = thr.partition_fragment_B(make_tensor(make_smem_ptr(smem.q), LayoutQt{}));
-    wgmma<false>(mma_dkv, thr.partition_fragment_A(pt_buffer(smem, buf)), tdVrdOt(_, _, _, stage), acc_dv);
-    wgmma<false>(mma_dkv, thr.partition_fragment_A(ds_buffer(smem, buf)), tdKrQt(_, _, _, stage), acc_dk);
-  }
-
-  // Warpgroup 0 (tid in [0, 128)). The first step is peeled off so that every path waits for
-  // every wgmma unconditionally (ptxas serialises them all otherwise).
-  template <class AccKV>
-  __device__ static void mma_s_role(const Params& p, SharedStorage& smem, const WorkTile& w,
-                                    const SeqBounds& sb, AccKV& acc_dk, AccKV& acc_dv,
-                                    typename Ring::State& st, int tid) {
-    static_assert(Policy::kPlain, "P^T is handed over, not the policy's per-score state");
-    const Steps steps{p, sb, w.batch, w.head, w.block};
-    TiledMmaSdP1 mma;
-    auto thr = mma.get_thread_slice(tid);
-    Tensor tSrK = thr.partition_fragment_A(make_tensor(make_smem_ptr(smem.k), LayoutKV{})(_, _, 0));
-    Tensor tSrQ = thr.partition_fragment_B(make_tensor(make_smem_ptr(smem.q), LayoutQ{}));
-    auto qk = make_layout(Shape<Int<kBlockN>, Int<kBlockM>>{}, make_stride(E<1>{}, E<0>{}));
-    Tensor tScS = colrow_view(thr.partition_C(make_coord_tensor(qk)));
-    using Coord = decltype(tScS);
-    // S^T of step (g, i) in `stage` is in acc_s: P^T to buffer buf, announced.
-    auto hand_over_pt = [&](auto& acc_s, int g, int i, int stage, int buf) {
-      warpgroup_fence_operand(acc_s);
-      const Policy pol = steps.policy(g);
-      const int m = steps.block(g, i);
-      const QueryStat<Coord> lse{smem.lse_log2[stage], tScS};
-      Tensor s = colrow_view(acc_s);
-      pol.template bwd_p<true>(s, tScS, m * kBlockM, w.block * kBlockN,
-                               pol.template bwd_needs_mask<kBlockM, kBlockN>(m, w.block),
-                               p.scale_log2, lse);
-      copy(sm80::convert<Element>(acc_s), thr.partition_C(pt_buffer(smem, buf)));
-      cutlass::arch::fence_view_async_shared();
-      Ring::Barrier::arrive(&smem.pt_full);
-    };
-    Ring::Barrier::wait(&smem.kv_full, 0);
-    int g = 0, i = 0;
-    if (!steps.seek(g, i)) return;
-    int prev_stage = st.stage, buf = 0;
-    {
-      Ring::consumer_wait(smem.ring, st);
-      Tensor acc_s = partition_fragment_C(mma, Shape<Int<kBlockN>, Int<kBlockM>>{});
-      wgmma<true>(mma, tSrK, tSrQ(_, _, _, prev_stage), acc_s);
-      warpgroup_wait<0>();
-      hand_over_pt(acc_s, g, i, prev_stage, buf);
-      st.advance();
-    }
-    for (++i; steps.seek(g, i); ++i) {
-      const int stage = st.stage;
-      Ring::consumer_wait(smem.ring, st);
-      Tensor acc_s = partition_fragment_C(mma, Shape<Int<kBlockN>, Int<kBlockM>>{});
-      wgmma<true>(mma, tSrK, tSrQ(_, _, _, stage), acc_s);
-      cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrierdS);  // dS^T of the last step
-      dkv_gemms(smem, buf, prev_stage, acc_dk, acc_dv, tid);
-      warpgroup_wait<2>();  // S^T
-      buf ^= 1;
-      hand_over_pt(acc_s, g, i, stage, buf);
-      warpgroup_wait<0>();  // the last step's dV, dK
-      warpgroup_fence_operand(acc_dv);
-      warpgroup_fence_operand(acc_dk);
-      Ring::consumer_release(smem.ring, prev_stage);
-      prev_stage = stage;
-      st.advance();
-    }
-    cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrierdS);
-    dkv_gemms(smem, buf, prev_stage, acc_dk, acc_dv, tid);
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(acc_dv);
-    warpgroup_fence_operand(acc_dk);
-    Ring::consumer_release(smem.ring, prev_stage);
-  }
-
-  // Warpgroup 1 (tid in [128, 256)): dP^T (behind its previous dV / dK), then dS^T once P^T is
-  // handed over, written to buffer j % 2 (whose last readers, both warpgroups' dK of step j-2,
-  // are done: warpgroup 0 waits for its own before handing over P^T(j)), then its dV / dK.
-  template <class AccKV>
-  __device__ static void mma_dp_role(const Params& p, SharedStorage& smem, const WorkTile& w,
-                                     const SeqBounds& sb, AccKV& acc_dk, AccKV& acc_dv,
-                                     typename Ring::State& st, int tid) {
-    const Steps steps{p, sb, w.batch, w.head, w.block};
-    TiledMmaSdP1 mma;
-    auto thr = mma.get_thread_slice(tid - 128);
-    Tensor tdPrV = thr.partition_fragment_A(make_tensor(make_smem_ptr(smem.v), LayoutKV{})(_, _, 0));
-    Tensor tdPrdO = thr.partition_fragment_B(make_tensor(make_smem_ptr(smem.d_o), LayoutQ{}));
-    auto qk = make_layout(Shape<Int<kBlockN>, Int<kBlockM>>{}, make_stride(E<1>{}, E<0>{}));
-    Tensor tScS = colrow_view(thr.partition_C(make_coord_tensor(qk)));
-    using Coord = decltype(tScS);
-    Ring::Barrier::wait(&smem.kv_full, 0);
-    int prev_stage = -1, buf = 0;
-    uint32_t phase = 0;
-    for (int g = 0, i = 0; steps.seek(g, i); ++i) {
-      const int stage = st.stage;
-      Ring::consumer_wait(smem.ring, st);
-      Tensor acc_dp = partition_fragment_C(mma, Shape<Int<kBlockN>, Int<kBlockM>>{});
-      wgmma<true>(mma, tdPrV, tdPrdO(_, _, _, stage), acc_dp);
-      warpgroup_wait<0>();  // dP^T and the last step's dV, dK
-      warpgroup_fence_operand(acc_dp);
-      warpgroup_fence_operand(acc_dv);
-      warpgroup_fence_operand(acc_dk);
-      if (prev_stage >= 0) Ring::consumer_release(smem.ring, prev_stage);
-      Ring::Barrier::wait(&smem.pt_full, phase);
-      phase ^= 1;
-      Tensor pt = make_fragment_like<Element>(acc_dp);
-      copy(thr.partition_C(pt_buffer(smem, buf)), pt);
-      const QueryStat<Coord> d_row{smem.dsum[stage], tScS};
-      Tensor dp = colrow_view(acc_dp);
-      Tensor p_t = colrow_view(pt);
-      CUTE_UNROLL
-      for (int r = 0; r < size<0>(dp); ++r) {
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(dp); ++c) dp(r, c) = float(p_t(r, c)) * (dp(r, c) - d_row[r]);
-      }
-      copy(sm80::convert<Element>(acc_dp), thr.partition_C(ds_buffer(smem, buf)));
-      cutlass::arch::fence_view_async_shared();
-      cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrierdS);
-      dkv_gemms(smem, buf, stage, acc_dk, acc_dv, tid);
-      prev_stage = stage;
-      buf ^= 1;
-      st.advance();
-    }
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(acc_dv);
-    warpgroup_fence_operand(acc_dk);
-    if (prev_stage >= 0) Ring::consumer_release(smem.ring, prev_stage);
-  }
-
   template <class AccKV>
   __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w,
                              const SeqBounds& sb, AccKV& acc_dk, AccKV& acc_dv,
                              typename Ring::State& st, int tid) {
     clear(acc_dk);
     clear(acc_dv);
-    if constexpr (kRoles) {
-      if (cutlass::canonical_warp_group_idx() == 1) mma_s_role(p, smem, w, sb, acc_dk, acc_dv, st, tid);
-      else mma_dp_role(p, smem, w, sb, acc_dk, acc_dv, st, tid);
-      return;
-    }
     const int b = w.batch, n_block = w.block;
     TiledMmaSdP mma_sdp;
     TiledMmadKV mma_dkv;
@@ -593,7 +339,6 @@ struct BwdMainloop {
     // wgmmas, so each block waits for its dK.
     int prev_stage = -1;
     int ds_buf = 0;  // dS^T's buffer of the block
-    int held = -1;  // kSplitD: the stage thread 0 keeps for its bulk reduces (-1: none)
     Ring::Barrier::wait(&smem.kv_full, 0);
     for (int g = 0; g < p.h_ratio; ++g) {
       const int h = w.head * p.h_ratio + g;
@@ -667,36 +412,18 @@ struct BwdMainloop {
           return sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);
         };
         if constexpr (kSplitD) {
-          // P^T and dS^T (this warpgroup's queries of them) to shared memory, then dQ, dV += P^T
-          // dO and dK += dS^T Q from there, in that order. Before the barrier, the thread that
-          // issued the previous block's bulk reduces waits for them to have read their stage and
-          // releases it (`held`).
+          // P^T and dS^T (this warpgroup's queries of them) to shared memory, then dV += P^T dO
+          // and dK += dS^T Q from there (dQ: the pass).
           Element* pt = ds + kDsBuffers * cosize_v<LayoutdS>;
           to_smem(rP, pt);
           to_smem(rdS, ds);
           cutlass::arch::fence_view_async_shared();
-          release_held(smem, held);
           sync_consumers();
           auto a_op = [&](Element* buf) {
             return thr_dkv.partition_fragment_A(make_tensor(make_smem_ptr(buf), LayoutdS{})(_, _, 0));
           };
-          if constexpr (!kDqPass) dq_gemm();  // kDqPass: dQ comes from sm90/bwd_dq.h
           wgmma<false>(mma_dkv, a_op(pt), tdVrdOt(_, _, _, stage), acc_dv);
           wgmma<false>(mma_dkv, a_op(ds), tdKrQt(_, _, _, stage), acc_dk);
-          if constexpr (!kDqPass) {
-            warpgroup_wait<2>();
-            warpgroup_fence_operand(acc_dq);
-            // Deterministic runs add dQ by atomics in turns while dV's and dK's GEMMs run (they
-            // complete during the next block's S^T, whose warpgroup_wait<1> releases the stage);
-            // otherwise dQ goes to this block's own stage once they are done
-            // (stage_dq_in_stage), which returns the stage to the producer.
-            if (p.deterministic)
-              sm80::add_dq<kConsumerThreads>(acc_dq, dq_dst(), semaphore + m,
-                                             pol.template dq_turn<kBlockM, kBlockN>(m, n_block),
-                                             tid, [] { sync_consumers(); });
-            else
-              stage_dq_in_stage(smem, acc_dq, acc_dk, acc_dv, dq_dst(), stage, held, tid);
-          }
         } else {
           Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
           warpgroup_fence_operand(tdVrP);
@@ -738,15 +465,12 @@ struct BwdMainloop {
           }
         }
         ds_buf ^= 1;
-        // (kSplitD without deterministic turns: the stage went back with its dQ, stage_dq_in_stage.)
-        if constexpr (kOverlapP || kSplitD)
-          prev_stage = kSplitD && !kDqPass && !p.deterministic ? -1 : stage;
+        if constexpr (kOverlapP || kSplitD) prev_stage = stage;
         st.advance();
       }
     }
     warpgroup_wait<0>();  // the last dK (the epilogue reads acc_dk)
     release_stage(smem, prev_stage);
-    release_held(smem, held);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (bulk_dq && tid == 0) bulk_wait_read();  // the CTA's shared memory outlives the reads
 #endif
