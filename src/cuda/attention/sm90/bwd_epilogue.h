@@ -67,6 +67,33 @@ struct BwdEpilogue {
     copy(sm80::convert<Element>(acc_dv), thr.partition_C(sdV(_, _, 0)));
     cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to the TMA engine
     Mainloop::sync_consumers();
+    to_global(p, sdK(_, _, 0), sdV(_, _, 0), w, sb, tid);
+  }
+
+  // kSplitD: warpgroup 0 holds dV, warpgroup 1 dK (one warpgroup's tiled MMA each).
+  template <class Acc>
+  __device__ static void store_owner(const Params& p, typename Mainloop::SharedStorage& smem,
+                                     const WorkTile& w, const SeqBounds& sb, Acc& acc, int tid) {
+    typename Mainloop::TiledMmadKV mma;
+    const bool dk = tid >= kThreads / 2;
+    auto thr = mma.get_thread_slice(tid % (kThreads / 2));
+    if (dk) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc); ++i) acc(i) *= p.scale;
+    }
+    Tensor sdK = make_tensor(make_smem_ptr(smem.k), typename Mainloop::LayoutKV{});
+    Tensor sdV = make_tensor(make_smem_ptr(smem.v), typename Mainloop::LayoutKV{});
+    Mainloop::sync_consumers();  // both warpgroups' GEMMs are done reading K and V
+    copy(sm80::convert<Element>(acc), thr.partition_C((dk ? sdK : sdV)(_, _, 0)));
+    cutlass::arch::fence_view_async_shared();
+    Mainloop::sync_consumers();
+    to_global(p, sdK(_, _, 0), sdV(_, _, 0), w, sb, tid);
+  }
+
+  // dK and dV from their shared-memory tiles to global memory (TMA; varlen: predicated stores).
+  template <class Tile>
+  __device__ static void to_global(const Params& p, const Tile& sdK, const Tile& sdV,
+                                   const WorkTile& w, const SeqBounds& sb, int tid) {
     if (sb.varlen) {
       const int rows = sb.seqlen_k - w.block * Mainloop::kBlockN;
       auto write = [&](Element* x, const Strides& s, auto&& sX) {
@@ -75,8 +102,8 @@ struct BwdEpilogue {
         store_tile_rows<Element, kThreads, kHeadDim, TileKV>(
             sX, local_tile(m, TileKV{}, make_coord(w.block, _0{})), rows, p.head_dim, tid);
       };
-      write(p.dk, p.dk_stride, sdK(_, _, 0));
-      write(p.dv, p.dv_stride, sdV(_, _, 0));
+      write(p.dk, p.dk_stride, sdK);
+      write(p.dv, p.dv_stride, sdV);
       return;
     }
     if (tid == 0) {
@@ -87,8 +114,8 @@ struct BwdEpilogue {
         auto c = tma.get_slice(_0{});
         copy(tma, c.partition_S(s), c.partition_D(g));
       };
-      write(p.tma_dk, sdK(_, _, 0));
-      write(p.tma_dv, sdV(_, _, 0));
+      write(p.tma_dk, sdK);
+      write(p.tma_dv, sdV);
       tma_store_arrive();
       tma_store_wait<0>();  // shared memory stays valid until the stores have read it
     }

@@ -61,9 +61,14 @@ struct BwdKernel {
       if (tid == 0) Epilogue::prefetch_descriptors(p.epilogue);
       auto acc_dk = partition_fragment_C(typename Mainloop::TiledMmadKV{},
                                          Shape<Int<Mainloop::kBlockN>, Int<Mainloop::kHeadDim>>{});
-      auto acc_dv = make_fragment_like(acc_dk);
-      Mainloop::mma(p.mainloop, smem, w, sb, acc_dk, acc_dv, st, tid);
-      Epilogue::store(p.epilogue, smem, w, sb, acc_dk, acc_dv, tid);
+      if constexpr (Mainloop::kSplitD) {  // one gradient a warpgroup: dV (0) or dK (1)
+        Mainloop::mma_owner(p.mainloop, smem, w, sb, acc_dk, st, tid);
+        Epilogue::store_owner(p.epilogue, smem, w, sb, acc_dk, tid);
+      } else {
+        auto acc_dv = make_fragment_like(acc_dk);
+        Mainloop::mma(p.mainloop, smem, w, sb, acc_dk, acc_dv, st, tid);
+        Epilogue::store(p.epilogue, smem, w, sb, acc_dk, acc_dv, tid);
+      }
     }
   }
 };

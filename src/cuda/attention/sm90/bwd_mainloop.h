@@ -8,13 +8,11 @@
 // dQ = dS K (both warpgroups' keys form its reduction), which is added in fp32 to the scratch
 // accumulator by one bulk reduce per query block (deterministic runs: atomics in key-block turns).
 // kSplitD (hdim 256, where 64 keys x 256 columns of dK and dV fill a warpgroup's registers): the
-// block's 64 keys are shared, each warpgroup computing S^T and dP^T for half the queries and dK,
-// dV and dQ for half the head dim; P^T and dS^T then both pass through shared memory (each
-// warpgroup's dV and dK read all queries) and every GEMM reads its operands from there. 224 KB
-// of operands leave no room for a staged dQ block, so a block's fp32 dQ (64 KB) is staged in its
-// own dO and Q stage (64 KB of bf16) as its dV and dK GEMMs finish reading them, and added by bulk
-// reduces; the stage goes back to the producer when they have read it.
-// (16-byte atomics instead halved the speed: bench/NOTES-attention.md.)
+// block's 64 keys are shared and each warpgroup owns one gradient (mma_owner): warpgroup 0
+// computes S^T and P^T and accumulates dV += P^T dO, warpgroup 1 computes dP^T and dS^T (P^T
+// handed over through shared memory) and accumulates dK += dS^T Q, both with A from registers;
+// dQ comes from the row-parallel pass (sm90/bwd_dq.h), as fp32 adds of 64 KB per 64-key block
+// were bound by the L2 (bench/NOTES-attention.md "dQ pass").
 // Dense or varlen batches (seq_bounds).
 // Every score policy (score_policy.h): the general ones recompute P^T and dS^T with the forward's
 // modifiers, masks and dropout bits through bwd_probs on the transposed tile, and both roles skip
@@ -57,8 +55,8 @@ CUTE_HOST_DEVICE auto colrow_view(T&& t) {
 }
 
 // The backward's S^T / dP^T and dK / dV tiled MMAs: warpgroups stacked along the keys (M), dK and
-// dV's A operand (P^T, dS^T) from registers; or, kSplitD (both on the same 64 keys), S^T and dP^T
-// split along the queries, dK and dV along the head dim, with A from shared memory.
+// dV's A operand (P^T, dS^T) from registers; or, kSplitD (both on the same 64 keys), one
+// warpgroup's: each warpgroup runs one of S^T / dP^T and one of dV / dK over the whole tile.
 template <class Element, bool kSplitD, int kBlockN, int kBlockM, int kHeadDim>
 struct BwdMmas {
   using SdP = TiledMmaSS<Element, 2, kBlockN, kBlockM, kHeadDim>;
@@ -66,13 +64,8 @@ struct BwdMmas {
 };
 template <class Element, int kBlockN, int kBlockM, int kHeadDim>
 struct BwdMmas<Element, true, kBlockN, kBlockM, kHeadDim> {
-  using SdP = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBlockN>, Int<kBlockM / 2>, Int<kHeadDim>>>(),
-      Layout<Shape<_1, _2, _1>>{}));
-  using dKV = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBlockN>, Int<kHeadDim / 2>, Int<kBlockM>>,
-                           GMMA::Major::K, GMMA::Major::MN>(),
-      Layout<Shape<_1, _2, _1>>{}));
+  using SdP = TiledMmaSS<Element, 1, kBlockN, kBlockM, kHeadDim>;
+  using dKV = TiledMmaRS<Element, 1, kBlockN, kHeadDim, kBlockM>;
 };
 
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, class Policy_>
@@ -138,13 +131,14 @@ struct BwdMainloop {
     alignas(1024) Element d_o[cosize_v<LayoutQ>];
     alignas(1024) Element k[cosize_v<LayoutKV>];  // dK after the mainloop (epilogue)
     alignas(1024) Element v[cosize_v<LayoutKV>];  // dV after the mainloop
-    // dS^T's buffers of LayoutdS, then (kSplitD) P^T's
-    alignas(1024) Element ds[(kSplitD ? 2 : 1) * kDsBuffers * cosize_v<LayoutdS>];
+    // dS^T's buffers of LayoutdS; kSplitD: P^T's hand-over buffers (fragment order)
+    alignas(1024) Element ds[kDsBuffers * cosize_v<LayoutdS>];
     alignas(128) float dq[kBulkDq ? kDqFloats : 4];  // one query block's dQ in dq_chunk order
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dsum[kStages][kBlockM];
     typename Ring::Storage ring;
     alignas(8) uint64_t kv_full;
+    alignas(8) uint64_t pt_full[kSplitD ? kDsBuffers : 1];  // kSplitD: P^T of a block handed over
   };
 
   struct Params {
@@ -205,6 +199,8 @@ struct BwdMainloop {
   __device__ static void init(SharedStorage& smem) {
     Ring::init(smem.ring, kConsumerThreads);
     Ring::Barrier::init(&smem.kv_full, 1);
+    if constexpr (kSplitD)
+      for (int i = 0; i < kDsBuffers; ++i) Ring::Barrier::init(&smem.pt_full[i], kConsumerThreads / 2);
   }
   __device__ static void prefetch_descriptors(const Params& p) {
     prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
@@ -298,6 +294,199 @@ struct BwdMainloop {
     if (stage >= 0) Ring::consumer_release(smem.ring, stage);
   }
 
+  // ---- kSplitD (hdim 256): one gradient per warpgroup (bench/NOTES-attention.md "owners") ----
+  // The (head of the group g, walk index i) steps of the key block in the producer's order: seek
+  // moves (g, i) to the first live step at or after it (false past the last).
+  struct Steps {
+    const Params& p;
+    const SeqBounds& sb;
+    int b, kv_head, n_block;
+    __device__ Policy policy(int g) const {
+      return Policy(p.score, sb, b, kv_head * p.h_ratio + g, p.scale);
+    }
+    __device__ bool seek(int& g, int& i) const {
+      for (; g < p.h_ratio; ++g, i = 0) {
+        const Policy pol = policy(g);
+        i = QueryWalk(p, pol, n_block).next(i);
+        if (i < QueryWalk(p, pol, n_block).count) return true;
+      }
+      return false;
+    }
+    __device__ int block(int g, int i) const {
+      const Policy pol = policy(g);
+      return QueryWalk(p, pol, n_block).at(i);
+    }
+  };
+  // P^T's hand-over buffer `buf` seen by thread t: [16-byte chunk j][thread] (conflict-free).
+  __device__ static uint4* pt_slot(SharedStorage& smem, int buf, int t) {
+    return reinterpret_cast<uint4*>(smem.ds + buf * cosize_v<LayoutdS>) + t;
+  }
+
+  // Warpgroup 0 owns dV (acc, all of hdim): per step j, S^T(j) = K Q^T, P^T(j) in registers
+  // (handed over to warpgroup 1 in buffer j % 2, whose previous content warpgroup 1 read before
+  // it released the stage the step j's load waited for), dV += P^T dO^T's transpose (A = P^T
+  // from registers). Step j+1's S^T is issued before waiting for step j's dV, whose stage then
+  // goes back to the producer. The first step is peeled so that every wait is unconditional.
+  template <class Acc>
+  __device__ static void mma_dv_owner(const Params& p, SharedStorage& smem, const WorkTile& w,
+                                      const Steps& steps, Acc& acc, typename Ring::State& st,
+                                      int t) {
+    static_assert(Policy::kPlain, "P^T is handed over, not the policy's per-score state");
+    TiledMmaSdP mma;
+    TiledMmadKV mma_kv;
+    auto thr = mma.get_thread_slice(t);
+    auto thr_kv = mma_kv.get_thread_slice(t);
+    Tensor tSrK = thr.partition_fragment_A(make_tensor(make_smem_ptr(smem.k), LayoutKV{})(_, _, 0));
+    Tensor tSrQ = thr.partition_fragment_B(make_tensor(make_smem_ptr(smem.q), LayoutQ{}));
+    Tensor tdVrdOt = thr_kv.partition_fragment_B(make_tensor(make_smem_ptr(smem.d_o), LayoutQt{}));
+    auto qk = make_layout(Shape<Int<kBlockN>, Int<kBlockM>>{}, make_stride(E<1>{}, E<0>{}));
+    Tensor tScS = colrow_view(thr.partition_C(make_coord_tensor(qk)));
+    using Coord = decltype(tScS);
+    Ring::Barrier::wait(&smem.kv_full, 0);
+    int g = 0, i = 0;
+    if (!steps.seek(g, i)) return;
+    auto s_gemm = [&](auto& acc_s, int stage) {
+      wgmma<true>(mma, tSrK, tSrQ(_, _, _, stage), acc_s);
+    };
+    // P^T of step (g, i) from its finished S^T, handed over in buffer buf; returned as dV's A.
+    auto p_t = [&](auto& acc_s, int g_, int i_, int stage, int buf) {
+      warpgroup_fence_operand(acc_s);
+      const Policy pol = steps.policy(g_);
+      const int m = steps.block(g_, i_);
+      const QueryStat<Coord> lse{smem.lse_log2[stage], tScS};
+      Tensor s = colrow_view(acc_s);
+      pol.template bwd_p<true>(s, tScS, m * kBlockM, w.block * kBlockN,
+                               pol.template bwd_needs_mask<kBlockM, kBlockN>(m, w.block),
+                               p.scale_log2, lse);
+      Tensor rP = sm80::convert<Element>(acc_s);
+      const uint4* src = reinterpret_cast<const uint4*>(raw_pointer_cast(rP.data()));
+      uint4* dst = pt_slot(smem, buf, t);
+      CUTE_UNROLL
+      for (int j = 0; j < int(size(rP)) / 8; ++j) dst[j * 128] = src[j];
+      Ring::Barrier::arrive(&smem.pt_full[buf]);
+      return rP;
+    };
+    auto dv_gemm = [&](auto& rP, int stage) {
+      Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
+      warpgroup_fence_operand(tdVrP);
+      wgmma<false>(mma_kv, tdVrP, tdVrdOt(_, _, _, stage), acc);
+      warpgroup_fence_operand(tdVrP);
+    };
+    int stage = st.stage, buf = 0;
+    Ring::consumer_wait(smem.ring, st);
+    Tensor acc_s = partition_fragment_C(mma, Shape<Int<kBlockN>, Int<kBlockM>>{});
+    s_gemm(acc_s, stage);
+    warpgroup_wait<0>();
+    auto rP = p_t(acc_s, g, i, stage, buf);
+    st.advance();
+    for (++i; steps.seek(g, i); ++i) {
+      dv_gemm(rP, stage);
+      const int next = st.stage;
+      Ring::consumer_wait(smem.ring, st);
+      s_gemm(acc_s, next);
+      warpgroup_wait<1>();  // dV of the last step
+      warpgroup_fence_operand(acc);
+      Ring::consumer_release(smem.ring, stage);
+      warpgroup_wait<0>();  // S^T
+      stage = next;
+      buf ^= 1;
+      rP = p_t(acc_s, g, i, stage, buf);
+      st.advance();
+    }
+    dv_gemm(rP, stage);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc);
+    Ring::consumer_release(smem.ring, stage);
+  }
+
+  // Warpgroup 1 owns dK: per step j, dP^T(j) = V dO^T, then (P^T(j) handed over) dS^T = P^T (dP^T
+  // - D) in registers and dK += dS^T Q^T's transpose. Step j+1's dP^T is issued before waiting
+  // for step j's dK. The stage is released before waiting for the next P^T, so warpgroup 0 can be
+  // at most one hand-over ahead per buffer (two buffers: never a phase ahead of this wait).
+  template <class Acc>
+  __device__ static void mma_dk_owner(const Params& p, SharedStorage& smem, const Steps& steps,
+                                      Acc& acc, typename Ring::State& st, int t) {
+    TiledMmaSdP mma;
+    TiledMmadKV mma_kv;
+    auto thr = mma.get_thread_slice(t);
+    auto thr_kv = mma_kv.get_thread_slice(t);
+    Tensor tdPrV = thr.partition_fragment_A(make_tensor(make_smem_ptr(smem.v), LayoutKV{})(_, _, 0));
+    Tensor tdPrdO = thr.partition_fragment_B(make_tensor(make_smem_ptr(smem.d_o), LayoutQ{}));
+    Tensor tdKrQt = thr_kv.partition_fragment_B(make_tensor(make_smem_ptr(smem.q), LayoutQt{}));
+    auto qk = make_layout(Shape<Int<kBlockN>, Int<kBlockM>>{}, make_stride(E<1>{}, E<0>{}));
+    Tensor tScS = colrow_view(thr.partition_C(make_coord_tensor(qk)));
+    using Coord = decltype(tScS);
+    Ring::Barrier::wait(&smem.kv_full, 0);
+    int g = 0, i = 0;
+    if (!steps.seek(g, i)) return;
+    auto dp_gemm = [&](auto& acc_dp, int stage) {
+      wgmma<true>(mma, tdPrV, tdPrdO(_, _, _, stage), acc_dp);
+    };
+    // dS^T of the step in `stage` from its finished dP^T and the handed-over P^T.
+    auto d_s = [&](auto& acc_dp, int stage, int buf, uint32_t phase) {
+      Tensor rP = make_fragment_like<Element>(acc_dp);
+      Ring::Barrier::wait(&smem.pt_full[buf], phase);
+      uint4* dst = reinterpret_cast<uint4*>(raw_pointer_cast(rP.data()));
+      const uint4* src = pt_slot(smem, buf, t);
+      CUTE_UNROLL
+      for (int j = 0; j < int(size(rP)) / 8; ++j) dst[j] = src[j * 128];
+      warpgroup_fence_operand(acc_dp);
+      const QueryStat<Coord> d_row{smem.dsum[stage], tScS};
+      Tensor dp = colrow_view(acc_dp);
+      Tensor pt = colrow_view(rP);
+      CUTE_UNROLL
+      for (int r = 0; r < size<0>(dp); ++r) {
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(dp); ++c) dp(r, c) = float(pt(r, c)) * (dp(r, c) - d_row[r]);
+      }
+      return sm80::convert<Element>(acc_dp);
+    };
+    auto dk_gemm = [&](auto& rdS, int stage) {
+      Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
+      warpgroup_fence_operand(tdKrdS);
+      wgmma<false>(mma_kv, tdKrdS, tdKrQt(_, _, _, stage), acc);
+      warpgroup_fence_operand(tdKrdS);
+    };
+    int stage = st.stage, buf = 0;
+    uint32_t phase = 0;  // of buffer buf's barrier: flips every second step
+    Ring::consumer_wait(smem.ring, st);
+    Tensor acc_dp = partition_fragment_C(mma, Shape<Int<kBlockN>, Int<kBlockM>>{});
+    dp_gemm(acc_dp, stage);
+    warpgroup_wait<0>();
+    auto rdS = d_s(acc_dp, stage, buf, phase);
+    st.advance();
+    for (++i; steps.seek(g, i); ++i) {
+      dk_gemm(rdS, stage);
+      const int next = st.stage;
+      Ring::consumer_wait(smem.ring, st);
+      dp_gemm(acc_dp, next);
+      warpgroup_wait<1>();  // dK of the last step
+      warpgroup_fence_operand(acc);
+      Ring::consumer_release(smem.ring, stage);
+      warpgroup_wait<0>();  // dP^T
+      stage = next;
+      buf ^= 1;
+      if (buf == 0) phase ^= 1;
+      rdS = d_s(acc_dp, stage, buf, phase);
+      st.advance();
+    }
+    dk_gemm(rdS, stage);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc);
+    Ring::consumer_release(smem.ring, stage);
+  }
+
+  // kSplitD consumers: warpgroup 0 accumulates dV, warpgroup 1 dK (unscaled), each in `acc`.
+  template <class Acc>
+  __device__ static void mma_owner(const Params& p, SharedStorage& smem, const WorkTile& w,
+                                   const SeqBounds& sb, Acc& acc, typename Ring::State& st,
+                                   int tid) {
+    clear(acc);
+    const Steps steps{p, sb, w.batch, w.head, w.block};
+    if (cutlass::canonical_warp_group_idx() == 1) mma_dv_owner(p, smem, w, steps, acc, st, tid);
+    else mma_dk_owner(p, smem, steps, acc, st, tid - 128);
+  }
+
   template <class AccKV>
   __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w,
                              const SeqBounds& sb, AccKV& acc_dk, AccKV& acc_dv,
@@ -362,8 +551,7 @@ struct BwdMainloop {
         Tensor s = colrow_view(acc_s);
         Tensor dp = colrow_view(acc_dp);
         // The element mask runs only where this warpgroup's 64 keys cross the diagonal or seqlen_k.
-        const bool mask = kSplitD ? pol.template bwd_needs_mask<kBlockM, kBlockN>(m, n_block)
-                                  : pol.template bwd_needs_mask<kBlockM, 64>(m, 2 * n_block + wg);
+        const bool mask = pol.template bwd_needs_mask<kBlockM, 64>(m, 2 * n_block + wg);
         const QueryStat<Coord> lse{smem.lse_log2[stage], tScS}, d_row{smem.dsum[stage], tScS};
         if constexpr (kOverlapP) {
           warpgroup_wait<1>();
@@ -385,7 +573,7 @@ struct BwdMainloop {
           pol.template bwd_ds<true>(s, dp, tScS, d_row, keep);
         } else {
           warpgroup_wait<0>();
-          release_stage(smem, prev_stage);  // kSplitD: the previous block's dV and dK are done
+          release_stage(smem, prev_stage);
           prev_stage = -1;
           pol.template bwd_probs<true>(s, dp, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale,
                                        p.scale_log2, lse, d_row);
@@ -398,7 +586,7 @@ struct BwdMainloop {
         };
         // dS^T's buffer of the block: both warpgroups' GEMMs read it two blocks ago; each waited
         // for its own, and the other one's wait came before it arrived at the previous block's
-        // barrier below (so no barrier guards the store). The same holds for P^T's (kSplitD).
+        // barrier below (so no barrier guards the store).
         Element* ds = smem.ds + ds_buf * cosize_v<LayoutdS>;
         Tensor acc_dq = partition_fragment_C(mma_dq, TileQ{});
         auto dq_gemm = [&] {  // dQ = dS K, both operands from shared memory
@@ -411,61 +599,46 @@ struct BwdMainloop {
         auto dq_dst = [&] {
           return sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);
         };
-        if constexpr (kSplitD) {
-          // P^T and dS^T (this warpgroup's queries of them) to shared memory, then dV += P^T dO
-          // and dK += dS^T Q from there (dQ: the pass).
-          Element* pt = ds + kDsBuffers * cosize_v<LayoutdS>;
-          to_smem(rP, pt);
-          to_smem(rdS, ds);
-          cutlass::arch::fence_view_async_shared();
-          sync_consumers();
-          auto a_op = [&](Element* buf) {
-            return thr_dkv.partition_fragment_A(make_tensor(make_smem_ptr(buf), LayoutdS{})(_, _, 0));
-          };
-          wgmma<false>(mma_dkv, a_op(pt), tdVrdOt(_, _, _, stage), acc_dv);
-          wgmma<false>(mma_dkv, a_op(ds), tdKrQt(_, _, _, stage), acc_dk);
-        } else {
-          Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
-          warpgroup_fence_operand(tdVrP);
-          wgmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
-          Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
+        Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
+        warpgroup_fence_operand(tdVrP);
+        wgmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
+        Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
 
-          // dS^T to shared memory for dQ = dS K (while dV's GEMM runs). The last bulk reduce must
-          // also have read the dQ staging buffer (thread 0 waits before the barrier after the
-          // store). dQ's GEMM goes before dK's, so dQ is staged and added while dK's runs (whose
-          // register operand rdS is not written meanwhile).
+        // dS^T to shared memory for dQ = dS K (while dV's GEMM runs). The last bulk reduce must
+        // also have read the dQ staging buffer (thread 0 waits before the barrier after the
+        // store). dQ's GEMM goes before dK's, so dQ is staged and added while dK's runs (whose
+        // register operand rdS is not written meanwhile).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-          if (bulk_dq && tid == 0) bulk_wait_read();
+        if (bulk_dq && tid == 0) bulk_wait_read();
 #endif
-          to_smem(rdS, ds);
-          cutlass::arch::fence_view_async_shared();
+        to_smem(rdS, ds);
+        cutlass::arch::fence_view_async_shared();
+        sync_consumers();
+        dq_gemm();
+        warpgroup_fence_operand(tdKrdS);
+        wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
+        warpgroup_wait<1>();
+        warpgroup_fence_operand(tdVrP);
+        warpgroup_fence_operand(acc_dq);
+        float* dst = dq_dst();
+        if (bulk_dq) {
+          sm80::stage_dq<kConsumerThreads>(smem.dq, acc_dq, tid);
           sync_consumers();
-          dq_gemm();
-          warpgroup_fence_operand(tdKrdS);
-          wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
-          warpgroup_wait<1>();
-          warpgroup_fence_operand(tdVrP);
-          warpgroup_fence_operand(acc_dq);
-          float* dst = dq_dst();
-          if (bulk_dq) {
-            sm80::stage_dq<kConsumerThreads>(smem.dq, acc_dq, tid);
-            sync_consumers();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-            if (tid == 0) bulk_reduce_add_f32(dst, smem.dq, kDqFloats * sizeof(float));
+          if (tid == 0) bulk_reduce_add_f32(dst, smem.dq, kDqFloats * sizeof(float));
 #endif
-          } else {
-            sm80::add_dq<kConsumerThreads>(acc_dq, dst, semaphore ? semaphore + m : nullptr,
-                                           pol.template dq_turn<kBlockM, kBlockN>(m, n_block), tid,
-                                           [] { sync_consumers(); });
-          }
-          if constexpr (!kOverlapP) {
-            warpgroup_wait<0>();
-            warpgroup_fence_operand(tdKrdS);
-            Ring::consumer_release(smem.ring, st);
-          }
+        } else {
+          sm80::add_dq<kConsumerThreads>(acc_dq, dst, semaphore ? semaphore + m : nullptr,
+                                         pol.template dq_turn<kBlockM, kBlockN>(m, n_block), tid,
+                                         [] { sync_consumers(); });
+        }
+        if constexpr (!kOverlapP) {
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tdKrdS);
+          Ring::consumer_release(smem.ring, st);
         }
         ds_buf ^= 1;
-        if constexpr (kOverlapP || kSplitD) prev_stage = stage;
+        if constexpr (kOverlapP) prev_stage = stage;
         st.advance();
       }
     }
