@@ -4,6 +4,7 @@
 # cuDNN in one process), then compute-sanitizer: memcheck on the three small sm90 tests, racecheck
 # on each of them in turn (each with its own time limit, so a slow one does not hide the others).
 # Call 9 reran it after the column kernel's owners (NAME=owners: the result file's suffix).
+# HDIMS=256,128,64 measures every bucket in the same process.
 # usage: OUT=/some/dir [NAME=suffix] bench/gpu-s12e.sh   (.carry and .whl carried)
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
@@ -13,8 +14,8 @@ timeout 420 tests/gpu/run --kernels minimal --filter 'AttentionGpuSm90*:Attentio
 stamp "tests/gpu/run rc=$?"
 grep -E "PASSED|FAILED|SKIPPED|Failure|error" "$log/run.txt" "$log/gpu_tests.log" 2>/dev/null | head -12
 stamp "bench/attention.py hdim 256 ($(left) s left)"
-timeout 90 python3 bench/attention.py --out "$out" --methods flashkit,flash,cudnn \
-  --hdims 256 --seqlens 2048,4096,8192,16384 --name attention-s12-d256-${NAME:-v2} >"$log/attn.log" 2>&1
+timeout 150 python3 bench/attention.py --out "$out" --methods flashkit,flash,cudnn \
+  --hdims ${HDIMS:-256} --seqlens 2048,4096,8192,16384 --name attention-s12-d256-${NAME:-v2} >"$log/attn.log" 2>&1
 stamp "rc=$?"
 tail -12 "$log/attn.log"
 small='AttentionGpuSmall.Sm90AndSm80Paths:AttentionGpuSmall.Sm90PaddedBuckets:AttentionGpuSmall.Sm90AndSm80BackwardDeterministic'
