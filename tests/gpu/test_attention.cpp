@@ -401,7 +401,8 @@ TEST(AttentionGpuVariantsShapes, WindowDeterministicBitwiseEqual) {
 // with causal alignment, GQA/MQA, varlen, and more query tiles than SMs so every persistent CTA
 // runs several tiles through the same mbarrier rings. hdim 256 stages O in Q's buffer: tiles with
 // no live key block (causal, sq > sk) and CTAs running a second tile after one hand it on; its
-// backward shares each 64-key block between both warpgroups (dQ staged in the block's Q/dO stage).
+// backward shares each 64-key block between both warpgroups (one owns dV, one dK) and takes dQ from
+// a row-parallel pass (query blocks that see no key write dQ = 0).
 TEST(AttentionGpuSm90, BothPathsMatchReference) {
   std::vector<std::pair<AttentionSpec, bool>> cases;
   for (bool causal : {false, true}) {

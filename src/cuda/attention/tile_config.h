@@ -62,10 +62,9 @@ constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool plain) {
 // blocks streamed `stages` deep. block_m is the sm80 backward's, so both share the scratch
 // layout (dq_chunk / row_chunk blocks) and the dQ conversion. Smem: K, V, 2 stages of Q and
 // dO, two dS^T buffers and one staged fp32 dQ block: 192 KB at hdim 128 (block_m 64), 192 KB
-// at hdim 64 (block_m 128). hdim 256: 64-key blocks shared by both warpgroups, which split the
-// head dim of dK, dV and dQ (64 + 64 accumulator registers a thread; 128 keys would need 256);
-// K, V, 2 stages of Q and dO and two buffers each of P^T and dS^T: 224 KB, no room for a separate
-// dQ staging block (dQ is staged in the block's own Q/dO stage instead: sm90/bwd_mainloop.h).
+// at hdim 64 (block_m 128). hdim 256: 64-key blocks shared by both warpgroups, one owning dV and
+// one dK (128 accumulator registers each; 128 keys would need 256), K, V, 2 stages of Q and dO and
+// two P^T hand-over buffers: 208 KB; dQ comes from a separate row-parallel pass (sm90/bwd_dq.h).
 struct Sm90BwdTiles {
   int block_m, block_n, stages;
 };
