@@ -322,11 +322,49 @@ struct BwdMainloop {
     return reinterpret_cast<uint4*>(smem.ds + buf * cosize_v<LayoutdS>) + t;
   }
 
-  // Warpgroup 0 owns dV (acc, all of hdim): per step j, S^T(j) = K Q^T, P^T(j) in registers
-  // (handed over to warpgroup 1 in buffer j % 2, whose previous content warpgroup 1 read before
-  // it released the stage the step j's load waited for), dV += P^T dO^T's transpose (A = P^T
-  // from registers). Step j+1's S^T is issued before waiting for step j's dV, whose stage then
-  // goes back to the producer. The first step is peeled so that every wait is unconditional.
+  // The pipeline both owners run over the key block's steps: per step j, `first(acc_x, stage)`
+  // issues S^T or dP^T, `elementwise(acc_x, g, i, stage, j)` turns it into the bf16 A operand of
+  // `second(r, stage)`, which issues dV or dK. Step j+1's first GEMM is issued before waiting for
+  // step j's second, whose completion gives the stage back (a whole step before the producer
+  // needs it again). The first step is peeled so that every wait is unconditional (a wait under a
+  // run-time condition makes ptxas serialise every wgmma).
+  template <class Acc, class TiledMma, class First, class Elementwise, class Second>
+  __device__ static void owner_pipeline(SharedStorage& smem, const Steps& steps, Acc& acc,
+                                        typename Ring::State& st, const TiledMma& mma,
+                                        First&& first, Elementwise&& elementwise,
+                                        Second&& second) {
+    Ring::Barrier::wait(&smem.kv_full, 0);
+    int g = 0, i = 0;
+    if (!steps.seek(g, i)) return;
+    int stage = st.stage, j = 0;
+    Ring::consumer_wait(smem.ring, st);
+    Tensor acc_x = partition_fragment_C(mma, Shape<Int<kBlockN>, Int<kBlockM>>{});
+    first(acc_x, stage);
+    warpgroup_wait<0>();
+    auto r = elementwise(acc_x, g, i, stage, j);
+    st.advance();
+    for (++i; steps.seek(g, i); ++i) {
+      second(r, stage);
+      const int next = st.stage;
+      Ring::consumer_wait(smem.ring, st);
+      first(acc_x, next);
+      warpgroup_wait<1>();  // the last step's second GEMM
+      warpgroup_fence_operand(acc);
+      Ring::consumer_release(smem.ring, stage);
+      warpgroup_wait<0>();  // this step's first
+      stage = next;
+      r = elementwise(acc_x, g, i, stage, ++j);
+      st.advance();
+    }
+    second(r, stage);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc);
+    Ring::consumer_release(smem.ring, stage);
+  }
+
+  // Warpgroup 0 owns dV (acc, all of hdim): S^T = K Q^T, P^T in registers, handed over to
+  // warpgroup 1 in buffer j % 2 (whose previous content warpgroup 1 read before it gave back the
+  // stage this step's load waited for), dV += P^T dO with A = P^T from registers.
   template <class Acc>
   __device__ static void mma_dv_owner(const Params& p, SharedStorage& smem, const WorkTile& w,
                                       const Steps& steps, Acc& acc, typename Ring::State& st,
@@ -335,145 +373,84 @@ struct BwdMainloop {
     TiledMmaSdP mma;
     TiledMmadKV mma_kv;
     auto thr = mma.get_thread_slice(t);
-    auto thr_kv = mma_kv.get_thread_slice(t);
     Tensor tSrK = thr.partition_fragment_A(make_tensor(make_smem_ptr(smem.k), LayoutKV{})(_, _, 0));
     Tensor tSrQ = thr.partition_fragment_B(make_tensor(make_smem_ptr(smem.q), LayoutQ{}));
-    Tensor tdVrdOt = thr_kv.partition_fragment_B(make_tensor(make_smem_ptr(smem.d_o), LayoutQt{}));
+    Tensor tdVrdOt = mma_kv.get_thread_slice(t).partition_fragment_B(
+        make_tensor(make_smem_ptr(smem.d_o), LayoutQt{}));
     auto qk = make_layout(Shape<Int<kBlockN>, Int<kBlockM>>{}, make_stride(E<1>{}, E<0>{}));
     Tensor tScS = colrow_view(thr.partition_C(make_coord_tensor(qk)));
     using Coord = decltype(tScS);
-    Ring::Barrier::wait(&smem.kv_full, 0);
-    int g = 0, i = 0;
-    if (!steps.seek(g, i)) return;
-    auto s_gemm = [&](auto& acc_s, int stage) {
-      wgmma<true>(mma, tSrK, tSrQ(_, _, _, stage), acc_s);
-    };
-    // P^T of step (g, i) from its finished S^T, handed over in buffer buf; returned as dV's A.
-    auto p_t = [&](auto& acc_s, int g_, int i_, int stage, int buf) {
-      warpgroup_fence_operand(acc_s);
-      const Policy pol = steps.policy(g_);
-      const int m = steps.block(g_, i_);
-      const QueryStat<Coord> lse{smem.lse_log2[stage], tScS};
-      Tensor s = colrow_view(acc_s);
-      pol.template bwd_p<true>(s, tScS, m * kBlockM, w.block * kBlockN,
-                               pol.template bwd_needs_mask<kBlockM, kBlockN>(m, w.block),
-                               p.scale_log2, lse);
-      Tensor rP = sm80::convert<Element>(acc_s);
-      const uint4* src = reinterpret_cast<const uint4*>(raw_pointer_cast(rP.data()));
-      uint4* dst = pt_slot(smem, buf, t);
-      CUTE_UNROLL
-      for (int j = 0; j < int(size(rP)) / 8; ++j) dst[j * 128] = src[j];
-      Ring::Barrier::arrive(&smem.pt_full[buf]);
-      return rP;
-    };
-    auto dv_gemm = [&](auto& rP, int stage) {
-      Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
-      warpgroup_fence_operand(tdVrP);
-      wgmma<false>(mma_kv, tdVrP, tdVrdOt(_, _, _, stage), acc);
-      warpgroup_fence_operand(tdVrP);
-    };
-    int stage = st.stage, buf = 0;
-    Ring::consumer_wait(smem.ring, st);
-    Tensor acc_s = partition_fragment_C(mma, Shape<Int<kBlockN>, Int<kBlockM>>{});
-    s_gemm(acc_s, stage);
-    warpgroup_wait<0>();
-    auto rP = p_t(acc_s, g, i, stage, buf);
-    st.advance();
-    for (++i; steps.seek(g, i); ++i) {
-      dv_gemm(rP, stage);
-      const int next = st.stage;
-      Ring::consumer_wait(smem.ring, st);
-      s_gemm(acc_s, next);
-      warpgroup_wait<1>();  // dV of the last step
-      warpgroup_fence_operand(acc);
-      Ring::consumer_release(smem.ring, stage);
-      warpgroup_wait<0>();  // S^T
-      stage = next;
-      buf ^= 1;
-      rP = p_t(acc_s, g, i, stage, buf);
-      st.advance();
-    }
-    dv_gemm(rP, stage);
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(acc);
-    Ring::consumer_release(smem.ring, stage);
+    owner_pipeline(
+        smem, steps, acc, st, mma,
+        [&](auto& acc_s, int stage) { wgmma<true>(mma, tSrK, tSrQ(_, _, _, stage), acc_s); },
+        [&](auto& acc_s, int g, int i, int stage, int j) {
+          warpgroup_fence_operand(acc_s);
+          const Policy pol = steps.policy(g);
+          const int m = steps.block(g, i);
+          const QueryStat<Coord> lse{smem.lse_log2[stage], tScS};
+          Tensor s = colrow_view(acc_s);
+          pol.template bwd_p<true>(s, tScS, m * kBlockM, w.block * kBlockN,
+                                   pol.template bwd_needs_mask<kBlockM, kBlockN>(m, w.block),
+                                   p.scale_log2, lse);
+          Tensor rP = sm80::convert<Element>(acc_s);
+          const uint4* src = reinterpret_cast<const uint4*>(raw_pointer_cast(rP.data()));
+          uint4* dst = pt_slot(smem, j & 1, t);
+          CUTE_UNROLL
+          for (int k = 0; k < int(size(rP)) / 8; ++k) dst[k * 128] = src[k];
+          Ring::Barrier::arrive(&smem.pt_full[j & 1]);
+          return rP;
+        },
+        [&](auto& rP, int stage) { a_reg_gemm(mma_kv, rP, tdVrdOt(_, _, _, stage), acc); });
   }
 
-  // Warpgroup 1 owns dK: per step j, dP^T(j) = V dO^T, then (P^T(j) handed over) dS^T = P^T (dP^T
-  // - D) in registers and dK += dS^T Q^T's transpose. Step j+1's dP^T is issued before waiting
-  // for step j's dK. The stage is released before waiting for the next P^T, so warpgroup 0 can be
-  // at most one hand-over ahead per buffer (two buffers: never a phase ahead of this wait).
+  // Warpgroup 1 owns dK: dP^T = V dO^T, then (P^T handed over: buffer j % 2's barrier completes
+  // its (j / 2)-th phase) dS^T = P^T (dP^T - D) in registers and dK += dS^T Q. It gives a stage
+  // back before waiting for the next P^T, so warpgroup 0, which needs that stage for its next
+  // step, is never two hand-overs ahead on one buffer.
   template <class Acc>
-  __device__ static void mma_dk_owner(const Params& p, SharedStorage& smem, const Steps& steps,
-                                      Acc& acc, typename Ring::State& st, int t) {
+  __device__ static void mma_dk_owner(SharedStorage& smem, const Steps& steps, Acc& acc,
+                                      typename Ring::State& st, int t) {
     TiledMmaSdP mma;
     TiledMmadKV mma_kv;
     auto thr = mma.get_thread_slice(t);
-    auto thr_kv = mma_kv.get_thread_slice(t);
     Tensor tdPrV = thr.partition_fragment_A(make_tensor(make_smem_ptr(smem.v), LayoutKV{})(_, _, 0));
     Tensor tdPrdO = thr.partition_fragment_B(make_tensor(make_smem_ptr(smem.d_o), LayoutQ{}));
-    Tensor tdKrQt = thr_kv.partition_fragment_B(make_tensor(make_smem_ptr(smem.q), LayoutQt{}));
+    Tensor tdKrQt = mma_kv.get_thread_slice(t).partition_fragment_B(
+        make_tensor(make_smem_ptr(smem.q), LayoutQt{}));
     auto qk = make_layout(Shape<Int<kBlockN>, Int<kBlockM>>{}, make_stride(E<1>{}, E<0>{}));
     Tensor tScS = colrow_view(thr.partition_C(make_coord_tensor(qk)));
     using Coord = decltype(tScS);
-    Ring::Barrier::wait(&smem.kv_full, 0);
-    int g = 0, i = 0;
-    if (!steps.seek(g, i)) return;
-    auto dp_gemm = [&](auto& acc_dp, int stage) {
-      wgmma<true>(mma, tdPrV, tdPrdO(_, _, _, stage), acc_dp);
-    };
-    // dS^T of the step in `stage` from its finished dP^T and the handed-over P^T.
-    auto d_s = [&](auto& acc_dp, int stage, int buf, uint32_t phase) {
-      Tensor rP = make_fragment_like<Element>(acc_dp);
-      Ring::Barrier::wait(&smem.pt_full[buf], phase);
-      uint4* dst = reinterpret_cast<uint4*>(raw_pointer_cast(rP.data()));
-      const uint4* src = pt_slot(smem, buf, t);
-      CUTE_UNROLL
-      for (int j = 0; j < int(size(rP)) / 8; ++j) dst[j] = src[j * 128];
-      warpgroup_fence_operand(acc_dp);
-      const QueryStat<Coord> d_row{smem.dsum[stage], tScS};
-      Tensor dp = colrow_view(acc_dp);
-      Tensor pt = colrow_view(rP);
-      CUTE_UNROLL
-      for (int r = 0; r < size<0>(dp); ++r) {
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(dp); ++c) dp(r, c) = float(pt(r, c)) * (dp(r, c) - d_row[r]);
-      }
-      return sm80::convert<Element>(acc_dp);
-    };
-    auto dk_gemm = [&](auto& rdS, int stage) {
-      Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
-      warpgroup_fence_operand(tdKrdS);
-      wgmma<false>(mma_kv, tdKrdS, tdKrQt(_, _, _, stage), acc);
-      warpgroup_fence_operand(tdKrdS);
-    };
-    int stage = st.stage, buf = 0;
-    uint32_t phase = 0;  // of buffer buf's barrier: flips every second step
-    Ring::consumer_wait(smem.ring, st);
-    Tensor acc_dp = partition_fragment_C(mma, Shape<Int<kBlockN>, Int<kBlockM>>{});
-    dp_gemm(acc_dp, stage);
-    warpgroup_wait<0>();
-    auto rdS = d_s(acc_dp, stage, buf, phase);
-    st.advance();
-    for (++i; steps.seek(g, i); ++i) {
-      dk_gemm(rdS, stage);
-      const int next = st.stage;
-      Ring::consumer_wait(smem.ring, st);
-      dp_gemm(acc_dp, next);
-      warpgroup_wait<1>();  // dK of the last step
-      warpgroup_fence_operand(acc);
-      Ring::consumer_release(smem.ring, stage);
-      warpgroup_wait<0>();  // dP^T
-      stage = next;
-      buf ^= 1;
-      if (buf == 0) phase ^= 1;
-      rdS = d_s(acc_dp, stage, buf, phase);
-      st.advance();
-    }
-    dk_gemm(rdS, stage);
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(acc);
-    Ring::consumer_release(smem.ring, stage);
+    owner_pipeline(
+        smem, steps, acc, st, mma,
+        [&](auto& acc_dp, int stage) { wgmma<true>(mma, tdPrV, tdPrdO(_, _, _, stage), acc_dp); },
+        [&](auto& acc_dp, int, int, int stage, int j) {
+          Tensor rP = make_fragment_like<Element>(acc_dp);
+          Ring::Barrier::wait(&smem.pt_full[j & 1], uint32_t(j >> 1) & 1);
+          uint4* dst = reinterpret_cast<uint4*>(raw_pointer_cast(rP.data()));
+          const uint4* src = pt_slot(smem, j & 1, t);
+          CUTE_UNROLL
+          for (int k = 0; k < int(size(rP)) / 8; ++k) dst[k] = src[k * 128];
+          warpgroup_fence_operand(acc_dp);
+          const QueryStat<Coord> d_row{smem.dsum[stage], tScS};
+          Tensor dp = colrow_view(acc_dp);
+          Tensor pt = colrow_view(rP);
+          CUTE_UNROLL
+          for (int r = 0; r < size<0>(dp); ++r) {
+            CUTE_UNROLL
+            for (int c = 0; c < size<1>(dp); ++c) dp(r, c) = float(pt(r, c)) * (dp(r, c) - d_row[r]);
+          }
+          return sm80::convert<Element>(acc_dp);
+        },
+        [&](auto& rdS, int stage) { a_reg_gemm(mma_kv, rdS, tdKrQt(_, _, _, stage), acc); });
+  }
+
+  // acc += A B with A an accumulator-shaped bf16 fragment in registers (P^T or dS^T).
+  template <class TiledMma, class Frag, class FragB, class Acc>
+  __device__ static void a_reg_gemm(TiledMma& mma, Frag& r, const FragB& b, Acc& acc) {
+    Tensor a = make_tensor(r.data(), acc_as_a(r.layout()));
+    warpgroup_fence_operand(a);
+    wgmma<false>(mma, a, b, acc);
+    warpgroup_fence_operand(a);
   }
 
   // kSplitD consumers: warpgroup 0 accumulates dV, warpgroup 1 dK (unscaled), each in `acc`.
@@ -484,7 +461,7 @@ struct BwdMainloop {
     clear(acc);
     const Steps steps{p, sb, w.batch, w.head, w.block};
     if (cutlass::canonical_warp_group_idx() == 1) mma_dv_owner(p, smem, w, steps, acc, st, tid);
-    else mma_dk_owner(p, smem, steps, acc, st, tid - 128);
+    else mma_dk_owner(smem, steps, acc, st, tid - 128);
   }
 
   template <class AccKV>
