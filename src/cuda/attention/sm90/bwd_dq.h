@@ -331,8 +331,9 @@ struct BwdDqKernel {
 
   // Warpgroup 1 (tid in [128, 256)): per key block n, dP(n) = dO V^T (the previous block's dQ
   // GEMM ahead of it), then dS(n) = P(n) (dP(n) - D) once P(n) is handed over, dS to shared
-  // memory (buffer n % 2: both warpgroups' dQ GEMMs of block n - 2, its last readers, are done —
-  // warpgroup 0 waits for its own before handing over P(n)), then its half of block n's dQ.
+  // memory (buffers alternate per step of the walk: both warpgroups' dQ GEMMs two steps back, its
+  // last readers, are done — warpgroup 0 waits for its own before handing over P(n)), then its
+  // half of block n's dQ.
   template <class AccQ>
   __device__ static void mma_dp(const Params& p, SharedStorage& smem, const KeyWalk& walk,
                                 AccQ& acc_dq, typename Ring::State& st, int tid) {

@@ -64,13 +64,13 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
     if (a.cu_seqlens_q) launch_dq.template operator()<sm90::BwdDqKernel<Element, kHeadDim, 3, Policy, true>>();
     else launch_dq.template operator()<sm90::BwdDqKernel<Element, kHeadDim, 3, Policy, false>>();
     FK_CHECK_LAUNCH("attention backward dq pass (sm90)");
-    return;
+  } else {
+    dim3 blocks_grid(unsigned(ceil_div(a.seqlen_q, t.block_m)), unsigned(a.heads), unsigned(a.batch));
+    sm80::bwd_convert_dq<Element, typename Mainloop::TiledMmadQ, Mainloop::kConsumerThreads,
+                         t.block_m, kHeadDim>
+        <<<blocks_grid, Mainloop::kConsumerThreads, 0, stream>>>(a, ws.dq_accum);
+    FK_CHECK_LAUNCH("attention backward dq conversion");
   }
-  dim3 blocks_grid(unsigned(ceil_div(a.seqlen_q, t.block_m)), unsigned(a.heads), unsigned(a.batch));
-  sm80::bwd_convert_dq<Element, typename Mainloop::TiledMmadQ, Mainloop::kConsumerThreads,
-                       t.block_m, kHeadDim>
-      <<<blocks_grid, Mainloop::kConsumerThreads, 0, stream>>>(a, ws.dq_accum);
-  FK_CHECK_LAUNCH("attention backward dq conversion");
 }
 
 }  // namespace flashkit::cuda::attn

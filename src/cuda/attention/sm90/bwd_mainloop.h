@@ -84,11 +84,16 @@ struct BwdMainloop {
   // attention.md "dQ pass": fp32 adds of 64 KB per 64-key block were bound by the L2).
   static constexpr bool kBulkDq = !kSplitD;
   static constexpr bool kDqPass = kSplitD;
+  // kSplitD's P^T hand-over (mma_dk_owner) relies on two stages: warpgroup 0 can fill buffer
+  // j % 2 again only after the stage of step j + 2 (= step j's) is back, which warpgroup 1 gives
+  // after reading P^T(j); with a third stage it could overwrite it unread and run its mbarrier a
+  // phase ahead.
+  static_assert(!kSplitD || kStages == 2, "the owners' P^T hand-over assumes two stages");
 
   // S^T, dP^T: (keys x queries) over hdim; dK, dV: (keys x hdim) over queries, A from registers,
   // B (Q, dO) read MN-major; dQ: (queries x hdim) over keys, both operands MN-major. dQ's 2
-  // warpgroups split its rows (128 queries) or its columns (64 queries). kSplitD: S^T and dP^T
-  // split along the queries, dK and dV along the head dim with A (P^T, dS^T) from shared memory.
+  // warpgroups split its rows (128 queries). kSplitD: each warpgroup runs one of S^T / dP^T over
+  // the whole tile and owns one of dV / dK over the whole head dim (A from registers); no dQ.
   using TiledMmaSdP = typename BwdMmas<Element, kSplitD, kBlockN, kBlockM, kHeadDim>::SdP;
   using TiledMmadKV = typename BwdMmas<Element, kSplitD, kBlockN, kBlockM, kHeadDim>::dKV;
   static constexpr int kDqWgM = kBlockM / 64;
