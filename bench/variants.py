@@ -57,12 +57,14 @@ def alibi_bias(slopes, s, causal):
     return bias[None].to(torch.bfloat16)
 
 
-def time_pair(run, q, k, v, do):
+def time_pair(run, q, k, v, do, fwd_only=False):
     """(forward ms, backward ms) of run(q, k, v) -> out; backward = (fwd + bwd) - fwd. Batches of
     5 back-to-back calls, as bench/attention.py times them: a single call between two events also
     timed the host's dispatch before its first kernel, which at 0.2-0.6 ms of GPU time (sparse
     masks, windows) was most of the number (session 10: 0.4 ms for a 0.23 ms forward kernel)."""
     fwd = median_ms(lambda: run(q, k, v), per_call=5)
+    if fwd_only:
+        return fwd, float("nan")
 
     def both():
         q.grad = k.grad = v.grad = None
@@ -77,6 +79,10 @@ def main():
     p.add_argument("--hdim", type=int, default=128)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--variants", default="",
+                   help="comma-separated variant names to run (default: all)")
+    p.add_argument("--fwd-only", action="store_true",
+                   help="forward only (e.g. hdim 256 variants, whose backward a minimal build lacks)")
     args = p.parse_args()
     b, s, h, d = args.batch, args.seqlen, args.heads, args.hdim
     torch.manual_seed(0)
@@ -117,19 +123,22 @@ def main():
             dense &= visible(s, causal, (-1, -1))
             cases.append((f"blocksparse_{density}", {"block_mask": bm[None, None]},
                           sdpa(SDPBackend.EFFICIENT_ATTENTION, attn_mask=dense), dense))
+        wanted = set(filter(None, args.variants.split(",")))
         for name, kw, peer, keep in cases:
+            if wanted and name not in wanted and name != "plain":
+                continue
             pairs = int(keep.sum())
             row = {"variant": name, "causal": causal, "pairs": pairs}
             tf = lambda ms, mult: mult * 4 * b * h * pairs * d / ms / 1e9  # noqa: E731
             try:
                 fwd, bwd = time_pair(lambda q_, k_, v_: flashkit.attention(
-                    q_, k_, v_, causal=causal, **kw), q, k, v, do)
+                    q_, k_, v_, causal=causal, **kw), q, k, v, do, args.fwd_only)
                 row.update(fwd_ms=fwd, bwd_ms=bwd, fwd_tflops=tf(fwd, 1), bwd_tflops=tf(bwd, 2.5))
             except Exception as e:  # a variant the build does not support
                 row["error"] = str(e)[:200]
             if peer is not None:
                 try:
-                    fwd, bwd = time_pair(peer, qt, kt, vt, dot)
+                    fwd, bwd = time_pair(peer, qt, kt, vt, dot, args.fwd_only)
                     row.update(sdpa_fwd_ms=fwd, sdpa_bwd_ms=bwd, sdpa_fwd_tflops=tf(fwd, 1),
                                sdpa_bwd_tflops=tf(bwd, 2.5))
                 except Exception as e:
@@ -152,7 +161,9 @@ def main():
            "seqlen": s, "heads": h, "hdim": d, "dtype": "bfloat16", "block_mask_block": block,
            "rows": rows}
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "variants.json"), "w") as f:
+    name = f"variants-d{d}{'-fwd' if args.fwd_only else ''}.json" if args.variants or args.fwd_only \
+        else "variants.json"
+    with open(os.path.join(args.out, name), "w") as f:
         json.dump(res, f, indent=1)
     print(f"{'variant':17} {'causal':6} {'fwd TF/s':>8} {'bwd TF/s':>8} {'cost f/b':>14} "
           f"{'sdpa fwd':>8} {'sdpa bwd':>8}")

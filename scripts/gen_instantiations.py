@@ -5,8 +5,9 @@ compile in parallel and a build can leave some out. Policies (src/cuda/attention
 plain, plain causal, window only (GeneralScores<0>), each modifier alone (softcap, ALiBi,
 dropout, block mask; window and causal at run time) and all modifiers together (any combination
 of several): 8 per (pass, dtype, hdim) on sm80. The Hopper forward (sm90) exists for hdim 64 and
-128 with the same 8 policies and for hdim 256 with the two plain ones, the Hopper backward
-(bwd_sm90) likewise (hdim 64 and 128: 8 policies, hdim 256: the plain two); everything else runs
+128 with the same 8 policies and for hdim 256 with the two plain ones, window and ALiBi (the
+modifiers that fit its registers), the Hopper backward (bwd_sm90) for hdim 64 and 128 with the 8
+policies and hdim 256 with the plain two; everything else runs
 on the sm80 kernels. Files outside the minimal set (bf16, hdim 64 and 128, and the bf16 hdim 256
 Hopper kernels; on sm90, forward and backward, without the all-modifier policy, which combinations of
 modifiers need: they fall back to sm80 there) end in _full.cu, which FLASHKIT_KERNELS=minimal drops (CMakeLists.txt).
@@ -24,8 +25,9 @@ PASSES = {"fwd": "cuda/attention/sm80/fwd_launch.h", "bwd": "cuda/attention/sm80
           "fwd_sm90": "cuda/attention/sm90/fwd_launch.h", "bwd_sm90": "cuda/attention/sm90/bwd_launch.h"}
 SM90_HDIMS = {"fwd_sm90": [64, 128, 256], "bwd_sm90": [64, 128, 256]}
 PLAIN = {"", "_causal"}
+SM90_256 = {"fwd_sm90": PLAIN | {"_window", "_alibi"}, "bwd_sm90": PLAIN}  # dispatch.cu's kSm90*
 SM90_FULL_ONLY = {"_allmods"}  # keep in step with dispatch.cu's kSm90Fwd / kSm90Bwd
-SM90_MINIMAL = {("bf16", 256)}  # plain only: minimal builds have no sm80 hdim 256
+SM90_MINIMAL = {("bf16", 256)}  # SM90_256's policies: minimal builds have no sm80 hdim 256
 
 out = pathlib.Path(__file__).resolve().parent.parent / "src" / "cuda" / "instantiations"
 out.mkdir(parents=True, exist_ok=True)
@@ -35,7 +37,7 @@ for pas, header in PASSES.items():
     for dt, ctype in DTYPES.items():
         for d in SM90_HDIMS.get(pas, HDIMS):
             for suffix, policy in POLICIES.items():
-                if pas.endswith("sm90") and d == 256 and suffix not in PLAIN:
+                if pas.endswith("sm90") and d == 256 and suffix not in SM90_256[pas]:
                     continue
                 name = f"attn_{pas}_{dt}_hdim{d}{suffix}"
                 minimal = (dt, d) in MINIMAL or (pas.endswith("sm90") and (dt, d) in SM90_MINIMAL)

@@ -435,6 +435,11 @@ TEST(AttentionGpuSm90, VariantsBothPaths) {
           (v.softcap > 0.f) + (v.alibi_dims > 0) + (v.dropout_p > 0.f) + (v.block_q > 0);
       if (mods <= 1 || !minimal) cases.push_back({variant_spec(DType::bf16, d, v), true});
     }
+  // hdim 256: the Hopper forward takes window and ALiBi (64-key tiles); their backward runs on
+  // sm80, which a minimal build does not have at hdim 256.
+  for (const VariantCase& v : kVariants)
+    if (v.softcap == 0.f && v.dropout_p == 0.f && v.block_q == 0)
+      cases.push_back({variant_spec(DType::bf16, 256, v), !minimal});
   check_both_paths(cases, 4400);
 }
 
@@ -663,8 +668,10 @@ TEST(AttentionGpuSmall, Sm90AndSm80Paths) {
 
 // The score variants on both paths, forward and backward, under the sanitizer: window edges,
 // softcap, ALiBi, dropout (the backward redraws its mask) and a random block mask (about 1/3 of
-// blocks dropped); hdim 64 runs 128-row query blocks in the sm90 backward, hdim 128 64-row ones.
+// blocks dropped); hdim 64 runs 128-row query blocks in the sm90 backward, hdim 128 64-row ones;
+// hdim 256 window and ALiBi on the Hopper forward's 64-key tiles.
 TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
+  const bool minimal = build_info().kernel_set == "minimal";
   const VariantCase window{"window", true, 30, -1, 0.f, 0};
   const VariantCase softcap{"softcap", false, -1, -1, 1.5f, 0};
   const VariantCase alibi{"alibi", false, -1, -1, 0.f, 2};
@@ -676,7 +683,9 @@ TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
                     {variant_spec(DType::bf16, 128, alibi, 70, 9), true},
                     {variant_spec(DType::bf16, 64, dropout, 70, 140), true},
                     {variant_spec(DType::bf16, 128, dropout, 40, 75), true},
-                    {variant_spec(DType::bf16, 64, sparse, 150, 300), true}},
+                    {variant_spec(DType::bf16, 64, sparse, 150, 300), true},
+                    {variant_spec(DType::bf16, 256, window, 150, 100), !minimal},  // forward only
+                    {variant_spec(DType::bf16, 256, alibi, 70, 140), !minimal}},    // in minimal builds
                    4500);
 }
 

@@ -188,33 +188,36 @@ constexpr bool kSm80Built = true;
 
 // What the Hopper forward is compiled for (scripts/gen_instantiations.py): hdim 64 and 128 with
 // every policy, but minimal builds leave out the all-modifier one (combinations of modifiers);
-// hdim 256 with plain scores (causal or not).
+// hdim 256 with plain scores (causal or not), window and ALiBi.
 template <class P>
 constexpr bool kPlain = false;
 template <bool kCausal>
 constexpr bool kPlain<attn::PlainScores<kCausal>> = true;
+template <class P>
+constexpr bool kSm90Fwd256 = kPlain<P> || std::is_same_v<P, attn::GeneralScores<0>> ||
+                             std::is_same_v<P, attn::GeneralScores<attn::mods::kAlibi>>;
 template <int D, class P>
 #ifdef FLASHKIT_KERNELS_MINIMAL
-constexpr bool kSm90Fwd = D == 256 ? kPlain<P>
+constexpr bool kSm90Fwd = D == 256 ? kSm90Fwd256<P>
                                     : (D == 64 || D == 128) &&
                                           !std::is_same_v<P, attn::GeneralScores<attn::mods::kAll>>;
 #else
-constexpr bool kSm90Fwd = D == 256 ? kPlain<P> : D == 64 || D == 128;
+constexpr bool kSm90Fwd = D == 256 ? kSm90Fwd256<P> : D == 64 || D == 128;
 #endif
-// The Hopper backward: wherever the Hopper forward is (hdim 64 and 128 with its policies there,
-// hdim 256 with plain scores).
+// The Hopper backward: hdim 64 and 128 with the forward's policies, hdim 256 with plain scores.
 template <int D, class P>
-constexpr bool kSm90Bwd = kSm90Fwd<D, P>;
+constexpr bool kSm90Bwd = D == 256 ? kPlain<P> : kSm90Fwd<D, P>;
 
 // The Hopper kernels come in three head-dim buckets: 64, 128 and 256. Head dims of the sm80
 // path's 32, 96 and 192 buckets run in the next one up, their tail zero-filled by TMA (the extra
 // FLOPs cost less than the sm80 kernel's lower speed: bench/NOTES-attention.md).
 int sm90_bucket(int hdim) { return hdim <= 64 ? 64 : hdim <= 128 ? 128 : 256; }
 
-// Why the Hopper kernels cannot run this problem, or null when they can: sm_90a code in the build,
-// an sm_90 device, hdim <= 128, or <= 256 with plain scores. Both passes take every compiled
-// score policy (minimal builds: not combinations of modifiers), dense or varlen batches.
-const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o) {
+// Why the Hopper kernels cannot run this pass of this problem, or null when they can: sm_90a code
+// in the build, an sm_90 device, hdim <= 128, or <= 256 with plain scores (the forward: also
+// window and ALiBi). Both passes take every compiled score policy (minimal builds: not
+// combinations of modifiers), dense or varlen batches.
+const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o, bool backward) {
   constexpr std::string_view archs = FLASHKIT_CUDA_ARCHS;
   if (archs.find("90a") == std::string_view::npos) return "this build has no sm_90a code";
   int major = 0, minor = 0;
@@ -223,8 +226,10 @@ const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o)
   if (major != 9 || minor != 0) return "the device is not sm_90";
   const int b = sm90_bucket(s.hdim);
   const bool variant = score_mods(o) != 0 || o.window_left >= 0 || o.window_right >= 0;
-  if (b == 256 && variant)
-    return "head dims above 128 have sm90 kernels for plain scores (causal or not) only";
+  if (b == 256 && variant && backward)
+    return "head dims above 128 have an sm90 backward for plain scores (causal or not) only";
+  if (b == 256 && (score_mods(o) & ~attn::mods::kAlibi) != 0)
+    return "head dims above 128 have an sm90 forward for plain scores, window and ALiBi only";
 #ifdef FLASHKIT_KERNELS_MINIMAL
   const unsigned m = score_mods(o);
   if (m & (m - 1)) return "combinations of score modifiers have no sm90 kernel in a minimal build";
@@ -242,7 +247,7 @@ bool use_sm90(const AttentionShape& s, const AttentionOptions& o, bool backward)
   if (want == "sm80") return false;
   if (want != "auto" && want != "sm90")
     fail("FLASHKIT_ATTENTION_PATH: expected auto, sm80 or sm90, got '", want, "'");
-  const char* why = sm90_unsupported(s, o);
+  const char* why = sm90_unsupported(s, o, backward);
   if (why && want == "sm90" && !backward) fail("FLASHKIT_ATTENTION_PATH: sm90 was asked for, but ", why);
   return why == nullptr;
 }

@@ -55,7 +55,8 @@ constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool plain) {
   if (hdim <= 64)
     return plain ? Sm90FwdTiles{192, 128, 3, true} : Sm90FwdTiles{128, 128, 3, true};
   if (hdim <= 128) return {128, 128, 2, true};
-  return {128, 80, 2, true, true};
+  // hdim 256: score modifiers (window, ALiBi) take 64-key tiles: at 80 their state spills.
+  return plain ? Sm90FwdTiles{128, 80, 2, true, true} : Sm90FwdTiles{128, 64, 2, true, true};
 }
 
 // The Hopper backward (sm90/bwd_*.h): key blocks of 128 rows (64 per consumer warpgroup), query
