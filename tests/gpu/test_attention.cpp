@@ -234,8 +234,9 @@ AttentionSpec varlen_spec(int d, std::vector<int> lens_q, std::vector<int> lens_
 // Runs each case with the Hopper forward demanded (an Error if it did not run) and with the
 // sm80-class kernels forced; both must match the reference. The backward runs on the forward's
 // LSE and O, so it checks them too; under "sm90" it is the Hopper backward for dense batches,
-// score variants and varlen included (in minimal builds, combinations of modifiers fall back to
-// the sm80 one). Minimal builds run hdim 193..256 cases on the Hopper kernels alone.
+// score variants and varlen included (combinations of modifiers in minimal builds and score
+// variants at hdim 256 fall back to the sm80 one). Minimal builds run hdim 193..256 cases on the
+// Hopper kernels alone.
 void check_both_paths(const std::vector<std::pair<AttentionSpec, bool>>& cases, uint64_t seed) {
   if (!hopper_device()) GTEST_SKIP() << "no sm_90 device: the Hopper forward cannot run";
   for (const char* path : {"sm90", "sm80"}) {

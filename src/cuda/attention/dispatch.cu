@@ -225,13 +225,13 @@ const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o,
   FK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, s.device_id));
   if (major != 9 || minor != 0) return "the device is not sm_90";
   const int b = sm90_bucket(s.hdim);
-  const bool variant = score_mods(o) != 0 || o.window_left >= 0 || o.window_right >= 0;
+  const unsigned m = score_mods(o);
+  const bool variant = m != 0 || o.window_left >= 0 || o.window_right >= 0;
   if (b == 256 && variant && backward)
     return "head dims above 128 have an sm90 backward for plain scores (causal or not) only";
-  if (b == 256 && (score_mods(o) & ~attn::mods::kAlibi) != 0)
+  if (b == 256 && (m & ~attn::mods::kAlibi) != 0)  // kSm90Fwd256's policies
     return "head dims above 128 have an sm90 forward for plain scores, window and ALiBi only";
 #ifdef FLASHKIT_KERNELS_MINIMAL
-  const unsigned m = score_mods(o);
   if (m & (m - 1)) return "combinations of score modifiers have no sm90 kernel in a minimal build";
 #endif
   return nullptr;

@@ -98,18 +98,14 @@ struct BwdDqKernel {
   static Params to_params(const AttnArguments& a, const sm80::BwdScratch& ws,
                           const SingleTileScheduler::Params& scheduler) {
     auto load = [&](const void* x, int heads, bool keys, const Strides& s, auto smem, auto tile) {
-      return make_tma_copy(SM90_TMA_LOAD{},
-                           gmem_tensor<Element>(x, a.head_dim, heads, gmem_extent(a, keys, s)),
-                           smem, tile, _1{});
+      return tma_copy_of<Element>(SM90_TMA_LOAD{}, a, x, heads, keys, s, smem, tile);
     };
     return {load(a.q, a.heads, false, a.q_stride, SmemQ{}, TileQ{}),
             load(a.dout, a.heads, false, a.do_stride, SmemQ{}, TileQ{}),
             load(a.k, a.kv_heads, true, a.k_stride, SmemKV{}, TileKV{}),
             load(a.v, a.kv_heads, true, a.v_stride, SmemKV{}, TileKV{}),
-            make_tma_copy(SM90_TMA_STORE{},
-                          gmem_tensor<Element>(a.dq, a.head_dim, a.heads,
-                                               gmem_extent(a, false, a.dq_stride)),
-                          SmemQ{}, TileQ{}, _1{}),
+            tma_copy_of<Element>(SM90_TMA_STORE{}, a, a.dq, a.heads, false, a.dq_stride, SmemQ{},
+                                 TileQ{}),
             ws,
             a.cu_seqlens_q,
             a.cu_seqlens_k,

@@ -31,9 +31,7 @@ struct BwdEpilogue {
   };
   static Params to_params(const AttnArguments& a) {
     auto tma = [&](void* x, const Strides& s) {
-      return make_tma_copy(SM90_TMA_STORE{},
-                           gmem_tensor<Element>(x, a.head_dim, a.kv_heads, gmem_extent(a, true, s)),
-                           SmemKV{}, TileKV{}, _1{});
+      return tma_copy_of<Element>(SM90_TMA_STORE{}, a, x, a.kv_heads, true, s, SmemKV{}, TileKV{});
     };
     return {tma(a.dk, a.dk_stride),
             tma(a.dv, a.dv_stride),

@@ -1,7 +1,8 @@
 // Host side of the Hopper backward: the shared prologue (scratch, zeroed dQ accumulator,
 // preprocess for D and LSE), the main kernel over (K/V block, KV head, batch) with the TMA
-// descriptors in its Params, and the shared dQ conversion. Explicitly instantiated per (dtype,
-// hdim 64 / 128 / 256, score policy) in src/cuda/instantiations/.
+// descriptors in its Params, then the shared dQ conversion or, at hdim 256, the row-parallel dQ
+// pass (sm90/bwd_dq.h). Explicitly instantiated per (dtype, hdim 64 / 128 / 256, score policy)
+// in src/cuda/instantiations/.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -28,44 +29,48 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   using VarlenKernel = sm90::BwdKernel<Mainloop, Epilogue, SingleTileScheduler, true>;
 
   const sm80::BwdScratch ws =
-      sm80::bwd_prologue<Element, kHeadDim, t.block_m>(a, stream, !Mainloop::kDqPass);
+      sm80::bwd_prologue<Element, kHeadDim, t.block_m>(a, stream, !Mainloop::kSplitD);
   // The sm80 launcher's order: longest first over L2-sized head groups under a causal-like mask
   // (causal or a right window bound); key blocks of one head launch in order (deterministic turns
   // rely on it).
   const bool lpt = Policy::kCausal || a.causal || a.window_right >= 0;
   const size_t q_bytes =
       size_t(a.seqlen_q) * (a.heads / a.kv_heads) * kHeadDim * (2 * sizeof(Element) + 4);
+  // One warp-specialised kernel K (its Params carry the scheduler's) on `stream`.
+  auto run = [&]<class K>(const typename K::Params& params,
+                          const SingleTileScheduler::Params& sched) {
+    constexpr auto kernel = sm90::run_kernel_sm90<K>;
+    ensure_smem_limit<kernel>(K::kSmemBytes);
+    kernel<<<SingleTileScheduler::grid_shape(sched), K::kThreads, K::kSmemBytes, stream>>>(params);
+  };
   auto launch = [&]<class K>() {
     typename K::Params params{
         Mainloop::to_params(a, ws), Epilogue::to_params(a),
         SingleTileScheduler::to_params({ceil_div(a.seqlen_k, t.block_n), a.kv_heads, a.batch,
                                         false, lpt ? l2_pair_group(q_bytes) : 1})};
-    constexpr auto kernel = sm90::run_kernel_sm90<K>;
-    ensure_smem_limit<kernel>(K::kSmemBytes);
-    kernel<<<SingleTileScheduler::grid_shape(params.scheduler), K::kThreads, K::kSmemBytes,
-             stream>>>(params);
+    run.template operator()<K>(params, params.scheduler);
   };
   if (a.cu_seqlens_q) launch.template operator()<VarlenKernel>();
   else launch.template operator()<Kernel>();
   FK_CHECK_LAUNCH("attention backward (sm90)");
 
-  if constexpr (Mainloop::kDqPass) {  // hdim 256: dQ row-parallel (sm90/bwd_dq.h), no adds
-    static_assert(t.block_m == sm90::BwdDqKernel<Element, kHeadDim, 3, Policy, false>::kBlockM,
+  if constexpr (Mainloop::kSplitD) {  // hdim 256: dQ row-parallel (sm90/bwd_dq.h), no adds
+    using DqPass = sm90::BwdDqKernel<Element, kHeadDim, 3, Policy, false>;
+    using VarlenDqPass = sm90::BwdDqKernel<Element, kHeadDim, 3, Policy, true>;
+    static_assert(t.block_m == DqPass::kBlockM,
                   "the dQ pass reads the preprocess's LSE / D chunks of block_m rows");
     const size_t kv_bytes = size_t(a.seqlen_k) * kHeadDim * 2 * sizeof(Element);
-    const auto sched = SingleTileScheduler::to_params(
-        {ceil_div(a.seqlen_q, 64), a.heads, a.batch, lpt, lpt ? l2_pair_group(kv_bytes) : 1});
-    auto launch_dq = [&]<class K>() {
-      const typename K::Params params = K::to_params(a, ws, sched);
-      constexpr auto kernel = sm90::run_kernel_sm90<K>;
-      ensure_smem_limit<kernel>(K::kSmemBytes);
-      kernel<<<SingleTileScheduler::grid_shape(sched), K::kThreads, K::kSmemBytes, stream>>>(params);
-    };
-    if (a.cu_seqlens_q) launch_dq.template operator()<sm90::BwdDqKernel<Element, kHeadDim, 3, Policy, true>>();
-    else launch_dq.template operator()<sm90::BwdDqKernel<Element, kHeadDim, 3, Policy, false>>();
+    const auto sched =
+        SingleTileScheduler::to_params({ceil_div(a.seqlen_q, DqPass::kBlockM), a.heads, a.batch,
+                                        lpt, lpt ? l2_pair_group(kv_bytes) : 1});
+    if (a.cu_seqlens_q)
+      run.template operator()<VarlenDqPass>(VarlenDqPass::to_params(a, ws, sched), sched);
+    else
+      run.template operator()<DqPass>(DqPass::to_params(a, ws, sched), sched);
     FK_CHECK_LAUNCH("attention backward dq pass (sm90)");
   } else {
-    dim3 blocks_grid(unsigned(ceil_div(a.seqlen_q, t.block_m)), unsigned(a.heads), unsigned(a.batch));
+    dim3 blocks_grid(unsigned(ceil_div(a.seqlen_q, t.block_m)), unsigned(a.heads),
+                     unsigned(a.batch));
     sm80::bwd_convert_dq<Element, typename Mainloop::TiledMmadQ, Mainloop::kConsumerThreads,
                          t.block_m, kHeadDim>
         <<<blocks_grid, Mainloop::kConsumerThreads, 0, stream>>>(a, ws.dq_accum);

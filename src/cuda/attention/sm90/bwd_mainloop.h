@@ -1,7 +1,8 @@
 // FlashAttention backward mainloop for Hopper (FA2 Algorithm 2 on wgmma, FA3's backward shape):
-// one CTA per K/V block of 128 keys (64 at hdim 256, see kSplitD). The producer warp loads K and V once by TMA, then streams
-// Q, dO (TMA) and the rows' LSE and D (bulk copies of the preprocess's row_chunk blocks) of every
-// query block, of every query head sharing the KV head, through a ring of mbarrier stages. Two
+// one CTA per K/V block of 128 keys (64 at hdim 256: kSplitD). The producer warp loads K and V
+// once by TMA, then streams Q, dO (TMA) and the rows' LSE and D (bulk copies of the preprocess's
+// row_chunk blocks) of every query block, of every query head sharing the KV head, through a ring
+// of mbarrier stages. Two
 // consumer warpgroups own 64 keys each and compute the products transposed, keys along M:
 // S^T = K Q^T and dP^T = V dO^T from shared memory, P^T and dS^T in registers, which are then
 // directly the A operands of dV += P^T dO and dK += dS^T Q; dS^T also goes to shared memory for
@@ -30,7 +31,6 @@
 #include "cuda/attention/sm90/traits.h"
 #include "cuda/attention/tile_scheduler.h"
 #include "cuda/common/bulk_reduce.h"
-
 
 namespace flashkit::cuda::attn::sm90 {
 
@@ -79,11 +79,8 @@ struct BwdMainloop {
   static_assert(kBlockN == 64 * kConsumerWarpgroups || (kSplitD && kBlockM == 64),
                 "each consumer warpgroup owns 64 keys, or both share 64 (block_m 64)");
   static_assert(kBlockM == 64 || kBlockM == 128);
-  // dQ staged in its own buffer for one bulk reduce per query block, or (kSplitD, hdim 256) not
-  // computed here at all: the row-parallel pass of sm90/bwd_dq.h computes it (bench/NOTES-
+  // kSplitD computes no dQ: the row-parallel pass of sm90/bwd_dq.h does (bench/NOTES-
   // attention.md "dQ pass": fp32 adds of 64 KB per 64-key block were bound by the L2).
-  static constexpr bool kBulkDq = !kSplitD;
-  static constexpr bool kDqPass = kSplitD;
   // kSplitD's P^T hand-over (mma_dk_owner) relies on two stages: warpgroup 0 can fill buffer
   // j % 2 again only after the stage of step j + 2 (= step j's) is back, which warpgroup 1 gives
   // after reading P^T(j); with a third stage it could overwrite it unread and run its mbarrier a
@@ -138,7 +135,7 @@ struct BwdMainloop {
     alignas(1024) Element v[cosize_v<LayoutKV>];  // dV after the mainloop
     // dS^T's buffers of LayoutdS; kSplitD: P^T's hand-over buffers (fragment order)
     alignas(1024) Element ds[kDsBuffers * cosize_v<LayoutdS>];
-    alignas(128) float dq[kBulkDq ? kDqFloats : 4];  // one query block's dQ in dq_chunk order
+    alignas(128) float dq[kSplitD ? 4 : kDqFloats];  // one query block's dQ in dq_chunk order
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dsum[kStages][kBlockM];
     typename Ring::Storage ring;
@@ -159,9 +156,7 @@ struct BwdMainloop {
   };
   static Params to_params(const AttnArguments& a, const sm80::BwdScratch& ws) {
     auto tma = [&](const void* x, int heads, bool keys, const Strides& s, auto smem, auto tile) {
-      return make_tma_copy(SM90_TMA_LOAD{},
-                           gmem_tensor<Element>(x, a.head_dim, heads, gmem_extent(a, keys, s)),
-                           smem, tile, _1{});
+      return tma_copy_of<Element>(SM90_TMA_LOAD{}, a, x, heads, keys, s, smem, tile);
     };
     using SmemQ = SmemTile<Element, kBlockM, kHeadDim>;
     using SmemKV = SmemTile<Element, kBlockN, kHeadDim>;
@@ -473,6 +468,7 @@ struct BwdMainloop {
   __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w,
                              const SeqBounds& sb, AccKV& acc_dk, AccKV& acc_dv,
                              typename Ring::State& st, int tid) {
+    static_assert(!kSplitD, "kSplitD runs mma_owner");
     clear(acc_dk);
     clear(acc_dv);
     const int b = w.batch, n_block = w.block;
@@ -501,7 +497,7 @@ struct BwdMainloop {
     Tensor tScS = colrow_view(thr_sdp.partition_C(make_coord_tensor(qk)));
     using Coord = decltype(tScS);
 
-    const bool bulk_dq = kBulkDq && !p.deterministic;
+    const bool bulk_dq = !p.deterministic;
     const int wg = cutlass::canonical_warp_group_idx() - 1;  // keys [64 wg, 64 wg + 64) of the tile
     const int64_t token0 = sb.q_token(b);
     // At block_m 64, dK's GEMM of a query block completes during the next block's S^T (wgmma
@@ -555,72 +551,58 @@ struct BwdMainloop {
           pol.template bwd_ds<true>(s, dp, tScS, d_row, keep);
         } else {
           warpgroup_wait<0>();
-          release_stage(smem, prev_stage);
-          prev_stage = -1;
           pol.template bwd_probs<true>(s, dp, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale,
                                        p.scale_log2, lse, d_row);
         }
         Tensor rP = sm80::convert<Element>(acc_s);
         Tensor rdS = sm80::convert<Element>(acc_dp);
-        // A (keys, queries) tile of this warpgroup's fragment to a LayoutdS buffer.
-        auto to_smem = [&](const auto& r, Element* buf) {
-          copy(r, thr_sdp.partition_C(make_tensor(make_smem_ptr(buf), LayoutdS{})(_, _, 0)));
-        };
-        // dS^T's buffer of the block: both warpgroups' GEMMs read it two blocks ago; each waited
-        // for its own, and the other one's wait came before it arrived at the previous block's
-        // barrier below (so no barrier guards the store).
-        Element* ds = smem.ds + ds_buf * cosize_v<LayoutdS>;
-        Tensor acc_dq = partition_fragment_C(mma_dq, TileQ{});
-        auto dq_gemm = [&] {  // dQ = dS K, both operands from shared memory
-          Tensor tdQrdS =
-              thr_dq.partition_fragment_A(make_tensor(make_smem_ptr(ds), LayoutdSt{})(_, _, 0));
-          wgmma<true>(mma_dq, tdQrdS, tdQrKt, acc_dq);
-        };
-        // Where dQ goes: this query block's chunk of the scratch (taken where it is used: earlier,
-        // its address arithmetic moved into the GEMMs' issue and changed their schedule).
-        auto dq_dst = [&] {
-          return sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);
-        };
         Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
         warpgroup_fence_operand(tdVrP);
         wgmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
         Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
 
-        // dS^T to shared memory for dQ = dS K (while dV's GEMM runs). The last bulk reduce must
-        // also have read the dQ staging buffer (thread 0 waits before the barrier after the
-        // store). dQ's GEMM goes before dK's, so dQ is staged and added while dK's runs (whose
-        // register operand rdS is not written meanwhile).
+        // dS^T to shared memory for dQ = dS K (while dV's GEMM runs), into the buffer that both
+        // warpgroups' dQ GEMMs read two blocks ago: each waited for its own, and the other one's
+        // wait came before it arrived at the previous block's barrier below (so no barrier
+        // here). The last bulk reduce must also have read the dQ staging buffer (thread 0 waits
+        // before the barrier after the store). dQ's GEMM goes before dK's, so dQ is staged and
+        // added while dK's runs (whose register operand rdS is not written meanwhile).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         if (bulk_dq && tid == 0) bulk_wait_read();
 #endif
-        to_smem(rdS, ds);
+        Element* ds = smem.ds + ds_buf * cosize_v<LayoutdS>;
+        copy(rdS, thr_sdp.partition_C(make_tensor(make_smem_ptr(ds), LayoutdS{})(_, _, 0)));
         cutlass::arch::fence_view_async_shared();
         sync_consumers();
-        dq_gemm();
+        Tensor acc_dq = partition_fragment_C(mma_dq, TileQ{});
+        Tensor tdQrdS = thr_dq.partition_fragment_A(make_tensor(make_smem_ptr(ds), LayoutdSt{})(_, _, 0));
+        wgmma<true>(mma_dq, tdQrdS, tdQrKt, acc_dq);
         warpgroup_fence_operand(tdKrdS);
         wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
         warpgroup_wait<1>();
         warpgroup_fence_operand(tdVrP);
         warpgroup_fence_operand(acc_dq);
-        float* dst = dq_dst();
+
+        float* dq_dst = sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);
         if (bulk_dq) {
           sm80::stage_dq<kConsumerThreads>(smem.dq, acc_dq, tid);
           sync_consumers();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-          if (tid == 0) bulk_reduce_add_f32(dst, smem.dq, kDqFloats * sizeof(float));
+          if (tid == 0) bulk_reduce_add_f32(dq_dst, smem.dq, kDqFloats * sizeof(float));
 #endif
         } else {
-          sm80::add_dq<kConsumerThreads>(acc_dq, dst, semaphore ? semaphore + m : nullptr,
+          sm80::add_dq<kConsumerThreads>(acc_dq, dq_dst, semaphore ? semaphore + m : nullptr,
                                          pol.template dq_turn<kBlockM, kBlockN>(m, n_block), tid,
                                          [] { sync_consumers(); });
         }
-        if constexpr (!kOverlapP) {
+        ds_buf ^= 1;
+        if constexpr (kOverlapP) {
+          prev_stage = stage;
+        } else {
           warpgroup_wait<0>();
           warpgroup_fence_operand(tdKrdS);
           Ring::consumer_release(smem.ring, st);
         }
-        ds_buf ^= 1;
-        if constexpr (kOverlapP) prev_stage = stage;
         st.advance();
       }
     }

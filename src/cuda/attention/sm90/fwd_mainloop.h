@@ -63,6 +63,14 @@ template <class Element>
 auto gmem_tensor(const void* p, int hdim, int heads, const GmemExtent& e) {
   return gmem_tensor(static_cast<const Element*>(p), e.rows, hdim, heads, e.batch, e.stride);
 }
+// The TMA copy (op: SM90_TMA_LOAD or SM90_TMA_STORE) of one of the problem's tensors, `x` with
+// `heads` heads over the key rows or the query rows and strides `s`, in `tile`s laid out as `smem`.
+template <class Element, class Op, class Smem, class Tile>
+auto tma_copy_of(Op op, const AttnArguments& a, const void* x, int heads, bool keys,
+                 const Strides& s, Smem smem, Tile tile) {
+  return make_tma_copy(op, gmem_tensor<Element>(x, a.head_dim, heads, gmem_extent(a, keys, s)),
+                       smem, tile, _1{});
+}
 
 // Ping-pong between the consumer warpgroups (FA3 section 3.1), round robin over kWarpgroups:
 // each issues its GEMMs only in its turn and passes the turn on right after, so one
