@@ -46,6 +46,11 @@ struct AttnArguments {
   uint64_t dropout_seed = 0, dropout_offset = 0;
   uint32_t dropout_threshold = 0;
   float dropout_keep_scale = 1.f;
+  // FP8 (e4m3) forward: per-tensor descale factors (fp32 scalars on the device, null = 1; the real
+  // q is q * q_descale) and V^T in sm90/fp8.h's layout, written by the launcher into scratch.
+  const float *q_descale = nullptr, *k_descale = nullptr, *v_descale = nullptr;
+  const void* vt = nullptr;
+  int64_t vt_keys = 0;
 
   // Backward only.
   const void* dout = nullptr;

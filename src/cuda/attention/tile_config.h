@@ -59,6 +59,15 @@ constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool plain) {
   return plain ? Sm90FwdTiles{128, 80, 2, true, true} : Sm90FwdTiles{128, 64, 2, true, true};
 }
 
+// The FP8 forward (plain scores): half the bytes of a 16-bit tile, so 128-key tiles and deeper
+// rings fit beside the bf16 O tile: hdim 64 192 x 128 x 3 (Q 12 + K/V 48 + O 24 KB), hdim 128
+// 128 x 128 x 3 (16 + 96 + 32 KB), hdim 256 128 x 128 x 2 (32 + 128 + 64 KB = 224 KB).
+constexpr Sm90FwdTiles sm90_fwd_tiles_fp8(int hdim) {
+  if (hdim <= 64) return {192, 128, 3, true};
+  if (hdim <= 128) return {128, 128, 3, true};
+  return {128, 128, 2, true};
+}
+
 // The Hopper backward (sm90/bwd_*.h): key blocks of 128 rows (64 per consumer warpgroup), query
 // blocks streamed `stages` deep. block_m is the sm80 backward's, so both share the scratch
 // layout (dq_chunk / row_chunk blocks) and the dQ conversion. Smem: K, V, 2 stages of Q and

@@ -19,7 +19,7 @@ namespace flashkit::cuda::attn::sm90 {
 
 template <class Mainloop>
 struct FwdEpilogue {
-  using Element = typename Mainloop::Element;
+  using Element = typename Mainloop::OutElement;  // O's type (bf16 for fp8 inputs)
   static constexpr int kHeadDim = Mainloop::kHeadDim, kBlockM = Mainloop::kBlockM;
   static constexpr int kThreads = Mainloop::kConsumerThreads;
   static constexpr int kBarrier = 0;  // named barrier id among the consumer threads
@@ -35,7 +35,8 @@ struct FwdEpilogue {
   struct InQ {};
   using SharedStorage = std::conditional_t<Mainloop::kOInQ, InQ, OwnTile>;
   using MainloopStorage = typename Mainloop::SharedStorage;
-  static_assert(!Mainloop::kOInQ || cosize_v<LayoutO> == cosize_v<typename Mainloop::LayoutQ>);
+  static_assert(!Mainloop::kOInQ || (cosize_v<LayoutO> == cosize_v<typename Mainloop::LayoutQ> &&
+                                      std::is_same_v<Element, typename Mainloop::Element>));
   __device__ static Element* staging(SharedStorage& smem, MainloopStorage& ms) {
     if constexpr (Mainloop::kOInQ) return ms.q;
     else return smem.o;

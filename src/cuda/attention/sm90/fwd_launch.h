@@ -15,7 +15,10 @@ namespace flashkit::cuda::attn {
 
 template <class Element, int kHeadDim, class Policy>
 void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
-  constexpr Sm90FwdTiles t = sm90_fwd_tiles(kHeadDim, Policy::kPlain);
+  constexpr bool kFp8 = sizeof(Element) == 1;
+  static_assert(!kFp8 || Policy::kPlain, "the fp8 forward takes plain scores (causal or not)");
+  constexpr Sm90FwdTiles t =
+      kFp8 ? sm90_fwd_tiles_fp8(kHeadDim) : sm90_fwd_tiles(kHeadDim, Policy::kPlain);
   using Mainloop = sm90::FwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.stages, t.pingpong,
                                      t.o_in_q, Policy>;
   using Kernel = sm90::FwdKernel<Mainloop, sm90::FwdEpilogue<Mainloop>, StaticPersistentScheduler>;
@@ -28,7 +31,15 @@ void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   // Paired query blocks where the last ones carry the most key tiles (causal, as a right window
   // bound makes it for the general policies): tile_scheduler.h.
   const bool reverse = Policy::kCausal || a.causal || a.window_right >= 0;
-  auto params = Kernel::to_params(a, {num_blocks, a.heads, a.batch, reverse, sms});
+  AttnArguments args = a;
+  if constexpr (kFp8) {  // V^T into the caller's scratch a.vt (fp8_vt_bytes)
+    args.vt_keys = sm90::fp8_vt_keys(a.seqlen_k);
+    sm90::transpose_v_fp8_launch<kHeadDim>(a.v, a.v_stride.batch, a.v_stride.row, a.v_stride.head,
+                                           a.batch, a.seqlen_k, a.kv_heads, a.head_dim,
+                                           const_cast<void*>(a.vt), stream);
+    FK_CHECK_LAUNCH("attention forward (fp8 V transpose)");
+  }
+  auto params = Kernel::to_params(args, {num_blocks, a.heads, a.batch, reverse, sms});
   constexpr auto kernel = sm90::run_kernel_sm90<Kernel>;
   ensure_smem_limit<kernel>(Kernel::kSmemBytes);  // one driver call per device, not per launch
   kernel<<<StaticPersistentScheduler::grid_shape(params.scheduler), Kernel::kThreads,

@@ -24,11 +24,13 @@
 #define FLASHKIT_SM90_FWD_PIN 1
 #endif
 #include <cmath>
+#include <type_traits>
 
 #include "cuda/attention/params.h"
 #include "cuda/attention/score_policy.h"
 #include "cuda/attention/seqlen.h"
 #include "cuda/attention/online_softmax.h"
+#include "cuda/attention/sm90/fp8.h"
 #include "cuda/attention/sm90/pipeline.h"
 #include "cuda/attention/sm90/traits.h"
 #include "cuda/attention/tile_scheduler.h"
@@ -114,6 +116,27 @@ struct PingPong {
   }
 };
 
+// V as the P V product's B operand, (hdim, keys, stage) in shared memory, and its TMA copy: the
+// transposed view of V's (keys, hdim) tiles and V's own copy (16-bit types), or fp8's V^T
+// [b, kv_heads, hdim, vt_keys] (sm90/fp8.h) in K-major (hdim, keys) tiles, seen by TMA as (hdim
+// rows, vt_keys columns, heads, batch). Separate so that one branch's types are never formed for
+// the other (V^T tiles of 80 keys do not exist).
+template <bool kFp8, class Element, int kHeadDim, int kBlockN, int kStages>
+struct FwdVOperand {
+  using LayoutKV = SmemTiles<Element, kBlockN, kHeadDim, kStages>;
+  using Layout = decltype(transposed_staged<LayoutKV, kBlockN, kHeadDim, kStages>(LayoutKV{}));
+  template <class TmaKV>
+  using Tma = TmaKV;
+};
+template <class Element, int kHeadDim, int kBlockN, int kStages>
+struct FwdVOperand<true, Element, kHeadDim, kBlockN, kStages> {
+  using Layout = SmemTiles<Element, kHeadDim, kBlockN, kStages>;
+  template <class>
+  using Tma = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}),
+                                     SmemTile<Element, kHeadDim, kBlockN>{},
+                                     Shape<Int<kHeadDim>, Int<kBlockN>>{}, _1{}));
+};
+
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kPingPong_,
           bool kOInQ_, class Policy_>
 struct FwdMainloop {
@@ -128,11 +151,19 @@ struct FwdMainloop {
 
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using TileKV = Shape<Int<kBlockN>, Int<kHeadDim>>;
+  // FP8 (e4m3) inputs: V arrives as V^T in fp8.h's key order, O leaves as bf16; the descale
+  // factors fold into the softmax scale (q, k) and the final O (v).
+  static constexpr bool kFp8 = sizeof(Element) == 1;
+  using OutElement = std::conditional_t<kFp8, cutlass::bfloat16_t, Element>;
   using TiledMmaQK = TiledMmaSS<Element, kConsumerWarpgroups, kBlockM, kBlockN, kHeadDim>;
-  using TiledMmaPV = TiledMmaRS<Element, kConsumerWarpgroups, kBlockM, kHeadDim, kBlockN>;
+  using TiledMmaPV = TiledMmaRS<Element, kConsumerWarpgroups, kBlockM, kHeadDim, kBlockN,
+                                kFp8 ? GMMA::Major::K : GMMA::Major::MN>;
   using LayoutQ = SmemTile<Element, kBlockM, kHeadDim>;
   using LayoutKV = SmemTiles<Element, kBlockN, kHeadDim, kStages>;
-  using LayoutVt = decltype(transposed_staged<LayoutKV, kBlockN, kHeadDim, kStages>(LayoutKV{}));
+  // V as the (hdim, keys, stage) B operand: a transposed view of V's tiles (16-bit), or V^T's
+  // own K-major tiles (fp8).
+  using LayoutVt = typename FwdVOperand<kFp8, Element, kHeadDim, kBlockN, kStages>::Layout;
+  using TileVt = Shape<Int<kHeadDim>, Int<kBlockN>>;
   // A thread holds 2 rows of its warpgroup's 64.
   static constexpr bool kTwoWarpgroups = kConsumerWarpgroups == 2;
   using Softmax = OnlineSoftmax<2, kTwoWarpgroups && bool(FLASHKIT_SM90_FWD_TREE),
@@ -148,37 +179,54 @@ struct FwdMainloop {
                                       LayoutQ{}, TileQ{}, _1{}));
   using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}),
                                        SmemTile<Element, kBlockN, kHeadDim>{}, TileKV{}, _1{}));
+  using TmaV = typename FwdVOperand<kFp8, Element, kHeadDim, kBlockN, kStages>::template Tma<TmaKV>;
 
   struct SharedStorage {
     alignas(1024) Element q[cosize_v<LayoutQ>];
     alignas(1024) Element k[cosize_v<LayoutKV>];
-    alignas(1024) Element v[cosize_v<LayoutKV>];
+    alignas(1024) Element v[cosize_v<LayoutVt>];
     typename Ring::Storage k_ring, v_ring;
     alignas(8) uint64_t q_full, q_empty;
   };
 
   struct Params {
     TmaQ tma_q;
-    TmaKV tma_k, tma_v;
+    TmaKV tma_k;
+    TmaV tma_v;
     const int *cu_seqlens_q, *cu_seqlens_k;  // null: dense
     int seqlen_q, seqlen_k, head_dim, heads, kv_heads;
     int rows_q, rows_k, tma_batch;  // the TMA tensors' extents (GmemExtent)
     float scale, scale_log2;
     typename Policy::Params score;
+    const float *q_descale, *k_descale, *v_descale;  // fp8: fp32 scalars on the device (or null)
+    int vt_keys;                                      // fp8: V^T's columns
   };
   static Params to_params(const AttnArguments& a) {
     const GmemExtent eq = gmem_extent(a, false, a.q_stride), ek = gmem_extent(a, true, a.k_stride);
     const GmemExtent ev = gmem_extent(a, true, a.v_stride);
     using SmemKV = SmemTile<Element, kBlockN, kHeadDim>;
+    auto tma_v = [&] {
+      if constexpr (kFp8) {
+        const int64_t keys = a.vt_keys;
+        const Strides vt{a.kv_heads * a.head_dim * keys, keys, a.head_dim * keys};
+        return make_tma_copy(SM90_TMA_LOAD{},
+                             gmem_tensor(static_cast<const Element*>(a.vt), a.head_dim, int(keys),
+                                         a.kv_heads, a.batch, vt),
+                             SmemTile<Element, kHeadDim, kBlockN>{}, TileVt{}, _1{});
+      } else {
+        return make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(a.v, a.head_dim, a.kv_heads, ev),
+                             SmemKV{}, TileKV{}, _1{});
+      }
+    };
     return {make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(a.q, a.head_dim, a.heads, eq),
                           LayoutQ{}, TileQ{}, _1{}),
             make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(a.k, a.head_dim, a.kv_heads, ek),
                           SmemKV{}, TileKV{}, _1{}),
-            make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(a.v, a.head_dim, a.kv_heads, ev),
-                          SmemKV{}, TileKV{}, _1{}),
+            tma_v(),
             a.cu_seqlens_q, a.cu_seqlens_k, a.seqlen_q, a.seqlen_k, a.head_dim, a.heads,
             a.kv_heads, eq.rows, ek.rows, eq.batch, a.softmax_scale,
-            a.softmax_scale * float(M_LOG2E), Policy::to_params(a)};
+            a.softmax_scale * float(M_LOG2E), Policy::to_params(a),
+            a.q_descale, a.k_descale, a.v_descale, int(a.vt_keys)};
   }
   // Sequence w.batch's lengths and first tokens; a varlen grid covers the longest sequence, so
   // tiles past a shorter one's end are skipped by every role (`in_sequence`).
@@ -237,16 +285,24 @@ struct FwdMainloop {
     const int b = sb.varlen ? 0 : w.batch;
     Tensor mQ = p.tma_q.get_tma_tensor(GmemShape{p.rows_q, p.head_dim, p.heads, p.tma_batch});
     Tensor mK = p.tma_k.get_tma_tensor(GmemShape{p.rows_k, p.head_dim, p.kv_heads, p.tma_batch});
-    Tensor mV = p.tma_v.get_tma_tensor(GmemShape{p.rows_k, p.head_dim, p.kv_heads, p.tma_batch});
     // (row, col) coordinates start at the sequence's first token (0 when dense).
     auto seq_q = [&](auto t) { return domain_offset(make_coord(sb.q_start, _0{}), t); };
     auto seq_k = [&](auto t) { return domain_offset(make_coord(sb.k_start, _0{}), t); };
     Tensor gQ = local_tile(seq_q(mQ(_, _, w.head, b)), TileQ{}, make_coord(w.block, _0{}));
     Tensor gK = local_tile(seq_k(mK(_, _, kv_head, b)), TileKV{}, make_coord(_, _0{}));  // (BN, D, n)
-    Tensor gV = local_tile(seq_k(mV(_, _, kv_head, b)), TileKV{}, make_coord(_, _0{}));
+    // V's tiles (BN, D, n), or fp8's V^T tiles (D, BN, n) (dense only).
+    auto gV = [&] {
+      if constexpr (kFp8) {
+        Tensor mVt = p.tma_v.get_tma_tensor(GmemShape{p.head_dim, p.vt_keys, p.kv_heads, p.tma_batch});
+        return local_tile(mVt(_, _, kv_head, b), TileVt{}, make_coord(_0{}, _));
+      } else {
+        Tensor mV = p.tma_v.get_tma_tensor(GmemShape{p.rows_k, p.head_dim, p.kv_heads, p.tma_batch});
+        return local_tile(seq_k(mV(_, _, kv_head, b)), TileKV{}, make_coord(_, _0{}));
+      }
+    }();
     Tensor sQ = make_tensor(make_smem_ptr(smem.q), LayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});  // (BN, D, stage)
-    Tensor sV = make_tensor(make_smem_ptr(smem.v), LayoutKV{});
+    Tensor sV = make_tensor(make_smem_ptr(smem.v), std::conditional_t<kFp8, LayoutVt, LayoutKV>{});
     auto cq = p.tma_q.get_slice(_0{});
     auto ck = p.tma_k.get_slice(_0{});
     auto cv = p.tma_v.get_slice(_0{});
@@ -340,9 +396,13 @@ struct FwdMainloop {
       pol.fwd_scores(s, cS, row0, n * kBlockN, masked, p.scale);
     };
     // The online softmax of S_n (l sums P before dropout drops some of it, as on sm80).
+    // fp8: S is (q / q_descale) (k / k_descale)^T; the descales join the softmax scale.
+    float scale_log2 = p.scale_log2;
+    if constexpr (kFp8)
+      if (p.q_descale) scale_log2 *= *p.q_descale * *p.k_descale;
     auto softmax_of = [&](auto& acc_s, int n, float (&alpha)[Softmax::kRows]) {
       Tensor s = rowcol_view(acc_s);
-      softmax.update_stats(s, alpha, p.scale_log2);
+      softmax.update_stats(s, alpha, scale_log2);
       pol.fwd_dropout(s, cS, row0, n * kBlockN);
     };
     // O += P V_n; V_n's stage is freed by pv_done once the product has completed.
@@ -371,10 +431,25 @@ struct FwdMainloop {
     scores_done(acc_s, n, n_next < kr.begin);
     float alpha[Softmax::kRows];
     softmax_of(acc_s, n, alpha);  // O is still 0: no rescale
-    Tensor rP = make_tensor<Element>(acc_s.layout());
-    Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
-    CUTE_UNROLL
-    for (int i = 0; i < size(acc_s); ++i) rP(i) = static_cast<Element>(acc_s(i));
+    // P as the A operand of O += P V: 16-bit P in the accumulator's own layout (acc_as_a), fp8 P
+    // as the ((4, 2, 2), 1, BN / 32) fragment in fp8.h's key order.
+    auto make_p = [&] {
+      if constexpr (kFp8)
+        return make_tensor<Element>(Layout<Shape<Shape<_4, _2, _2>, _1, Int<kBlockN / 32>>>{});
+      else
+        return make_tensor<Element>(acc_as_a(acc_s.layout()));
+    };
+    Tensor tOrP = make_p();
+    auto to_p = [&] {
+      if constexpr (kFp8) {
+        p_to_fp8_a(acc_s, tOrP);
+      } else {
+        Tensor rP = make_tensor(tOrP.data(), acc_s.layout());
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc_s); ++i) rP(i) = static_cast<Element>(acc_s(i));
+      }
+    };
+    to_p();
     for (n = n_next; n >= kr.begin; n = n_next) {
       turns.wait_turn();
       scores(acc_s);  // S_n, issued first so that it completes first
@@ -396,8 +471,7 @@ struct FwdMainloop {
       warpgroup_wait<0>();
       pv_done(tOrP);
       Softmax::rescale(o, alpha);
-      CUTE_UNROLL
-      for (int i = 0; i < size(acc_s); ++i) rP(i) = static_cast<Element>(acc_s(i));
+      to_p();
     }
     turns.wait_turn();
     pv(tOrP);
@@ -405,7 +479,9 @@ struct FwdMainloop {
     warpgroup_wait<0>();
     pv_done(tOrP);
     ++st.q_tiles;
-    const float out_scale = pol.fwd_out_scale();  // dropout's 1 / (1 - p), once per tile
+    float out_scale = pol.fwd_out_scale();  // dropout's 1 / (1 - p), once per tile
+    if constexpr (kFp8)
+      if (p.v_descale) out_scale *= *p.v_descale;
     if (out_scale != 1.f) {
       CUTE_UNROLL
       for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= out_scale;

@@ -2,6 +2,8 @@
 // memory tiles (what TMA writes and wgmma reads), the warpgroup MMAs for S = Q K^T (both operands
 // in smem) and O += P V (P from registers, V read MN-major), and the accumulator views they need.
 #pragma once
+#include <type_traits>
+
 #include <cute/tensor.hpp>
 #include <cutlass/numeric_types.h>
 
@@ -9,13 +11,19 @@ namespace flashkit::cuda::attn::sm90 {
 
 using namespace cute;
 
-// A rows x cols tile (x stages), cols contiguous (K-major for wgmma) in 128-byte swizzled rows:
-// the one layout TMA writes, wgmma reads and the TMA store reads back.
+// The widest GMMA swizzle atom a row of kCols elements fills: 128-byte rows (every 16-bit tile,
+// fp8 rows of 128 / 256) or 64 (fp8 rows of 64 elements).
+template <class Element, int kCols>
+using SwizzleAtom = std::conditional_t<(kCols * sizeof(Element)) % 128 == 0,
+                                       GMMA::Layout_K_SW128_Atom<Element>,
+                                       GMMA::Layout_K_SW64_Atom<Element>>;
+// A rows x cols tile (x stages), cols contiguous (K-major for wgmma) in swizzled rows: the one
+// layout TMA writes, wgmma reads and the TMA store reads back.
 template <class Element, int kRows, int kCols, int kStages = 1>
-using SmemTiles = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+using SmemTiles = decltype(tile_to_shape(SwizzleAtom<Element, kCols>{},
                                          Shape<Int<kRows>, Int<kCols>, Int<kStages>>{}));
 template <class Element, int kRows, int kCols>
-using SmemTile = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+using SmemTile = decltype(tile_to_shape(SwizzleAtom<Element, kCols>{},
                                         Shape<Int<kRows>, Int<kCols>>{}));
 
 // The (cols, rows, stages) view of a staged tile: V as the B operand of O += P V, whose reduction
@@ -31,10 +39,13 @@ template <class Element, int kWarpgroups, int kM, int kN, int kK>
 using TiledMmaSS = decltype(make_tiled_mma(
     GMMA::ss_op_selector<Element, Element, float, Shape<Int<kM / kWarpgroups>, Int<kN>, Int<kK>>>(),
     Layout<Shape<Int<kWarpgroups>, _1, _1>>{}));
-template <class Element, int kWarpgroups, int kM, int kN, int kK>
+// B is read MN-major (V as stored) by default; 8-bit types allow K-major only (the fp8
+// forward's V^T).
+template <class Element, int kWarpgroups, int kM, int kN, int kK,
+          GMMA::Major kMajorB = GMMA::Major::MN>
 using TiledMmaRS = decltype(make_tiled_mma(
     GMMA::rs_op_selector<Element, Element, float, Shape<Int<kM / kWarpgroups>, Int<kN>, Int<kK>>,
-                         GMMA::Major::K, GMMA::Major::MN>(),
+                         GMMA::Major::K, kMajorB>(),
     Layout<Shape<Int<kWarpgroups>, _1, _1>>{}));
 
 // wgmma accumulator ((2 cols, 2 rows, N/8 col blocks), MMA_M, MMA_N) viewed as (rows, cols):

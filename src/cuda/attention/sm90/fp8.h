@@ -1,0 +1,119 @@
+// The FP8 (e4m3) forward's two pieces outside the mainloop (bench/NOTES-attention.md "FP8
+// forward"). wgmma reads 8-bit operands K-major only, so O += P V needs V^T (keys contiguous) as
+// B and P as an A fragment in registers. P comes out of S = Q K^T as an fp32 accumulator whose
+// columns a thread holds in a different order than the fp8 A fragment wants them; rather than
+// shuffling P in registers, the key order inside every 32-key slice is permuted the same way in
+// V^T (keys are summed over, so any order both operands share gives the same product):
+// A-fragment position kappa = 16 h + 4 q + i (quad lane q, byte i of a register, half h) holds
+// accumulator column 16 h + 8 (i / 2) + 2 q + i % 2 of that slice, and V^T's column kappa holds
+// that key. transpose_v_fp8 writes this V^T once per call (b, kv_heads, hdim, keys rounded up to
+// 128, zeros past the end so P = 0 never meets a NaN byte); its cost is one read and one write of
+// V, ~2% of the forward at seqlen 8k.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include <cute/tensor.hpp>
+
+namespace flashkit::cuda::attn::sm90 {
+
+// The key held at V^T column `kappa` of a 32-key slice (see above).
+__host__ __device__ constexpr int fp8_key_of(int kappa) {
+  const int h = kappa / 16, q = (kappa / 4) % 4, i = kappa % 4;
+  return 16 * h + 8 * (i / 2) + 2 * q + i % 2;
+}
+// V^T's keys: seqlen_k rounded up to whole 128-key tiles (every kernel tile reads inside it).
+__host__ __device__ constexpr int64_t fp8_vt_keys(int64_t seqlen_k) {
+  return (seqlen_k + 127) / 128 * 128;
+}
+
+// Bytes of V^T for a dense problem.
+__host__ __device__ constexpr int64_t fp8_vt_bytes(int batch, int kv_heads, int head_dim,
+                                                   int64_t seqlen_k) {
+  return int64_t(batch) * kv_heads * head_dim * fp8_vt_keys(seqlen_k);
+}
+
+// Two fp32 to two e4m3 (round to nearest, saturating): `lo` in the low byte.
+__device__ __forceinline__ uint32_t pack_e4m3x2(float lo, float hi) {
+  uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// P (the S accumulator ((2, 2, BN / 8), 1, 1) of one thread, fp32) into the fp8 A fragment
+// ((4, 2, 2), 1, BN / 32) of O += P V, in the permuted key order above: register r + 2 h of
+// 32-key slice s holds accumulator columns (8 blocks) 4 s + 2 h and 4 s + 2 h + 1 of row half r.
+template <class AccS, class FragA>
+__device__ __forceinline__ void p_to_fp8_a(const AccS& acc, FragA& a) {
+  constexpr int kSlices = decltype(cute::size(a))::value / 16;
+  static_assert(decltype(cute::size(acc))::value == 16 * kSlices);
+  uint32_t* reg = reinterpret_cast<uint32_t*>(cute::raw_pointer_cast(a.data()));
+  CUTE_UNROLL
+  for (int s = 0; s < kSlices; ++s) {
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        const int c = 16 * s + 8 * h + 2 * r;  // (col 0, row half r, 8-block 4 s + 2 h)
+        reg[4 * s + 2 * h + r] =
+            pack_e4m3x2(acc(c), acc(c + 1)) | (pack_e4m3x2(acc(c + 4), acc(c + 5)) << 16);
+      }
+    }
+  }
+}
+
+// V [b, sk, kv_heads, d] (8-bit, element strides, d contiguous) -> V^T [b, kv_heads, d, keys]
+// (keys = fp8_vt_keys(sk)) in the permuted key order. One CTA per (128 keys, kv head, batch),
+// 256 threads: the keys' rows into shared memory (16-byte loads, zeros past sk), then 16-byte
+// stores of V^T rows, 8 threads per 128-byte row piece.
+template <int kHeadDim>
+__global__ void __launch_bounds__(256) transpose_v_fp8(const uint8_t* __restrict__ v,
+                                                       int64_t batch_stride, int64_t row_stride,
+                                                       int64_t head_stride, int seqlen_k,
+                                                       int head_dim, uint8_t* __restrict__ vt,
+                                                       int64_t keys) {
+  constexpr int kKeys = 128, kRow = kHeadDim + 16;  // padded rows: fewer bank conflicts
+  __shared__ alignas(16) uint8_t tile[kKeys * kRow];
+  const int k0 = blockIdx.x * kKeys, h = blockIdx.y, b = blockIdx.z;
+  const uint8_t* src = v + b * batch_stride + h * head_stride;
+  constexpr int kPieces = kHeadDim / 16;
+  for (int i = threadIdx.x; i < kKeys * kPieces; i += 256) {
+    const int key = i / kPieces, piece = i % kPieces;
+    uint4 x = make_uint4(0, 0, 0, 0);
+    if (k0 + key < seqlen_k && piece * 16 < head_dim)
+      x = *reinterpret_cast<const uint4*>(src + (k0 + key) * row_stride + piece * 16);
+    *reinterpret_cast<uint4*>(tile + key * kRow + piece * 16) = x;
+  }
+  __syncthreads();
+  uint8_t* dst = vt + ((int64_t(b) * gridDim.y + h) * head_dim) * keys + k0;
+  for (int i = threadIdx.x; i < head_dim * (kKeys / 16); i += 256) {
+    const int d = i / (kKeys / 16), piece = i % (kKeys / 16);
+    uint32_t w[4];
+    CUTE_UNROLL
+    for (int j = 0; j < 4; ++j) {
+      uint32_t x = 0;
+      CUTE_UNROLL
+      for (int by = 0; by < 4; ++by) {
+        const int kappa = piece * 16 + 4 * j + by;
+        const int key = kappa / 32 * 32 + fp8_key_of(kappa % 32);
+        x |= uint32_t(tile[key * kRow + d]) << (8 * by);
+      }
+      w[j] = x;
+    }
+    *reinterpret_cast<uint4*>(dst + int64_t(d) * keys + piece * 16) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+// Launches transpose_v_fp8 for a dense [batch, seqlen_k, kv_heads, head_dim] V into `vt`.
+template <int kHeadDim>
+void transpose_v_fp8_launch(const void* v, int64_t batch_stride, int64_t row_stride,
+                            int64_t head_stride, int batch, int seqlen_k, int kv_heads,
+                            int head_dim, void* vt, cudaStream_t stream) {
+  const int64_t keys = fp8_vt_keys(seqlen_k);
+  transpose_v_fp8<kHeadDim><<<dim3(unsigned(keys / 128), kv_heads, batch), 256, 0, stream>>>(
+      static_cast<const uint8_t*>(v), batch_stride, row_stride, head_stride, seqlen_k, head_dim,
+      static_cast<uint8_t*>(vt), keys);
+}
+
+}  // namespace flashkit::cuda::attn::sm90
