@@ -80,6 +80,8 @@ __global__ void reference(const Bf16* q, const Bf16* k, const Bf16* v, float* o,
   softmax_row(q, k, p, b, i, h, hh, sq, sk, scale, causal, mx, l);
   for (int d = threadIdx.x; d < kD; d += blockDim.x) {
     float acc = 0.f;
+    // Not unrolled: ptxas merged the tail's p[j] reads into one 12-byte load that memcheck flagged.
+#pragma unroll 1
     for (int j = 0; j < sk; ++j) acc += p[j] * float(v[((int64_t(b) * sk + j) * h + hh) * kD + d]);
     o[((int64_t(b) * sq + i) * h + hh) * kD + d] = l > 0.f ? acc / l : 0.f;
   }

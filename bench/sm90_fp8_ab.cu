@@ -10,7 +10,8 @@
 // (inside ab_common.cuh's anonymous namespace)
 
 using E4m3 = cutlass::float_e4m3_t;
-constexpr float kQd = 1.f / 32, kKd = 1.f / 24, kVd = 1.f / 40;  // descales (real = fp8 * d)
+// Descales (real = fp8 * d): powers of two, so the bf16 copies the reference reads are exact.
+constexpr float kQd = 1.f / 32, kKd = 1.f / 16, kVd = 1.f / 64;
 
 __global__ void fill_fp8(E4m3* x, const Bf16* src, int64_t n, float inv_descale) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
@@ -97,8 +98,9 @@ bool check(int b, int h, int sq, int sk, bool causal, uint32_t seed) {
     }
     el = std::max(el, std::fabs(double(l[i]) - lr[i]));
   }
-  // P in e4m3 (3 mantissa bits): ~3% relative per element, averaging over the keys.
-  ok = ok && eo < 6e-2 && el < 2e-3;
+  // P in e4m3 (3 mantissa bits): up to 6% per element, averaging over many keys but not in the
+  // causal rows that see a handful (O there is a few V rows: |O| up to ~2).
+  ok = ok && eo < 1e-1 && el < 1e-3;
   std::printf("check fp8 b%d h%d sq%d sk%d %s: max|dO| %.2e (rms %.2e, max|O| %.2f) max|dLSE| %.2e %s\n",
               b, h, sq, sk, causal ? "causal" : "full", eo, std::sqrt(se / no), mo, el,
               ok ? "ok" : "FAILED");
