@@ -12,16 +12,12 @@
 #pragma once
 #include <cmath>
 
-#include <cuda_fp16.h>
-
 #include "common/softmax_state.h"
 #include "cuda/attention/sm80/tensor_ops.h"
 
 namespace flashkit::cuda::attn {
 
-// kExpF16: the exponentials two at a time in half precision (ex2.approx.f16x2, one MUFU op for two
-// scores), for the fp8 forward, whose P is rounded to e4m3 (3 mantissa bits) right after.
-template <int kRows_, bool kTree = false, int kLazy = 0, bool kExpF16 = false>
+template <int kRows_, bool kTree = false, int kLazy = 0>
 struct OnlineSoftmax {
   static constexpr int kRows = kRows_;
   SoftmaxStat stat[kRows];  // m: running (possibly stale) max of scale * score in log2 units
@@ -63,19 +59,8 @@ struct OnlineSoftmax {
       alpha[r] = online_update_log2(stat[r], mx, float(kLazy));
       // A row that has seen only masked keys keeps m = -inf; exp2(-inf - 0) = 0 avoids NaN.
       const float m_use = stat[r].m == -INFINITY ? 0.f : stat[r].m;
-      if constexpr (kExpF16) {
-        CUTE_UNROLL
-        for (int c = 0; c < cute::size<1>(s); c += 2) {
-          const __half2 x = __floats2half2_rn(s(r, c) * scale_log2 - m_use,
-                                              s(r, c + 1) * scale_log2 - m_use);
-          const float2 y = __half22float2(h2exp2(x));
-          s(r, c) = y.x;
-          s(r, c + 1) = y.y;
-        }
-      } else {
-        CUTE_UNROLL
-        for (int c = 0; c < cute::size<1>(s); ++c) s(r, c) = exp2f(s(r, c) * scale_log2 - m_use);
-      }
+      CUTE_UNROLL
+      for (int c = 0; c < cute::size<1>(s); ++c) s(r, c) = exp2f(s(r, c) * scale_log2 - m_use);
       stat[r].l += row_reduce(s, r, 0.f, [](float a, float b) { return a + b; });
     }
   }

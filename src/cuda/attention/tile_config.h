@@ -62,9 +62,12 @@ constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool plain) {
 // The FP8 forward (plain scores): half the bytes of a 16-bit tile, so 128-key tiles and deeper
 // rings fit beside the bf16 O tile: hdim 64 192 x 128 x 3 (Q 12 + K/V 48 + O 24 KB), hdim 128
 // 128 x 128 x 3 (16 + 96 + 32 KB), hdim 256 128 x 128 x 2 (32 + 128 + 64 KB = 224 KB).
+#ifndef FLASHKIT_SM90_FP8_D128_BN
+#define FLASHKIT_SM90_FP8_D128_BN 128
+#endif
 constexpr Sm90FwdTiles sm90_fwd_tiles_fp8(int hdim) {
   if (hdim <= 64) return {192, 128, 3, true};
-  if (hdim <= 128) return {128, 128, 3, true};
+  if (hdim <= 128) return {128, FLASHKIT_SM90_FP8_D128_BN, 3, true};
   return {128, 128, 2, true};
 }
 

@@ -65,43 +65,52 @@ __device__ __forceinline__ void p_to_fp8_a(const AccS& acc, FragA& a) {
 
 // V [b, sk, kv_heads, d] (8-bit, element strides, d contiguous) -> V^T [b, kv_heads, d, keys]
 // (keys = fp8_vt_keys(sk)) in the permuted key order. One CTA per (128 keys, kv head, batch),
-// 256 threads: the keys' rows into shared memory (16-byte loads, zeros past sk), then 16-byte
-// stores of V^T rows, 8 threads per 128-byte row piece.
+// 128 threads: the keys' rows into shared memory (16-byte loads, zeros past sk); then a thread
+// takes 4 head-dim rows x 32 keys: 32 word reads (4 bytes of d each), 4 x 4 byte transposes with
+// byte permutes (8 PRMT per 4 keys) and two 16-byte stores per V^T row. (v1 assembled bytes one
+// at a time and ran ALU-bound at ~1.3 TB/s.)
 template <int kHeadDim>
-__global__ void __launch_bounds__(256) transpose_v_fp8(const uint8_t* __restrict__ v,
+__global__ void __launch_bounds__(128) transpose_v_fp8(const uint8_t* __restrict__ v,
                                                        int64_t batch_stride, int64_t row_stride,
                                                        int64_t head_stride, int seqlen_k,
                                                        int head_dim, uint8_t* __restrict__ vt,
                                                        int64_t keys) {
-  constexpr int kKeys = 128, kRow = kHeadDim + 16;  // padded rows: fewer bank conflicts
-  __shared__ alignas(16) uint8_t tile[kKeys * kRow];
+  constexpr int kKeys = 128, kRowWords = kHeadDim / 4 + 4;  // padded rows: fewer bank conflicts
+  __shared__ uint32_t tile[kKeys * kRowWords];
   const int k0 = blockIdx.x * kKeys, h = blockIdx.y, b = blockIdx.z;
   const uint8_t* src = v + b * batch_stride + h * head_stride;
   constexpr int kPieces = kHeadDim / 16;
-  for (int i = threadIdx.x; i < kKeys * kPieces; i += 256) {
+  for (int i = threadIdx.x; i < kKeys * kPieces; i += 128) {
     const int key = i / kPieces, piece = i % kPieces;
     uint4 x = make_uint4(0, 0, 0, 0);
     if (k0 + key < seqlen_k && piece * 16 < head_dim)
       x = *reinterpret_cast<const uint4*>(src + (k0 + key) * row_stride + piece * 16);
-    *reinterpret_cast<uint4*>(tile + key * kRow + piece * 16) = x;
+    *reinterpret_cast<uint4*>(tile + key * kRowWords + piece * 4) = x;
   }
   __syncthreads();
   uint8_t* dst = vt + ((int64_t(b) * gridDim.y + h) * head_dim) * keys + k0;
-  for (int i = threadIdx.x; i < head_dim * (kKeys / 16); i += 256) {
-    const int d = i / (kKeys / 16), piece = i % (kKeys / 16);
-    uint32_t w[4];
+  const int quads = head_dim / 4;  // 4-row groups of d
+  for (int task = threadIdx.x; task < quads * (kKeys / 32); task += 128) {
+    const int d4 = task % quads, slice = task / quads;  // neighbours read neighbouring words
+    uint32_t out[4][8];  // [d within the quad][word of the 32-key slice]
     CUTE_UNROLL
-    for (int j = 0; j < 4; ++j) {
-      uint32_t x = 0;
+    for (int j = 0; j < 8; ++j) {  // keys 4 j .. 4 j + 3 of the slice (kappa order)
+      uint32_t w[4];
       CUTE_UNROLL
-      for (int by = 0; by < 4; ++by) {
-        const int kappa = piece * 16 + 4 * j + by;
-        const int key = kappa / 32 * 32 + fp8_key_of(kappa % 32);
-        x |= uint32_t(tile[key * kRow + d]) << (8 * by);
-      }
-      w[j] = x;
+      for (int t = 0; t < 4; ++t) w[t] = tile[(slice * 32 + fp8_key_of(4 * j + t)) * kRowWords + d4];
+      const uint32_t x0 = __byte_perm(w[0], w[1], 0x5140), x1 = __byte_perm(w[0], w[1], 0x7362);
+      const uint32_t y0 = __byte_perm(w[2], w[3], 0x5140), y1 = __byte_perm(w[2], w[3], 0x7362);
+      out[0][j] = __byte_perm(x0, y0, 0x5410);
+      out[1][j] = __byte_perm(x0, y0, 0x7632);
+      out[2][j] = __byte_perm(x1, y1, 0x5410);
+      out[3][j] = __byte_perm(x1, y1, 0x7632);
     }
-    *reinterpret_cast<uint4*>(dst + int64_t(d) * keys + piece * 16) = make_uint4(w[0], w[1], w[2], w[3]);
+    CUTE_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      uint4* row = reinterpret_cast<uint4*>(dst + int64_t(4 * d4 + r) * keys + slice * 32);
+      row[0] = make_uint4(out[r][0], out[r][1], out[r][2], out[r][3]);
+      row[1] = make_uint4(out[r][4], out[r][5], out[r][6], out[r][7]);
+    }
   }
 }
 
@@ -111,7 +120,7 @@ void transpose_v_fp8_launch(const void* v, int64_t batch_stride, int64_t row_str
                             int64_t head_stride, int batch, int seqlen_k, int kv_heads,
                             int head_dim, void* vt, cudaStream_t stream) {
   const int64_t keys = fp8_vt_keys(seqlen_k);
-  transpose_v_fp8<kHeadDim><<<dim3(unsigned(keys / 128), kv_heads, batch), 256, 0, stream>>>(
+  transpose_v_fp8<kHeadDim><<<dim3(unsigned(keys / 128), kv_heads, batch), 128, 0, stream>>>(
       static_cast<const uint8_t*>(v), batch_stride, row_stride, head_stride, seqlen_k, head_dim,
       static_cast<uint8_t*>(vt), keys);
 }

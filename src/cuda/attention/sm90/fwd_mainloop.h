@@ -20,10 +20,6 @@
 #ifndef FLASHKIT_SM90_FWD_LAZY
 #define FLASHKIT_SM90_FWD_LAZY 8
 #endif
-// The fp8 forward's exponentials in half precision, two per MUFU op (online_softmax.h kExpF16).
-#ifndef FLASHKIT_SM90_FP8_EXP16
-#define FLASHKIT_SM90_FP8_EXP16 0
-#endif
 #ifndef FLASHKIT_SM90_FWD_PIN
 #define FLASHKIT_SM90_FWD_PIN 1
 #endif
@@ -171,8 +167,7 @@ struct FwdMainloop {
   // A thread holds 2 rows of its warpgroup's 64.
   static constexpr bool kTwoWarpgroups = kConsumerWarpgroups == 2;
   using Softmax = OnlineSoftmax<2, kTwoWarpgroups && bool(FLASHKIT_SM90_FWD_TREE),
-                                 kTwoWarpgroups ? FLASHKIT_SM90_FWD_LAZY : 0,
-                                 kFp8 && bool(FLASHKIT_SM90_FP8_EXP16)>;
+                                 kTwoWarpgroups ? FLASHKIT_SM90_FWD_LAZY : 0>;
   // Keep wgmma.wait_group 0 (P V done) after the softmax's exponentials (see mma()); two
   // consumer warpgroups only (hdim 64's three at 160 registers spill with it).
   static constexpr bool kExpsBeforePvWait = kTwoWarpgroups && FLASHKIT_SM90_FWD_PIN;

@@ -12,11 +12,12 @@ namespace flashkit::cuda::attn::sm90 {
 using namespace cute;
 
 // The widest GMMA swizzle atom a row of kCols elements fills: 128-byte rows (every 16-bit tile,
-// fp8 rows of 128 / 256) or 64 (fp8 rows of 64 elements).
+// fp8 rows of 128 / 256), 64 (fp8 rows of 64 or 192) or 32 (fp8 V^T tiles of 224 keys).
 template <class Element, int kCols>
-using SwizzleAtom = std::conditional_t<(kCols * sizeof(Element)) % 128 == 0,
-                                       GMMA::Layout_K_SW128_Atom<Element>,
-                                       GMMA::Layout_K_SW64_Atom<Element>>;
+using SwizzleAtom = std::conditional_t<
+    (kCols * sizeof(Element)) % 128 == 0, GMMA::Layout_K_SW128_Atom<Element>,
+    std::conditional_t<(kCols * sizeof(Element)) % 64 == 0, GMMA::Layout_K_SW64_Atom<Element>,
+                       GMMA::Layout_K_SW32_Atom<Element>>>;
 // A rows x cols tile (x stages), cols contiguous (K-major for wgmma) in swizzled rows: the one
 // layout TMA writes, wgmma reads and the TMA store reads back.
 template <class Element, int kRows, int kCols, int kStages = 1>
