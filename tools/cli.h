@@ -41,6 +41,7 @@ std::vector<Row> run_mas(const Context& ctx);
 int bench_attention(const std::vector<std::string>& args, const Context& ctx);
 int bench_decode(const std::vector<std::string>& args, const Context& ctx);
 int bench_mas(const std::vector<std::string>& args, const Context& ctx);
+int bench_attention_fp8(const std::vector<std::string>& args, const Context& ctx);  // GPU
 
 // Median wall time in ms of `fn` (after one warm-up call); `sync` is run after each call
 // (a device synchronise for GPU work). Prints progress dots when a run takes over a second.

@@ -130,7 +130,7 @@ static void usage() {
       "  demo  [--device cpu|cuda] the main job: attention fwd+bwd, decode and MAS on the default\n"
       "                            problem, checked against the reference, with timings\n"
       "  check [--device cpu|cuda] self-test on small problems (exit 1 on any failure)\n"
-      "  bench attention|decode|mas [--key value ...]   timings; see each op's --help");
+      "  bench attention|attention-fp8|decode|mas [--key value ...]   timings; see each op's --help");
 }
 
 int main(int argc, char** argv) {
@@ -151,9 +151,10 @@ int main(int argc, char** argv) {
       std::vector<std::string> bargs(rest.begin() + 1, rest.end());
       Context ctx = make_context(Size::demo, bargs);
       if (op == "attention") return bench_attention(bargs, ctx);
+      if (op == "attention-fp8") return bench_attention_fp8(bargs, ctx);
       if (op == "decode") return bench_decode(bargs, ctx);
       if (op == "mas") return bench_mas(bargs, ctx);
-      throw Error("bench: expected an op (attention, decode, mas), got '" + op + "'");
+      throw Error("bench: expected an op (attention, attention-fp8, decode, mas), got '" + op + "'");
     }
     std::fprintf(stderr, "flashkit: unknown command '%s'\n", cmd.c_str());
     usage();

@@ -6,6 +6,11 @@
 // Scores: s = scale * q.k, then softcap (s = softcap * tanh(s / softcap)), then ALiBi, then the
 // masks (causal / window / block mask give -inf). A query row that sees no key gets out = 0 and
 // lse = -inf (its gradients are 0). Varlen tokens past cu_seqlens[batch] are not written.
+// FP8: attention_forward also takes q, k, v in float8 e4m3 (DType::e4m3, hdim a multiple of 16)
+// with per-tensor descale factors (AttentionOptions::q_descale ...: real q = q * q_descale) and
+// writes a bf16 out and the fp32 lse of the real scores. On CUDA it runs on Hopper (sm_90a) for
+// dense batches with plain or causal scores (P is rounded to e4m3 before P V, as in FA3); the CPU
+// computes it in fp32 from the dequantized inputs with every option. There is no fp8 backward.
 #pragma once
 #include <cstdint>
 
@@ -50,6 +55,9 @@ struct AttentionOptions {
   int max_seqlen_q = 0;
   int max_seqlen_k = 0;
   bool deterministic = false;  // backward: bitwise reproducible dq (no float atomics)
+  // FP8 forward only: descale factors, fp32 tensors of one element on q's device (read there, so
+  // a CUDA call never syncs); unset means 1.
+  TensorView q_descale, k_descale, v_descale;
   Stream stream = nullptr;
   Workspace workspace;
 };
@@ -65,6 +73,11 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
                         const TensorView& out, const TensorView& dout, const TensorView& lse,
                         const TensorView& dq, const TensorView& dk, const TensorView& dv,
                         const AttentionOptions& opts = {});
+
+// Bytes of scratch attention_forward needs on the GPU (the fp8 forward's transposed V; 0 otherwise
+// and on the CPU); without opts.workspace it comes from a cached buffer.
+size_t attention_forward_workspace_bytes(const TensorView& q, const TensorView& k,
+                                         const AttentionOptions& opts = {});
 
 // Bytes of scratch attention_backward needs on the GPU for these shapes (0 on the CPU).
 size_t attention_backward_workspace_bytes(const TensorView& q, const TensorView& k,

@@ -7,7 +7,8 @@
 
 namespace flashkit {
 
-enum class DType : uint8_t { f32, f16, bf16, f64, i32, i64, u8, bool8 };
+// e4m3: OCP float8 (torch.float8_e4m3fn); attention_forward's fp8 inputs (see attention.h).
+enum class DType : uint8_t { f32, f16, bf16, f64, i32, i64, u8, bool8, e4m3 };
 enum class Device : uint8_t { cpu, cuda };
 
 inline constexpr int kMaxDims = 6;

@@ -75,7 +75,7 @@ AttentionShape check_qkv(const TensorView& q, const TensorView& k, const TensorV
   if (varlen && !opts.cu_seqlens_k.defined())
     fail("cu_seqlens_k: expected a tensor when cu_seqlens_q is set, got none");
   const int nd = varlen ? 3 : 4;
-  check_dtype(q, "q", {DType::f32, DType::f16, DType::bf16});
+  check_dtype(q, "q", {DType::f32, DType::f16, DType::bf16, DType::e4m3});
   check_operand(q, "q", q, nd);
   check_operand(k, "k", q, nd);
   if (v) {
@@ -90,6 +90,9 @@ AttentionShape check_qkv(const TensorView& q, const TensorView& k, const TensorV
   s.hdim = static_cast<int>(q.size(-1));
   if (q.size(-1) < 8 || q.size(-1) > kMaxHdim || q.size(-1) % 8 != 0)
     fail("q: expected hdim (last dim) a multiple of 8 in 8..", kMaxHdim, ", got ", q.size(-1));
+  if (q.dtype == DType::e4m3 && q.size(-1) % 16 != 0)
+    fail("q: expected hdim a multiple of 16 for float8_e4m3fn inputs (16-byte rows), got ",
+         q.size(-1));
   if (k.size(-1) != q.size(-1)) fail("k: expected hdim ", q.size(-1), " like q, got ", k.size(-1));
   const int64_t heads = q.size(-2), kv_heads = k.size(-2);
   if (heads < 1) fail("q: expected at least 1 head, got ", heads);
@@ -198,6 +201,28 @@ void check_options(const AttentionShape& s, const TensorView& q, const Attention
   }
 }
 
+// The fp8 forward's descale factors: fp32, one element, on q's device; only with e4m3 inputs.
+void check_descales(const TensorView& q, const AttentionOptions& o) {
+  const std::pair<const TensorView*, const char*> ds[] = {
+      {&o.q_descale, "q_descale"}, {&o.k_descale, "k_descale"}, {&o.v_descale, "v_descale"}};
+  for (auto [t, name] : ds) {
+    if (!t->defined()) continue;
+    if (q.dtype != DType::e4m3)
+      fail(name, ": expected none unless q is float8_e4m3fn, got one with q ", dtype_name(q.dtype));
+    check_defined(*t, name);
+    check_same_device(*t, name, q, "q");
+    check_dtype(*t, name, {DType::f32});
+    if (t->numel() != 1) fail(name, ": expected one element, got shape ", t->shape_str());
+  }
+}
+
+// Backward and its workspace: 16/32-bit inputs only.
+void check_not_fp8(const TensorView& q, const char* op) {
+  if (q.dtype == DType::e4m3)
+    fail("q: expected float32, float16 or bfloat16 for ", op,
+         " (float8_e4m3fn inputs have a forward only), got float8_e4m3fn");
+}
+
 void check_dropout_mask_out(const AttentionShape& s, const TensorView& q,
                             const AttentionOptions& o) {
   const TensorView& m = o.dropout_mask_out;
@@ -248,8 +273,18 @@ void check_outputs_separate(std::initializer_list<Named> outs, std::initializer_
 void attention_forward(const TensorView& q, const TensorView& k, const TensorView& v,
                        const TensorView& out, const TensorView& lse, const AttentionOptions& opts) {
   AttentionShape s = check_qkv(q, k, &v, opts);
-  check_operand(out, "out", q, q.ndim);
+  if (q.dtype == DType::e4m3) {  // fp8 inputs write a bf16 out
+    check_defined(out, "out");
+    check_ndim(out, "out", q.ndim);
+    check_same_device(out, "out", q, "q");
+    check_dtype(out, "out", {DType::bf16});
+    check_nonnegative_strides(out, "out");
+    check_last_dim_contiguous(out, "out");
+  } else {
+    check_operand(out, "out", q, q.ndim);
+  }
   check_same_shape(out, "out", q, "q");
+  check_descales(q, opts);
   check_lse(s, lse, q);
   check_options(s, q, opts);
   check_dropout_mask_out(s, q, opts);
@@ -274,7 +309,9 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
                         const TensorView& out, const TensorView& dout, const TensorView& lse,
                         const TensorView& dq, const TensorView& dk, const TensorView& dv,
                         const AttentionOptions& opts) {
+  check_not_fp8(q, "attention_backward");
   AttentionShape s = check_qkv(q, k, &v, opts);
+  check_descales(q, opts);
   check_operand(out, "out", q, q.ndim);
   check_same_shape(out, "out", q, "q");
   check_operand(dout, "dout", q, q.ndim);
@@ -307,8 +344,22 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
 #endif
 }
 
+size_t attention_forward_workspace_bytes(const TensorView& q, const TensorView& k,
+                                         const AttentionOptions& opts) {
+  AttentionShape s = check_qkv(q, k, nullptr, opts);
+  check_options(s, q, opts);
+  check_descales(q, opts);
+  if (s.device == Device::cpu) return 0;
+#ifdef FLASHKIT_WITH_CUDA
+  return cuda::attention_forward_workspace_bytes(s, opts);
+#else
+  no_cuda("attention_forward_workspace_bytes");
+#endif
+}
+
 size_t attention_backward_workspace_bytes(const TensorView& q, const TensorView& k,
                                           const AttentionOptions& opts) {
+  check_not_fp8(q, "attention_backward_workspace_bytes");
   AttentionShape s = check_qkv(q, k, nullptr, opts);
   check_options(s, q, opts);
   if (s.device == Device::cpu) return 0;

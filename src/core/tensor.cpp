@@ -15,7 +15,8 @@ size_t dtype_size(DType t) {
     case DType::f16:
     case DType::bf16: return 2;
     case DType::u8:
-    case DType::bool8: return 1;
+    case DType::bool8:
+    case DType::e4m3: return 1;
   }
   return 0;
 }
@@ -30,6 +31,7 @@ const char* dtype_name(DType t) {
     case DType::i64: return "int64";
     case DType::u8: return "uint8";
     case DType::bool8: return "bool";
+    case DType::e4m3: return "float8_e4m3fn";
   }
   return "?";
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "common/half.h"
 #include "common/softmax_state.h"
 #include "cpu/attention.h"
 #include "cpu/attention_policy.h"
@@ -145,11 +146,62 @@ void write_dropout_mask(const AttentionShape& sh, const AttentionOptions& opts) 
   }
 }
 
+// Calls f(src offset, dst offset) for every element of src's index space, src and dst with their
+// own element strides.
+template <class F>
+void for_each_element(const TensorView& src, const TensorView& dst, F f) {
+  int64_t idx[kMaxDims] = {};
+  const int64_t n = src.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t so = 0, d = 0;
+    for (int a = 0; a < src.ndim; ++a) so += idx[a] * src.stride[a], d += idx[a] * dst.stride[a];
+    f(so, d);
+    for (int a = src.ndim - 1; a >= 0 && ++idx[a] == src.shape[a]; --a) idx[a] = 0;
+  }
+}
+
+// A contiguous fp32 tensor shaped like t, backed by `buf`.
+TensorView f32_like(const TensorView& t, std::vector<float>& buf) {
+  buf.assign(static_cast<size_t>(t.numel()), 0.f);
+  TensorView r = t;
+  r.data = buf.data();
+  r.dtype = DType::f32;
+  int64_t st = 1;
+  for (int a = t.ndim - 1; a >= 0; --a) r.stride[a] = st, st *= t.shape[a];
+  return r;
+}
+
+float descale_of(const TensorView& d) { return d.defined() ? d.ptr<float>()[0] : 1.f; }
+
+// The fp8 forward on the CPU: q, k, v dequantized (times their descales) into fp32 copies, the
+// fp32 forward with every option, out rounded to bf16.
+void fp8_forward(AttentionShape shape, const TensorView& q, const TensorView& k, const TensorView& v,
+                 const TensorView& out, const TensorView& lse, const AttentionOptions& opts) {
+  std::vector<float> qb, kb, vb, ob;
+  auto dequant = [](const TensorView& t, float d, std::vector<float>& buf) {
+    TensorView r = f32_like(t, buf);
+    for_each_element(t, r, [&](int64_t so, int64_t d_off) {
+      buf[d_off] = e4m3_to_float(t.ptr<uint8_t>()[so]) * d;
+    });
+    return r;
+  };
+  const TensorView q32 = dequant(q, descale_of(opts.q_descale), qb);
+  const TensorView k32 = dequant(k, descale_of(opts.k_descale), kb);
+  const TensorView v32 = dequant(v, descale_of(opts.v_descale), vb);
+  const TensorView o32 = f32_like(out, ob);
+  shape.dtype = DType::f32;
+  attention_forward(shape, q32, k32, v32, o32, lse, opts);
+  for_each_element(o32, out, [&](int64_t so, int64_t d_off) {
+    out.ptr<uint16_t>()[d_off] = float_to_bf16(ob[so]);
+  });
+}
+
 }  // namespace
 
 void attention_forward(const AttentionShape& shape, const TensorView& q, const TensorView& k,
                        const TensorView& v, const TensorView& out, const TensorView& lse,
                        const AttentionOptions& opts) {
+  if (shape.dtype == DType::e4m3) return fp8_forward(shape, q, k, v, out, lse, opts);
   with_elem(shape.dtype, [&](auto e) {
     using E = decltype(e);
     using T = typename E::T;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/half.h"
 #include "common/host_tensor.h"
 #include "cpu/reference_attention.h"
 #include "flashkit/attention.h"
@@ -181,5 +182,74 @@ class AttentionCase {
     cpu::reference_attention_backward(q, k, v, dout, dq, dk, dv, opts, precision);
   }
 };
+
+// FP8 (e4m3) inputs for the case: q, k, v quantized per tensor (descale = amax / 448, so the
+// values use the format's range) into q8 / k8 / v8, and the case's own fp32 q / k / v replaced by
+// the dequantized values (e4m3 * descale), so its references see exactly the kernel's inputs.
+struct Fp8Inputs {
+  HostTensor q8, k8, v8;
+  HostTensor q_descale, k_descale, v_descale;  // fp32 [1]
+};
+inline Fp8Inputs quantize_e4m3(AttentionCase& c) {
+  Fp8Inputs f;
+  auto one = [](HostTensor& x, HostTensor& x8, HostTensor& d) {
+    float amax = 0.f;
+    for (int64_t i = 0; i < x.numel(); ++i) amax = std::max(amax, std::fabs(x.get(i)));
+    const float descale = amax > 0.f ? amax / 448.f : 1.f;
+    d.reset(DType::f32, {1});
+    d.set(0, descale);
+    x8.reset(DType::e4m3, {x.view().shape, x.view().shape + x.view().ndim});
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      x8.set(i, x.get(i) / descale);
+      x.set(i, x8.get(i) * descale);
+    }
+  };
+  one(c.q, f.q8, f.q_descale);
+  one(c.k, f.k8, f.k_descale);
+  one(c.v, f.v8, f.v_descale);
+  return f;
+}
+
+// The fp8 forward's naive baseline (DESIGN.md: the same computation done naively in that
+// precision): fp32 scores of the dequantized inputs, P = exp(s - max) rounded to e4m3 before P V
+// (the row sum from the unrounded P, as the kernels do), out rounded to bf16, lse in fp32. Dense
+// batches, causal or not, GQA (the fp8 kernels' reach).
+inline void fp8_naive_forward(const AttentionCase& c, HostTensor& out, HostTensor& lse) {
+  const AttentionSpec& s = c.spec;
+  const int d = s.hdim, g = s.heads / s.kv_heads;
+  const float scale = s.softmax_scale != 0.f ? s.softmax_scale : 1.f / std::sqrt(float(d));
+  out.reset(DType::bf16, c.q_shape());
+  lse.reset(DType::f32, c.lse_shape());
+  std::vector<float> p(static_cast<size_t>(s.seqlen_k));
+  for (int b = 0; b < s.batch; ++b)
+    for (int h = 0; h < s.heads; ++h)
+      for (int i = 0; i < s.seqlen_q; ++i) {
+        auto qi = [&](int x) { return c.q.get(((int64_t(b) * s.seqlen_q + i) * s.heads + h) * d + x); };
+        auto kv = [&](const HostTensor& t, int j, int x) {
+          return t.get(((int64_t(b) * s.seqlen_k + j) * s.kv_heads + h / g) * d + x);
+        };
+        float mx = -INFINITY;
+        for (int j = 0; j < s.seqlen_k; ++j) {
+          float acc = 0.f;
+          for (int x = 0; x < d; ++x) acc += qi(x) * kv(c.k, j, x);
+          const bool masked = s.causal && j > i + s.seqlen_k - s.seqlen_q;
+          p[j] = masked ? -INFINITY : acc * scale;
+          mx = std::max(mx, p[j]);
+        }
+        float l = 0.f;
+        for (int j = 0; j < s.seqlen_k; ++j) {
+          p[j] = mx == -INFINITY ? 0.f : std::exp(p[j] - mx);
+          l += p[j];
+          p[j] = e4m3_to_float(float_to_e4m3(p[j]));
+        }
+        const int64_t row = ((int64_t(b) * s.seqlen_q + i) * s.heads + h) * d;
+        for (int x = 0; x < d; ++x) {
+          float acc = 0.f;
+          for (int j = 0; j < s.seqlen_k; ++j) acc += p[j] * kv(c.v, j, x);
+          out.set(row + x, l > 0.f ? acc / l : 0.f);
+        }
+        lse.set((int64_t(b) * s.heads + h) * s.seqlen_q + i, l > 0.f ? mx + std::log(l) : -INFINITY);
+      }
+}
 
 }  // namespace flashkit::testing

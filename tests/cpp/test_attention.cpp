@@ -389,3 +389,40 @@ TEST(Philox, MatchesRandom123KnownAnswers) {
   EXPECT_EQ(c.x[2], 0x5001e420u);
   EXPECT_EQ(c.x[3], 0x24126ea1u);
 }
+
+// FP8 (e4m3) inputs on the CPU: the fp32 forward of the dequantized inputs (descales applied),
+// out rounded to bf16 — so out is the fp64 reference to within bf16 rounding, lse within the fp32
+// rule; with plain, causal, GQA and the score variants (the CPU takes every option).
+TEST(Attention, Fp8ForwardMatchesReference) {
+  std::vector<AttentionSpec> specs = {spec(DType::f32, 2, 37, 53, 4, 2, 64),
+                                      spec(DType::f32, 1, 70, 45, 2, 1, 128),
+                                      spec(DType::f32, 1, 1, 77, 2, 2, 32)};
+  specs[1].causal = true;
+  AttentionSpec var = spec(DType::f32, 1, 41, 41, 2, 2, 48);
+  var.window_left = 7, var.softcap = 20.f, var.alibi_dims = 1, var.causal = true;
+  specs.push_back(var);
+  uint64_t seed = 900;
+  for (const AttentionSpec& s : specs) {
+    AttentionCase c(s, seed++);
+    SCOPED_TRACE(c.spec.str());
+    Fp8Inputs f = quantize_e4m3(c);
+    AttentionOptions o = c.opts;
+    o.q_descale = f.q_descale.view(), o.k_descale = f.k_descale.view();
+    o.v_descale = f.v_descale.view();
+    HostTensor out(DType::bf16, c.q_shape()), lse(DType::f32, c.lse_shape());
+    out.poison();
+    lse.poison();
+    attention_forward(f.q8, f.k8, f.v8, out, lse, o);
+    HostTensor ref_out, ref_lse, lp_out, lp_lse;
+    c.reference_forward(ref_out, ref_lse, DType::f64);
+    c.reference_forward(lp_out, lp_lse, DType::f32);
+    double worst = 0;
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      const double r = ref_out.ptr<double>()[i], e = std::fabs(out.get(i) - r);
+      worst = std::max(worst, e / (std::ldexp(std::fabs(r), -8) + 1e-6));
+    }
+    EXPECT_LE(worst, 1.0) << "out differs from the reference by more than bf16 rounding";
+    ErrorBound el = bound(lse, lp_lse, ref_lse, 1e-4);
+    EXPECT_TRUE(el.ok()) << "lse error " << el.error << " > " << el.tolerance;
+  }
+}

@@ -247,3 +247,35 @@ TEST_F(AttentionValidation, OutputsOverlappingInputs) {
   expect_error([&] { attention_backward(q, k, v, out_in, dout, lse_in, dq, dk_in_v, dv, o); },
                "dk:");
 }
+
+// FP8 (e4m3) inputs: the forward takes them with a bf16 out and optional fp32 scalar descales;
+// everything else is an Error naming the argument, nothing written.
+TEST_F(AttentionValidation, Fp8) {
+  HostTensor q8(DType::e4m3, {B, S, H, D}), k8(DType::e4m3, {B, S, HK, D}),
+      v8(DType::e4m3, {B, S, HK, D}), ob(DType::bf16, {B, S, H, D}), d1(DType::f32, {1}),
+      d2(DType::f32, {2});
+  for (HostTensor* t : {&q8, &k8, &v8}) t->fill_normal(rng);
+  d1.set(0, 0.5f);
+  fwd(q8, k8, v8, out, lse, "out:");            // out must be bf16
+  fwd(q8, k, v8, ob, lse, "k:");                 // mixed dtypes
+  fwd(q8, k8, with_dtype(v, DType::bf16), ob, lse, "v:");
+  o.q_descale = d1.view();
+  fwd(q, k, v, out, lse, "q_descale:");          // descales need fp8 inputs
+  o.q_descale = d2.view();
+  fwd(q8, k8, v8, ob, lse, "q_descale:");        // one element
+  o.q_descale = {};
+  o.v_descale = with_dtype(d1, DType::f16);
+  fwd(q8, k8, v8, ob, lse, "v_descale:");        // fp32
+  o.v_descale = {};
+  HostTensor q8d(DType::e4m3, {B, S, H, 40}), k8d(DType::e4m3, {B, S, HK, 40}),
+      ob40(DType::bf16, {B, S, H, 40});
+  fwd(q8d, k8d, k8d, ob40, lse, "q:");           // hdim a multiple of 16
+  expect_error([&] { attention_backward(q8, k8, v8, ob, ob, lse_in, dq, dk, dv, o); }, "q:");
+  expect_error([&] { attention_backward_workspace_bytes(q8, k8, o); }, "q:");
+  EXPECT_EQ(attention_forward_workspace_bytes(q8, k8, o), 0u);  // the CPU needs none
+  // A valid call writes out (bf16) and lse.
+  HostTensor ob2(DType::bf16, {B, S, H, D});
+  o.k_descale = d1.view();
+  attention_forward(q8, k8, v8, ob2, lse, o);
+  for (int64_t i = 0; i < ob2.numel(); ++i) ASSERT_TRUE(std::isfinite(ob2.get(i)));
+}

@@ -97,3 +97,31 @@ TEST(HostTensor, CopiesOwnTheirData) {
   EXPECT_NE(c.data(), a.data());
   EXPECT_TRUE(c.same_bytes(a));
 }
+
+// float8 e4m3 (OCP "fn"): every finite code round-trips, known values, ties to even, saturation.
+TEST(TensorView, E4m3RoundTripAndRounding) {
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7f) == 0x7f) {
+      EXPECT_TRUE(std::isnan(e4m3_to_float(uint8_t(b))));
+      continue;
+    }
+    const float f = e4m3_to_float(uint8_t(b));
+    if (f == 0.f) continue;  // +0 / -0 checked below
+    EXPECT_EQ(float_to_e4m3(f), b) << "code " << b << " value " << f;
+  }
+  EXPECT_EQ(float_to_e4m3(0.f), 0x00);
+  EXPECT_EQ(float_to_e4m3(-0.f), 0x80);
+  EXPECT_EQ(e4m3_to_float(0x38), 1.f);
+  EXPECT_EQ(e4m3_to_float(0x7e), 448.f);
+  EXPECT_EQ(e4m3_to_float(0x01), std::ldexp(1.f, -9));  // smallest subnormal
+  EXPECT_EQ(e4m3_to_float(0x08), std::ldexp(1.f, -6));  // smallest normal
+  EXPECT_EQ(float_to_e4m3(1.0625f), 0x38);   // halfway 1 .. 1.125: to even (1)
+  EXPECT_EQ(float_to_e4m3(1.1875f), 0x3a);   // halfway 1.125 .. 1.25: to even (1.25)
+  EXPECT_EQ(float_to_e4m3(1000.f), 0x7e);    // saturates to 448
+  EXPECT_EQ(float_to_e4m3(-INFINITY), 0xfe);
+  EXPECT_EQ(float_to_e4m3(std::ldexp(1.f, -11)), 0x00);  // below half the smallest subnormal
+  EXPECT_EQ(float_to_e4m3(std::ldexp(3.f, -10)), 0x02);  // 1.5 x 2^-9 ties to even (2 x 2^-9)
+  EXPECT_EQ(float_to_e4m3(std::ldexp(1.f, -10) * 1.0001f), 0x01);
+  EXPECT_STREQ(dtype_name(DType::e4m3), "float8_e4m3fn");
+  EXPECT_EQ(dtype_size(DType::e4m3), 1u);
+}

@@ -873,3 +873,94 @@ TEST(AttentionGpuSmall, BadInputThrowsAndWritesNothing) {
   DeviceTensor q32(c32.q), k32(c32.k), v32(c32.v), o32(c32.q);
   expect_error("q", [&] { attention_forward(q32, k32, v32, o32, lse, {}); });
 }
+
+// ---- FP8 (e4m3) forward (Hopper): q, k, v quantized per tensor with descales, bf16 out ----
+
+namespace {
+
+// Runs the fp8 forward of `s` (dtype ignored: the case is drawn in fp32, then quantized) on
+// poisoned outputs and checks out and lse against the fp64 reference of the dequantized inputs,
+// with DESIGN.md's rule against the naive fp8 baseline (P rounded to e4m3, out to bf16).
+void check_fp8(AttentionSpec s, uint64_t seed) {
+  s.dtype = DType::f32;
+  AttentionCase c(s, seed);
+  SCOPED_TRACE("fp8 " + c.spec.str());
+  Fp8Inputs f = quantize_e4m3(c);
+  HostTensor ref_out, ref_lse, lp_out, lp_lse;
+  c.reference_forward(ref_out, ref_lse, DType::f64);
+  fp8_naive_forward(c, lp_out, lp_lse);
+  DeviceTensor q(f.q8), k(f.k8), v(f.v8), qd(f.q_descale), kd(f.k_descale), vd(f.v_descale);
+  HostTensor out_h(DType::bf16, c.q_shape()), lse_h(DType::f32, c.lse_shape());
+  DeviceTensor out(out_h), lse(lse_h);
+  out.poison();
+  lse.poison();
+  AttentionOptions o = c.opts;
+  o.q_descale = qd.view(), o.k_descale = kd.view(), o.v_descale = vd.view();
+  attention_forward(q, k, v, out, lse, o);
+  FK_CUDA_CHECK(cudaDeviceSynchronize());
+  out.download(out_h);
+  lse.download(lse_h);
+  expect_close("out", out_h, lp_out, ref_out);
+  expect_close("lse", lse_h, lp_lse, ref_lse, 1e-4);
+}
+
+}  // namespace
+
+TEST(AttentionGpuFp8, ForwardMatchesReference) {
+  if (!hopper_device()) GTEST_SKIP() << "the fp8 forward runs on sm_90";
+  uint64_t seed = 1200;
+  for (int d : {64, 128, 256, 80, 176}) {  // the three buckets and two padded head dims
+    for (bool causal : {false, true}) {
+      check_fp8(spec(DType::f32, 2, 300, 300, 4, 4, d, causal), seed++);
+      check_fp8(spec(DType::f32, 1, 129, 700, 4, 2, d, causal), seed++);  // GQA, sq < sk
+      check_fp8(spec(DType::f32, 1, 450, 130, 3, 1, d, causal), seed++);  // MQA, sq > sk
+    }
+  }
+  check_fp8(spec(DType::f32, 3, 1, 513, 2, 2, 128), seed++);  // one query row (decode-like)
+  check_fp8(spec(DType::f32, 1, 1000, 1000, 2, 2, 128, true), seed++);
+}
+
+// Small shapes for compute-sanitizer (tests/gpu/run): every bucket, causal, GQA, ragged tiles.
+TEST(AttentionGpuSmall, Fp8Forward) {
+  if (!hopper_device()) GTEST_SKIP() << "the fp8 forward runs on sm_90";
+  uint64_t seed = 1300;
+  for (int d : {64, 128, 256}) {
+    check_fp8(spec(DType::f32, 1, 77, 200, 2, 1, d, true), seed++);
+    check_fp8(spec(DType::f32, 1, 200, 77, 2, 2, d, false), seed++);
+  }
+}
+
+// What the fp8 kernel does not take is an Error naming the option, with nothing written.
+TEST(AttentionGpuSmall, Fp8UnsupportedOptions) {
+  if (!hopper_device()) GTEST_SKIP() << "the fp8 forward runs on sm_90";
+  AttentionCase c(spec(DType::f32, 1, 64, 64, 2, 2, 64), 1400);
+  Fp8Inputs f = quantize_e4m3(c);
+  DeviceTensor q(f.q8), k(f.k8), v(f.v8);
+  HostTensor out_h(DType::bf16, c.q_shape()), lse_h(DType::f32, c.lse_shape());
+  DeviceTensor out(out_h), lse(lse_h);
+  auto expect_error = [&](const char* prefix, const AttentionOptions& o) {
+    out.poison();
+    lse.poison();
+    try {
+      attention_forward(q, k, v, out, lse, o);
+      ADD_FAILURE() << "no error for " << prefix;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
+    }
+    HostTensor o2(DType::bf16, c.q_shape());
+    out.download(o2);
+    for (int64_t i = 0; i < o2.numel(); ++i) ASSERT_EQ(o2.ptr<uint16_t>()[i], 0xffff) << prefix;
+  };
+  AttentionOptions o;
+  o.window_left = 8;
+  expect_error("window_left:", o);
+  o = {};
+  o.softcap = 30.f;
+  expect_error("softcap:", o);
+  o = {};
+  o.dropout_p = 0.1f;
+  expect_error("dropout_p:", o);
+  o = {};
+  ScopedPath path("sm80");
+  expect_error("FLASHKIT_ATTENTION_PATH:", o);
+}

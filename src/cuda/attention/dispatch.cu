@@ -40,10 +40,11 @@ class DeviceGuard {
 void check_vector_access(const TensorView& t, const char* name) {
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
     fail(name, ": expected a 16-byte aligned data pointer on cuda, got ", t.data);
+  const int64_t per16 = 16 / int64_t(dtype_size(t.dtype));
   for (int d = 0; d + 1 < t.ndim; ++d)
-    if (t.stride[d] % 8 != 0)
-      fail(name, ": expected strides that are multiples of 8 elements on cuda (16-byte rows), got ",
-           t.stride[d], " in dim ", d);
+    if (t.stride[d] % per16 != 0)
+      fail(name, ": expected strides that are multiples of ", per16,
+           " elements on cuda (16-byte rows), got ", t.stride[d], " in dim ", d);
 }
 
 void check_supported(const AttentionShape& s, const AttentionOptions& o) {
@@ -252,14 +253,89 @@ bool use_sm90(const AttentionShape& s, const AttentionOptions& o, bool backward)
   return why == nullptr;
 }
 
+// The fp8 (e4m3) forward: the Hopper kernel with plain or causal scores on a dense batch (the
+// variants, varlen and other devices have none: an Error naming the option). V^T goes into the
+// workspace (attention_forward_workspace_bytes), written by the launcher's transpose kernel.
+void check_fp8_supported(const AttentionShape& s, const AttentionOptions& o) {
+  const char* not_fp8 = " with float8_e4m3fn inputs on cuda (plain or causal scores, dense batches)";
+  if (s.varlen) fail("cu_seqlens_q: varlen batches are not supported", not_fp8);
+  if (o.window_left >= 0 || o.window_right >= 0)
+    fail("window_left: a sliding window is not supported", not_fp8);
+  if (o.softcap > 0.f) fail("softcap: not supported", not_fp8);
+  if (o.alibi_slopes.defined()) fail("alibi_slopes: not supported", not_fp8);
+  if (o.dropout_p > 0.f) fail("dropout_p: dropout is not supported", not_fp8);
+  if (o.block_mask.defined()) fail("block_mask: not supported", not_fp8);
+  if (s.heads > 65535 || s.batch > 65535)
+    fail("q: expected at most 65535 heads and batch on cuda, got ", s.heads, " and ", s.batch);
+  if (s.seqlen_k < 1 && s.seqlen_q > 0) fail("k: expected seqlen_k >= 1", not_fp8);
+  const char* env = std::getenv("FLASHKIT_ATTENTION_PATH");
+  if (env && std::string_view(env) == "sm80")
+    fail("FLASHKIT_ATTENTION_PATH: sm80 was asked for, but float8_e4m3fn inputs run on the sm90 "
+         "kernel only");
+  constexpr std::string_view archs = FLASHKIT_CUDA_ARCHS;
+  int major = 0, minor = 0;
+  FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, s.device_id));
+  FK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, s.device_id));
+  if (archs.find("90a") == std::string_view::npos || major != 9 || minor != 0)
+    fail("q: float8_e4m3fn attention on cuda needs an sm_90 (Hopper) device and a build with "
+         "sm_90a code; got compute capability ", major, ".", minor, " and archs ", archs);
+}
+
 // Nothing to compute: no query rows or no heads (outputs are empty).
 bool empty(const AttentionShape& s) { return s.batch == 0 || s.heads == 0 || s.total_q == 0 || s.seqlen_q == 0; }
+
+}  // namespace
+
+size_t attention_forward_workspace_bytes(const AttentionShape& s, const AttentionOptions&) {
+  if (s.dtype != DType::e4m3) return 0;
+  return size_t(attn::fp8_vt_bytes(s.batch, s.kv_heads, s.hdim, s.seqlen_k));
+}
+
+namespace {
+
+void fp8_forward(const AttentionShape& s, const TensorView& q, const TensorView& k,
+                 const TensorView& v, const TensorView& out, const TensorView& lse,
+                 const AttentionOptions& opts) {
+  check_fp8_supported(s, opts);
+  if (!(s.softmax_scale > 0.f))
+    fail("softmax_scale: expected > 0 on cuda (the max is taken on unscaled scores), got ",
+         s.softmax_scale);
+  check_vector_access(q, "q");
+  check_vector_access(k, "k");
+  check_vector_access(v, "v");
+  check_vector_access(out, "out");
+  if (empty(s)) return;
+  DeviceGuard guard(s.device_id);
+  AttnArguments a = arguments(s, q, k, v, out, lse, opts);
+  auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
+  a.q_descale = opts.q_descale.ptr<const float>();  // null when unset: 1
+  a.k_descale = opts.k_descale.ptr<const float>();
+  a.v_descale = opts.v_descale.ptr<const float>();
+  a.vt = workspace(opts.workspace, attention_forward_workspace_bytes(s, opts), opts.stream,
+                   "attention_forward");
+#ifdef FLASHKIT_NO_ATTENTION_KERNELS
+  (void)a, (void)stream;
+  no_attention_kernels();
+#else
+  using E4m3 = cutlass::float_e4m3_t;
+  auto run = [&]<int D>() {
+    if (opts.causal) attn::run_fwd_sm90<E4m3, D, attn::PlainScores<true>>(a, stream);
+    else attn::run_fwd_sm90<E4m3, D, attn::PlainScores<false>>(a, stream);
+  };
+  switch (sm90_bucket(s.hdim)) {
+    case 64: return run.template operator()<64>();
+    case 128: return run.template operator()<128>();
+    default: return run.template operator()<256>();
+  }
+#endif
+}
 
 }  // namespace
 
 void attention_forward(const AttentionShape& s, const TensorView& q, const TensorView& k,
                        const TensorView& v, const TensorView& out, const TensorView& lse,
                        const AttentionOptions& opts) {
+  if (s.dtype == DType::e4m3) return fp8_forward(s, q, k, v, out, lse, opts);
   check_supported(s, opts);
   check_vector_access(q, "q");
   check_vector_access(k, "k");

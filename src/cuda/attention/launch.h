@@ -19,6 +19,9 @@ void attention_backward(const AttentionShape& shape, const TensorView& q, const 
                         const TensorView& lse, const TensorView& dq, const TensorView& dk,
                         const TensorView& dv, const AttentionOptions& opts);
 
+size_t attention_forward_workspace_bytes(const AttentionShape& shape,
+                                         const AttentionOptions& opts);
+
 size_t attention_backward_workspace_bytes(const AttentionShape& shape,
                                           const AttentionOptions& opts);
 

@@ -12,6 +12,13 @@ struct Strides {
   int64_t batch = 0, row = 0, head = 0;
 };
 
+// The fp8 forward's V^T (sm90/fp8.h): keys rounded up to whole 128-key tiles, and its bytes for
+// a dense problem.
+constexpr int64_t fp8_vt_keys(int64_t seqlen_k) { return (seqlen_k + 127) / 128 * 128; }
+constexpr int64_t fp8_vt_bytes(int batch, int kv_heads, int head_dim, int64_t seqlen_k) {
+  return int64_t(batch) * kv_heads * head_dim * fp8_vt_keys(seqlen_k);
+}
+
 struct AttnArguments {
   // Forward inputs/outputs (the backward reads q, k, v, o, lse too).
   const void* q = nullptr;

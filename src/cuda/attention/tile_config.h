@@ -59,11 +59,13 @@ constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool plain) {
   return plain ? Sm90FwdTiles{128, 80, 2, true, true} : Sm90FwdTiles{128, 64, 2, true, true};
 }
 
-// The FP8 forward (plain scores): half the bytes of a 16-bit tile, so 128-key tiles and deeper
-// rings fit beside the bf16 O tile: hdim 64 192 x 128 x 3 (Q 12 + K/V 48 + O 24 KB), hdim 128
-// 128 x 128 x 3 (16 + 96 + 32 KB), hdim 256 128 x 128 x 2 (32 + 128 + 64 KB = 224 KB).
+// The FP8 forward (plain scores): half the bytes of a 16-bit tile, so deeper rings fit beside the
+// bf16 O tile. hdim 64: 192 x 128 x 3 stages (Q 12 + K/V 48 + O 24 KB); hdim 128: 192-key tiles
+// (16 + 3 x 2 x 24 + 32 = 192 KB), the fastest of 128 / 160 / 192 / 224 by measurement (the
+// softmax's fixed cost per tile weighs less against GEMMs half as long as bf16's;
+// bench/NOTES-attention.md "FP8 forward"); hdim 256: 128 x 128 x 2 (32 + 128 + 64 = 224 KB).
 #ifndef FLASHKIT_SM90_FP8_D128_BN
-#define FLASHKIT_SM90_FP8_D128_BN 128
+#define FLASHKIT_SM90_FP8_D128_BN 192
 #endif
 constexpr Sm90FwdTiles sm90_fwd_tiles_fp8(int hdim) {
   if (hdim <= 64) return {192, 128, 3, true};

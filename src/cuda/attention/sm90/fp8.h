@@ -16,6 +16,8 @@
 
 #include <cute/tensor.hpp>
 
+#include "cuda/attention/params.h"
+
 namespace flashkit::cuda::attn::sm90 {
 
 // The key held at V^T column `kappa` of a 32-key slice (see above).
@@ -23,17 +25,6 @@ __host__ __device__ constexpr int fp8_key_of(int kappa) {
   const int h = kappa / 16, q = (kappa / 4) % 4, i = kappa % 4;
   return 16 * h + 8 * (i / 2) + 2 * q + i % 2;
 }
-// V^T's keys: seqlen_k rounded up to whole 128-key tiles (every kernel tile reads inside it).
-__host__ __device__ constexpr int64_t fp8_vt_keys(int64_t seqlen_k) {
-  return (seqlen_k + 127) / 128 * 128;
-}
-
-// Bytes of V^T for a dense problem.
-__host__ __device__ constexpr int64_t fp8_vt_bytes(int batch, int kv_heads, int head_dim,
-                                                   int64_t seqlen_k) {
-  return int64_t(batch) * kv_heads * head_dim * fp8_vt_keys(seqlen_k);
-}
-
 // Two fp32 to two e4m3 (round to nearest, saturating): `lo` in the low byte.
 __device__ __forceinline__ uint32_t pack_e4m3x2(float lo, float hi) {
   uint16_t r;

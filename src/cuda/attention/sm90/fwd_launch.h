@@ -33,7 +33,7 @@ void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   const bool reverse = Policy::kCausal || a.causal || a.window_right >= 0;
   AttnArguments args = a;
   if constexpr (kFp8) {  // V^T into the caller's scratch a.vt (fp8_vt_bytes)
-    args.vt_keys = sm90::fp8_vt_keys(a.seqlen_k);
+    args.vt_keys = fp8_vt_keys(a.seqlen_k);
     sm90::transpose_v_fp8_launch<kHeadDim>(a.v, a.v_stride.batch, a.v_stride.row, a.v_stride.head,
                                            a.batch, a.seqlen_k, a.kv_heads, a.head_dim,
                                            const_cast<void*>(a.vt), stream);

@@ -1,0 +1,180 @@
+// `flashkit bench attention-fp8`: the FP8 (e4m3) forward against the bf16 forward of the same
+// (dequantized) values on the GPU, FA2-protocol shapes (batch * seqlen = 16k, hidden 2048), each
+// call timed with CUDA events (median, L2 flushed before each call; the fp8 call includes its V
+// transpose), plus each head dim's error against the fp64 reference on a small problem.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "attention_case.h"
+#include "cli.h"
+#include "flashkit/attention.h"
+#include "flashkit/errors.h"
+
+#ifdef FLASHKIT_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "device_tensor.h"
+#endif
+
+namespace flashkit::cli {
+
+#ifdef FLASHKIT_WITH_CUDA
+namespace {
+
+std::vector<int> int_list(const std::string& s) {
+  std::vector<int> r;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ',');) r.push_back(std::stoi(x));
+  return r;
+}
+
+// Median ms of `call` over `repeats` event-timed runs, a 256 MiB memset before each (L2 flushed).
+template <class F>
+double median_ms(F call, int repeats) {
+  void* flush = nullptr;
+  const size_t flush_bytes = size_t{256} << 20;
+  FK_CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
+  cudaEvent_t a, b;
+  FK_CUDA_CHECK(cudaEventCreate(&a));
+  FK_CUDA_CHECK(cudaEventCreate(&b));
+  call();  // warm-up (workspace, descriptors)
+  std::vector<float> times;
+  for (int i = 0; i < repeats; ++i) {
+    FK_CUDA_CHECK(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
+    FK_CUDA_CHECK(cudaEventRecord(a));
+    call();
+    FK_CUDA_CHECK(cudaEventRecord(b));
+    FK_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    FK_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    times.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaFree(flush);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// One problem on the GPU: the fp8 inputs and descales, and a bf16 copy of the dequantized values.
+struct Fp8Problem {
+  testing::AttentionCase c;
+  testing::Fp8Inputs f;
+  HostTensor q16, k16, v16;
+  explicit Fp8Problem(const testing::AttentionSpec& s) : c(s, 7), f(testing::quantize_e4m3(c)) {
+    for (auto [src, dst] : {std::pair{&c.q, &q16}, {&c.k, &k16}, {&c.v, &v16}}) {
+      dst->reset(DType::bf16, {src->view().shape, src->view().shape + src->view().ndim});
+      for (int64_t i = 0; i < src->numel(); ++i) dst->set(i, src->get(i));  // exact in bf16
+    }
+  }
+};
+
+// Max |out - ref| of the fp8 and the bf16 forward against the fp64 reference of the dequantized
+// inputs (b1 s1024 h2, causal or not), and the naive fp8 baseline's (DESIGN.md's rule: <= 2x it).
+struct Errors {
+  double fp8, bf16, naive;
+};
+Errors errors(int hdim, bool causal) {
+  testing::AttentionSpec s = testing::AttentionSpec::dense(DType::f32, 1, 1024, 1024, 2, 2, hdim, causal);
+  Fp8Problem p(s);
+  HostTensor ref_out, ref_lse, lp_out, lp_lse;
+  p.c.reference_forward(ref_out, ref_lse, DType::f64);
+  testing::fp8_naive_forward(p.c, lp_out, lp_lse);
+  DeviceTensor q(p.f.q8), k(p.f.k8), v(p.f.v8), qd(p.f.q_descale), kd(p.f.k_descale),
+      vd(p.f.v_descale), q16(p.q16), k16(p.k16), v16(p.v16);
+  HostTensor out_h(DType::bf16, p.c.q_shape()), lse_h(DType::f32, p.c.lse_shape());
+  DeviceTensor out(out_h), lse(lse_h);
+  AttentionOptions o = p.c.opts;
+  o.q_descale = qd.view(), o.k_descale = kd.view(), o.v_descale = vd.view();
+  out.poison();
+  attention_forward(q, k, v, out, lse, o);
+  FK_CUDA_CHECK(cudaDeviceSynchronize());
+  out.download(out_h);
+  Errors e;
+  e.fp8 = testing::max_abs_diff(out_h, ref_out);
+  e.naive = testing::max_abs_diff(lp_out, ref_out);
+  out.poison();
+  attention_forward(q16, k16, v16, out, lse, p.c.opts);
+  FK_CUDA_CHECK(cudaDeviceSynchronize());
+  out.download(out_h);
+  e.bf16 = testing::max_abs_diff(out_h, ref_out);
+  return e;
+}
+
+}  // namespace
+#endif
+
+int bench_attention_fp8(const std::vector<std::string>& args, const Context& ctx) {
+  if (std::find(args.begin(), args.end(), "--help") != args.end()) {
+    std::puts(
+        "usage: flashkit bench attention-fp8 [--hdim 64,128,256] [--seqlen 2048,4096,8192,16384]\n"
+        "         [--causal 0,1] [--repeats 20] [--json path]\n"
+        "  the e4m3 forward (V transpose included) against the bf16 forward of the same values,\n"
+        "  batch = 16384 / seqlen, heads = 2048 / hdim; TFLOP/s = 4 b h s^2 d (/2 causal) / time;\n"
+        "  and each (hdim, causal)'s max |out - fp64 reference| at b1 s1024 h2 (GPU, Hopper only)");
+    return 0;
+  }
+#ifndef FLASHKIT_WITH_CUDA
+  (void)ctx;
+  throw Error("bench attention-fp8: flashkit was built without CUDA");
+#else
+  if (!ctx.gpu) throw Error("bench attention-fp8: expected a GPU (the fp8 forward runs on sm_90)");
+  const std::vector<int> hdims = int_list(arg(args, "--hdim", "64,128,256"));
+  const std::vector<int> seqlens = int_list(arg(args, "--seqlen", "2048,4096,8192,16384"));
+  const std::vector<int> causals = int_list(arg(args, "--causal", "0,1"));
+  const int repeats = static_cast<int>(arg_int(args, "--repeats", 20));
+  const std::string json = arg(args, "--json", "");
+  const GpuInfo gpu = cuda_device_info(ctx.device);
+  std::ostringstream js;
+  js << "{\n  \"device\": \"" << gpu.name << "\",\n  \"op\": \"attention forward, e4m3 vs bf16\",\n"
+     << "  \"flops\": \"4*b*h*s*s*d, /2 causal\",\n  \"results\": [";
+  bool first = true;
+  std::printf("%-6s %-7s %-7s %9s %9s %9s %9s %7s\n", "hdim", "causal", "seqlen", "fp8 ms",
+              "fp8 TF/s", "bf16 ms", "bf16 TF/s", "ratio");
+  for (int d : hdims)
+    for (int causal : causals) {
+      const Errors e = errors(d, causal != 0);
+      std::printf("hdim %d causal %d: max|out - ref| fp8 %.3g (naive fp8 %.3g), bf16 %.3g\n", d,
+                  causal, e.fp8, e.naive, e.bf16);
+      for (int s : seqlens) {
+        const int b = std::max(1, 16384 / s), h = 2048 / d;
+        Fp8Problem p(testing::AttentionSpec::dense(DType::f32, b, s, s, h, h, d, causal != 0));
+        DeviceTensor q(p.f.q8), k(p.f.k8), v(p.f.v8), qd(p.f.q_descale), kd(p.f.k_descale),
+            vd(p.f.v_descale), q16(p.q16), k16(p.k16), v16(p.v16);
+        HostTensor out_h(DType::bf16, p.c.q_shape()), lse_h(DType::f32, p.c.lse_shape());
+        DeviceTensor out(out_h), lse(lse_h);
+        AttentionOptions o = p.c.opts;
+        o.q_descale = qd.view(), o.k_descale = kd.view(), o.v_descale = vd.view();
+        const double ms8 = median_ms([&] { attention_forward(q, k, v, out, lse, o); }, repeats);
+        const double ms16 =
+            median_ms([&] { attention_forward(q16, k16, v16, out, lse, p.c.opts); }, repeats);
+        const double flops = 4.0 * b * h * double(s) * s * d / (causal ? 2 : 1);
+        const double t8 = flops / (ms8 * 1e9), t16 = flops / (ms16 * 1e9);
+        std::printf("%-6d %-7d %-7d %9.3f %9.1f %9.3f %9.1f %7.2f\n", d, causal, s, ms8, t8, ms16,
+                    t16, t8 / t16);
+        js << (first ? "\n" : ",\n") << "    {\"hdim\": " << d << ", \"causal\": "
+           << (causal ? "true" : "false") << ", \"seqlen\": " << s << ", \"batch\": " << b
+           << ", \"heads\": " << h << ", \"fp8_ms\": " << ms8 << ", \"fp8_tflops\": " << t8
+           << ", \"bf16_ms\": " << ms16 << ", \"bf16_tflops\": " << t16
+           << ", \"fp8_max_abs_err\": " << e.fp8 << ", \"naive_fp8_max_abs_err\": " << e.naive
+           << ", \"bf16_max_abs_err\": " << e.bf16 << "}";
+        first = false;
+      }
+    }
+  js << "\n  ]\n}\n";
+  if (!json.empty()) {
+    std::ofstream f(json);
+    if (!f) throw Error("--json: expected a writable path, got '" + json + "'");
+    f << js.str();
+    std::printf("wrote %s\n", json.c_str());
+  }
+  return 0;
+#endif
+}
+
+}  // namespace flashkit::cli
