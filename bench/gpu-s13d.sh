@@ -21,10 +21,11 @@ if [ "${BENCH_ONLY:-0}" != 1 ]; then
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$log/$tool.log"
   done
 fi
+gpu=h100; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && gpu=h200
 if [ "$(left)" -gt 60 ]; then
   stamp "flashkit bench attention-fp8 ($(left) s left)"
   timeout $(( $(left) - 10 )) build-gpu/flashkit bench attention-fp8 --repeats 20 \
-    --json "$out/$(date +%Y-%m-%d)-h100-attention-fp8${NAME:-}.json" >"$log/bench.txt" 2>&1
+    --json "$out/$(date +%Y-%m-%d)-$gpu-attention-fp8${NAME:-}.json" >"$log/bench.txt" 2>&1
   stamp "rc=$?"
   cat "$log/bench.txt"
 fi
