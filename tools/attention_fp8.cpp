@@ -6,11 +6,13 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "attention_case.h"
+#include "common/half.h"
 #include "cli.h"
 #include "flashkit/attention.h"
 #include "flashkit/errors.h"
@@ -61,7 +63,7 @@ double median_ms(F call, int repeats) {
   return times[times.size() / 2];
 }
 
-// One problem on the GPU: the fp8 inputs and descales, and a bf16 copy of the dequantized values.
+// One small problem: the fp8 inputs and descales, and a bf16 copy of the dequantized values.
 struct Fp8Problem {
   testing::AttentionCase c;
   testing::Fp8Inputs f;
@@ -71,6 +73,43 @@ struct Fp8Problem {
       dst->reset(DType::bf16, {src->view().shape, src->view().shape + src->view().ndim});
       for (int64_t i = 0; i < src->numel(); ++i) dst->set(i, src->get(i));  // exact in bf16
     }
+  }
+};
+
+// The timed problems' inputs: every FA2-protocol shape has batch * seqlen * heads * hdim =
+// 16384 * 2048 elements, so one device buffer per operand serves them all, viewed with each shape.
+// Values uniform in [-sqrt 3, sqrt 3] (variance 1), quantized with descale sqrt 3 / 448; the bf16
+// copies hold the dequantized values (exact in bf16).
+struct TimedInputs {
+  static constexpr int64_t kElems = int64_t{16384} * 2048;
+  DeviceTensor x8[3], x16[3], descale;
+  DeviceTensor out;
+  HostTensor lse_host{DType::f32, {int64_t{16384} * 32}};
+  DeviceTensor lse{lse_host};
+  TimedInputs() {
+    const float d = std::sqrt(3.f) / 448.f;
+    uint64_t state = 0x9e3779b97f4a7c15ull;
+    for (int t = 0; t < 3; ++t) {
+      HostTensor h8(DType::e4m3, {kElems}), h16(DType::bf16, {kElems});
+      for (int64_t i = 0; i < kElems; ++i) {
+        state ^= state << 13, state ^= state >> 7, state ^= state << 17;  // xorshift64
+        const float u = float(state >> 40) * (2.f / 16777216.f) - 1.f;   // [-1, 1)
+        const uint8_t code = float_to_e4m3(u * 448.f);
+        h8.ptr<uint8_t>()[i] = code;
+        h16.set(i, e4m3_to_float(code) * d);
+      }
+      x8[t].upload(h8);
+      x16[t].upload(h16);
+    }
+    HostTensor hd(DType::f32, {1});
+    hd.set(0, d);
+    descale.upload(hd);
+    HostTensor ho(DType::bf16, {kElems});
+    out.upload(ho);
+  }
+  TensorView view(const DeviceTensor& t, std::initializer_list<int64_t> shape) const {
+    TensorView v = t.view();
+    return TensorView::of(v.data, v.dtype, shape, v.device, v.device_id);
   }
 };
 
@@ -134,6 +173,11 @@ int bench_attention_fp8(const std::vector<std::string>& args, const Context& ctx
   js << "{\n  \"device\": \"" << gpu.name << "\",\n  \"op\": \"attention forward, e4m3 vs bf16\",\n"
      << "  \"flops\": \"4*b*h*s*s*d, /2 causal\",\n  \"results\": [";
   bool first = true;
+  std::unique_ptr<TimedInputs> timed;
+  {
+    Progress p("random e4m3 / bf16 inputs (3 x 32 M elements)");
+    timed = std::make_unique<TimedInputs>();
+  }
   std::printf("%-6s %-7s %-7s %9s %9s %9s %9s %7s\n", "hdim", "causal", "seqlen", "fp8 ms",
               "fp8 TF/s", "bf16 ms", "bf16 TF/s", "ratio");
   for (int d : hdims)
@@ -143,16 +187,21 @@ int bench_attention_fp8(const std::vector<std::string>& args, const Context& ctx
                   causal, e.fp8, e.naive, e.bf16);
       for (int s : seqlens) {
         const int b = std::max(1, 16384 / s), h = 2048 / d;
-        Fp8Problem p(testing::AttentionSpec::dense(DType::f32, b, s, s, h, h, d, causal != 0));
-        DeviceTensor q(p.f.q8), k(p.f.k8), v(p.f.v8), qd(p.f.q_descale), kd(p.f.k_descale),
-            vd(p.f.v_descale), q16(p.q16), k16(p.k16), v16(p.v16);
-        HostTensor out_h(DType::bf16, p.c.q_shape()), lse_h(DType::f32, p.c.lse_shape());
-        DeviceTensor out(out_h), lse(lse_h);
-        AttentionOptions o = p.c.opts;
-        o.q_descale = qd.view(), o.k_descale = kd.view(), o.v_descale = vd.view();
+        if (int64_t(b) * s * h * d != TimedInputs::kElems)
+          throw Error("--seqlen: expected divisors of 16384, got " + std::to_string(s));
+        const TimedInputs& in = *timed;
+        const TensorView q = in.view(in.x8[0], {b, s, h, d}), k = in.view(in.x8[1], {b, s, h, d}),
+                         v = in.view(in.x8[2], {b, s, h, d});
+        const TensorView q16 = in.view(in.x16[0], {b, s, h, d}),
+                         k16 = in.view(in.x16[1], {b, s, h, d}),
+                         v16 = in.view(in.x16[2], {b, s, h, d});
+        const TensorView out = in.view(in.out, {b, s, h, d}), lse = in.view(in.lse, {b, h, s});
+        AttentionOptions o16;
+        o16.causal = causal != 0;
+        AttentionOptions o = o16;
+        o.q_descale = o.k_descale = o.v_descale = in.descale.view();
         const double ms8 = median_ms([&] { attention_forward(q, k, v, out, lse, o); }, repeats);
-        const double ms16 =
-            median_ms([&] { attention_forward(q16, k16, v16, out, lse, p.c.opts); }, repeats);
+        const double ms16 = median_ms([&] { attention_forward(q16, k16, v16, out, lse, o16); }, repeats);
         const double flops = 4.0 * b * h * double(s) * s * d / (causal ? 2 : 1);
         const double t8 = flops / (ms8 * 1e9), t16 = flops / (ms16 * 1e9);
         std::printf("%-6d %-7d %-7d %9.3f %9.1f %9.3f %9.1f %7.2f\n", d, causal, s, ms8, t8, ms16,
