@@ -60,16 +60,15 @@ constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool plain) {
 }
 
 // The FP8 forward (plain scores): half the bytes of a 16-bit tile, so deeper rings fit beside the
-// bf16 O tile. hdim 64: 192 x 128 x 3 stages (Q 12 + K/V 48 + O 24 KB); hdim 128: 192-key tiles
-// (16 + 3 x 2 x 24 + 32 = 192 KB), the fastest of 128 / 160 / 192 / 224 by measurement (the
-// softmax's fixed cost per tile weighs less against GEMMs half as long as bf16's;
-// bench/NOTES-attention.md "FP8 forward"); hdim 256: 128 x 128 x 2 (32 + 128 + 64 = 224 KB).
-#ifndef FLASHKIT_SM90_FP8_D128_BN
-#define FLASHKIT_SM90_FP8_D128_BN 192
-#endif
-constexpr Sm90FwdTiles sm90_fwd_tiles_fp8(int hdim) {
+// bf16 O tile. hdim 64: 192 x 128 x 3 stages (Q 12 + K/V 48 + O 24 KB). hdim 128, by measurement
+// (bench/NOTES-attention.md "FP8"; the fp8 GEMMs are half as long as bf16's, so a warpgroup's
+// softmax hides less well under the others'): dense takes three consumer warpgroups on 96-key
+// tiles (each softmax hides under two GEMMs; 24 + 4 x 2 x 12 + 48 = 168 KB), causal two on 192-key
+// tiles (16 + 3 x 2 x 24 + 32 = 192 KB), where three lose on the diagonal tiles. hdim 256:
+// 128 x 128 x 2 (32 + 128 + 64 = 224 KB).
+constexpr Sm90FwdTiles sm90_fwd_tiles_fp8(int hdim, bool causal) {
   if (hdim <= 64) return {192, 128, 3, true};
-  if (hdim <= 128) return {128, FLASHKIT_SM90_FP8_D128_BN, 3, true};
+  if (hdim <= 128) return causal ? Sm90FwdTiles{128, 192, 3, true} : Sm90FwdTiles{192, 96, 4, true};
   return {128, 128, 2, true};
 }
 
