@@ -9,7 +9,7 @@ set -uo pipefail
 if [ "${BENCH_ONLY:-0}" != 1 ]; then
   stamp "build (minimal) + fp8 and sm90 attention tests"
   timeout 440 tests/gpu/run --kernels minimal \
-    --filter 'AttentionGpuFp8*:AttentionGpuSmall.Fp8*:AttentionGpuSm90*:AttentionGpuSmall.Sm90*' \
+    --filter "${FILTER:-AttentionGpuFp8*:AttentionGpuSmall.Fp8*:AttentionGpuSm90*:AttentionGpuSmall.Sm90*}" \
     --no-sanitize --out "$log" >"$log/run.txt" 2>&1
   stamp "tests/gpu/run rc=$?"
   grep -E "PASSED|FAILED|SKIPPED|Failure|error|build" "$log/run.txt" "$log/gpu_tests.log" 2>/dev/null | head -16
