@@ -295,12 +295,7 @@ int bench_attention(const std::vector<std::string>& args, const Context&) {
       }
     }
   js << "\n  ]\n}\n";
-  if (!json.empty()) {
-    std::ofstream f(json);
-    if (!f) throw Error("--json: expected a writable path, got '" + json + "'");
-    f << js.str();
-    std::printf("wrote %s\n", json.c_str());
-  }
+  if (!json.empty()) write_json(json, js.str());
   return 0;
 }
 

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -33,34 +32,6 @@ std::vector<int> int_list(const std::string& s) {
   std::stringstream ss(s);
   for (std::string x; std::getline(ss, x, ',');) r.push_back(std::stoi(x));
   return r;
-}
-
-// Median ms of `call` over `repeats` event-timed runs, a 256 MiB memset before each (L2 flushed).
-template <class F>
-double median_ms(F call, int repeats) {
-  void* flush = nullptr;
-  const size_t flush_bytes = size_t{256} << 20;
-  FK_CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
-  cudaEvent_t a, b;
-  FK_CUDA_CHECK(cudaEventCreate(&a));
-  FK_CUDA_CHECK(cudaEventCreate(&b));
-  call();  // warm-up (workspace, descriptors)
-  std::vector<float> times;
-  for (int i = 0; i < repeats; ++i) {
-    FK_CUDA_CHECK(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
-    FK_CUDA_CHECK(cudaEventRecord(a));
-    call();
-    FK_CUDA_CHECK(cudaEventRecord(b));
-    FK_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    FK_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    times.push_back(ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaFree(flush);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
 }
 
 // One small problem: the fp8 inputs and descales, and a bf16 copy of the dequantized values.
@@ -200,8 +171,12 @@ int bench_attention_fp8(const std::vector<std::string>& args, const Context& ctx
         o16.causal = causal != 0;
         AttentionOptions o = o16;
         o.q_descale = o.k_descale = o.v_descale = in.descale.view();
-        const double ms8 = median_ms([&] { attention_forward(q, k, v, out, lse, o); }, repeats);
-        const double ms16 = median_ms([&] { attention_forward(q16, k16, v16, out, lse, o16); }, repeats);
+        auto fp8 = [&] { attention_forward(q, k, v, out, lse, o); };
+        auto bf16 = [&] { attention_forward(q16, k16, v16, out, lse, o16); };
+        fp8();  // warm-up (workspace, descriptors)
+        bf16();
+        const double ms8 = gpu_median_ms(fp8, repeats);
+        const double ms16 = gpu_median_ms(bf16, repeats);
         const double flops = 4.0 * b * h * double(s) * s * d / (causal ? 2 : 1);
         const double t8 = flops / (ms8 * 1e9), t16 = flops / (ms16 * 1e9);
         std::printf("%-6d %-7d %-7d %9.3f %9.1f %9.3f %9.1f %7.2f\n", d, causal, s, ms8, t8, ms16,
@@ -216,12 +191,7 @@ int bench_attention_fp8(const std::vector<std::string>& args, const Context& ctx
       }
     }
   js << "\n  ]\n}\n";
-  if (!json.empty()) {
-    std::ofstream f(json);
-    if (!f) throw Error("--json: expected a writable path, got '" + json + "'");
-    f << js.str();
-    std::printf("wrote %s\n", json.c_str());
-  }
+  if (!json.empty()) write_json(json, js.str());
   return 0;
 #endif
 }

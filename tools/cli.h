@@ -48,6 +48,15 @@ int bench_attention_fp8(const std::vector<std::string>& args, const Context& ctx
 double time_ms(const std::function<void()>& fn, int repeats,
                const std::function<void()>& sync = [] {});
 
+// Writes `text` to `path` (the --json option's file) and says so; an Error naming --json when
+// the file cannot be written.
+void write_json(const std::string& path, const std::string& text);
+
+// GPU only (tools/gpu_timing.cpp, CUDA builds): median ms of `call` over `repeats` runs, each
+// timed with CUDA events after a 256 MiB memset that flushes L2 (and hides the host's launch
+// cost); no warm-up call.
+double gpu_median_ms(const std::function<void()>& call, int repeats);
+
 // Prints "  <what>..." now and "done in X s" when the returned guard dies: progress for steps
 // that may take over a second.
 struct Progress {

@@ -74,30 +74,7 @@ double run_plan(const Context& ctx, DecodeInputs& in, const DecodePlan& plan, in
   FK_CUDA_CHECK(cudaDeviceSynchronize());
   out.download(in.out);
   lse.download(in.lse);
-  // Median of per-call event times, L2 flushed (a 256 MiB memset) before each call; the memset
-  // also hides the host's launch cost, so only the kernels are timed.
-  void* flush = nullptr;
-  const size_t flush_bytes = size_t{256} << 20;
-  FK_CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
-  cudaEvent_t a, b;
-  FK_CUDA_CHECK(cudaEventCreate(&a));
-  FK_CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<float> times;
-  for (int i = 0; i < repeats; ++i) {
-    FK_CUDA_CHECK(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
-    FK_CUDA_CHECK(cudaEventRecord(a));
-    call();
-    FK_CUDA_CHECK(cudaEventRecord(b));
-    FK_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    FK_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    times.push_back(ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaFree(flush);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return gpu_median_ms(call, repeats);
 #else
   throw Error("--device: cuda requested, but flashkit was built without CUDA");
 #endif

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,13 @@ double time_ms(const std::function<void()>& fn, int repeats, const std::function
   if (dots) std::fprintf(stderr, "\n");
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+void write_json(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  if (!f) throw Error("--json: expected a writable path, got '" + path + "'");
+  f << text;
+  std::printf("wrote %s\n", path.c_str());
 }
 
 Progress::Progress(std::string w) : what(std::move(w)), t0(std::chrono::steady_clock::now()) {
