@@ -47,6 +47,12 @@ void check_vector_access(const TensorView& t, const char* name) {
            " elements on cuda (16-byte rows), got ", t.stride[d], " in dim ", d);
 }
 
+void check_forward_vectors(const TensorView& q, const TensorView& k, const TensorView& v,
+                           const TensorView& out) {
+  for (auto [t, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}})
+    check_vector_access(*t, name);
+}
+
 void check_supported(const AttentionShape& s, const AttentionOptions& o) {
   if (s.dtype != DType::f16 && s.dtype != DType::bf16)
     fail("q: expected f16 or bf16 on cuda, got ", dtype_name(s.dtype));
@@ -300,10 +306,7 @@ void fp8_forward(const AttentionShape& s, const TensorView& q, const TensorView&
   if (!(s.softmax_scale > 0.f))
     fail("softmax_scale: expected > 0 on cuda (the max is taken on unscaled scores), got ",
          s.softmax_scale);
-  check_vector_access(q, "q");
-  check_vector_access(k, "k");
-  check_vector_access(v, "v");
-  check_vector_access(out, "out");
+  check_forward_vectors(q, k, v, out);
   if (empty(s)) return;
   DeviceGuard guard(s.device_id);
   AttnArguments a = arguments(s, q, k, v, out, lse, opts);
@@ -337,10 +340,7 @@ void attention_forward(const AttentionShape& s, const TensorView& q, const Tenso
                        const AttentionOptions& opts) {
   if (s.dtype == DType::e4m3) return fp8_forward(s, q, k, v, out, lse, opts);
   check_supported(s, opts);
-  check_vector_access(q, "q");
-  check_vector_access(k, "k");
-  check_vector_access(v, "v");
-  check_vector_access(out, "out");
+  check_forward_vectors(q, k, v, out);
   if (empty(s)) return;
   DeviceGuard guard(s.device_id);
   AttnArguments a = arguments(s, q, k, v, out, lse, opts);
