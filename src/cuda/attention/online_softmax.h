@@ -17,22 +17,7 @@
 
 namespace flashkit::cuda::attn {
 
-// 2^x for x <= ~8 on the FMA and integer pipes instead of MUFU: the rounded integer part goes
-// into the exponent field, the fraction f in [-0.5, 0.5] through a cubic (Taylor, relative error
-// < 7e-4; the fp8 forward rounds P to 3 mantissa bits right after). x is clamped at -126, so a
-// masked score (-inf) gives 2^-126, which rounds to 0 in e4m3 and adds nothing visible to l.
-__device__ __forceinline__ float exp2_poly3(float x) {
-  x = fmaxf(x, -126.f);
-  const float t = __fadd_rn(x, 12582912.f);  // 1.5 * 2^23: round(x) in the low mantissa bits
-  const float f = __fsub_rn(x, __fsub_rn(t, 12582912.f));
-  const float p = fmaf(fmaf(fmaf(0.0555041f, f, 0.2402265f), f, 0.6931472f), f, 1.f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-}
-
-// kPoly: of every 8 columns, the first kPoly take exp2_poly3 instead of MUFU.EX2 (0: none). The
-// fp8 forward at hdim <= 128 issues as many exponentials per tensor-core cycle as MUFU can run;
-// moving some to the FMA pipe shortens each warpgroup's softmax below the other's GEMMs.
-template <int kRows_, bool kTree = false, int kLazy = 0, int kPoly = 0>
+template <int kRows_, bool kTree = false, int kLazy = 0>
 struct OnlineSoftmax {
   static constexpr int kRows = kRows_;
   SoftmaxStat stat[kRows];  // m: running (possibly stale) max of scale * score in log2 units
@@ -75,10 +60,7 @@ struct OnlineSoftmax {
       // A row that has seen only masked keys keeps m = -inf; exp2(-inf - 0) = 0 avoids NaN.
       const float m_use = stat[r].m == -INFINITY ? 0.f : stat[r].m;
       CUTE_UNROLL
-      for (int c = 0; c < cute::size<1>(s); ++c) {
-        const float x = s(r, c) * scale_log2 - m_use;
-        s(r, c) = c % 8 < kPoly ? exp2_poly3(x) : exp2f(x);
-      }
+      for (int c = 0; c < cute::size<1>(s); ++c) s(r, c) = exp2f(s(r, c) * scale_log2 - m_use);
       stat[r].l += row_reduce(s, r, 0.f, [](float a, float b) { return a + b; });
     }
   }

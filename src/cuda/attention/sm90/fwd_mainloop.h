@@ -27,11 +27,6 @@
 #ifndef FLASHKIT_SM90_FP8_LAZY
 #define FLASHKIT_SM90_FP8_LAZY 0
 #endif
-// The fp8 forward at hdim <= 128: exponentials of every 8 columns computed with a polynomial on
-// the FMA pipe (online_softmax.h kPoly).
-#ifndef FLASHKIT_SM90_FP8_POLY
-#define FLASHKIT_SM90_FP8_POLY 0
-#endif
 #ifndef FLASHKIT_SM90_FWD_PIN
 #define FLASHKIT_SM90_FWD_PIN 1
 #endif
@@ -179,8 +174,7 @@ struct FwdMainloop {
   // A thread holds 2 rows of its warpgroup's 64.
   static constexpr bool kTwoWarpgroups = kConsumerWarpgroups == 2;
   using Softmax = OnlineSoftmax<2, kTwoWarpgroups && bool(FLASHKIT_SM90_FWD_TREE),
-                                 kTwoWarpgroups ? (kFp8 ? FLASHKIT_SM90_FP8_LAZY : FLASHKIT_SM90_FWD_LAZY) : 0,
-                                 kFp8 && kHeadDim <= 128 ? FLASHKIT_SM90_FP8_POLY : 0>;
+                                 kTwoWarpgroups ? (kFp8 ? FLASHKIT_SM90_FP8_LAZY : FLASHKIT_SM90_FWD_LAZY) : 0>;
   // Keep wgmma.wait_group 0 (P V done) after the softmax's exponentials (see mma()); two
   // consumer warpgroups only (hdim 64's three at 160 registers spill with it).
   static constexpr bool kExpsBeforePvWait = kTwoWarpgroups && FLASHKIT_SM90_FWD_PIN;
