@@ -88,7 +88,8 @@ __global__ void __launch_bounds__(128) transpose_v_fp8(const uint8_t* __restrict
     for (int j = 0; j < 8; ++j) {  // keys 4 j .. 4 j + 3 of the slice (kappa order)
       uint32_t w[4];
       CUTE_UNROLL
-      for (int t = 0; t < 4; ++t) w[t] = tile[(slice * 32 + fp8_key_of(4 * j + t)) * kRowWords + d4];
+      for (int t = 0; t < 4; ++t)
+        w[t] = tile[(slice * 32 + fp8_key_of(4 * j + t)) * kRowWords + d4];
       const uint32_t x0 = __byte_perm(w[0], w[1], 0x5140), x1 = __byte_perm(w[0], w[1], 0x7362);
       const uint32_t y0 = __byte_perm(w[2], w[3], 0x5140), y1 = __byte_perm(w[2], w[3], 0x7362);
       out[0][j] = __byte_perm(x0, y0, 0x5410);

@@ -173,8 +173,9 @@ struct FwdMainloop {
   using TileVt = Shape<Int<kHeadDim>, Int<kBlockN>>;
   // A thread holds 2 rows of its warpgroup's 64.
   static constexpr bool kTwoWarpgroups = kConsumerWarpgroups == 2;
+  static constexpr int kLazy = kFp8 ? FLASHKIT_SM90_FP8_LAZY : FLASHKIT_SM90_FWD_LAZY;
   using Softmax = OnlineSoftmax<2, kTwoWarpgroups && bool(FLASHKIT_SM90_FWD_TREE),
-                                 kTwoWarpgroups ? (kFp8 ? FLASHKIT_SM90_FP8_LAZY : FLASHKIT_SM90_FWD_LAZY) : 0>;
+                                 kTwoWarpgroups ? kLazy : 0>;
   // Keep wgmma.wait_group 0 (P V done) after the softmax's exponentials (see mma()); two
   // consumer warpgroups only (hdim 64's three at 160 registers spill with it).
   static constexpr bool kExpsBeforePvWait = kTwoWarpgroups && FLASHKIT_SM90_FWD_PIN;
@@ -300,10 +301,12 @@ struct FwdMainloop {
     // V's tiles (BN, D, n), or fp8's V^T tiles (D, BN, n) (dense only).
     auto gV = [&] {
       if constexpr (kFp8) {
-        Tensor mVt = p.tma_v.get_tma_tensor(GmemShape{p.head_dim, p.vt_keys, p.kv_heads, p.tma_batch});
+        Tensor mVt =
+            p.tma_v.get_tma_tensor(GmemShape{p.head_dim, p.vt_keys, p.kv_heads, p.tma_batch});
         return local_tile(mVt(_, _, kv_head, b), TileVt{}, make_coord(_0{}, _));
       } else {
-        Tensor mV = p.tma_v.get_tma_tensor(GmemShape{p.rows_k, p.head_dim, p.kv_heads, p.tma_batch});
+        Tensor mV =
+            p.tma_v.get_tma_tensor(GmemShape{p.rows_k, p.head_dim, p.kv_heads, p.tma_batch});
         return local_tile(seq_k(mV(_, _, kv_head, b)), TileKV{}, make_coord(_, _0{}));
       }
     }();
