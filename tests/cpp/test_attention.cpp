@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -425,4 +426,49 @@ TEST(Attention, Fp8ForwardMatchesReference) {
     ErrorBound el = bound(lse, lp_lse, ref_lse, 1e-4);
     EXPECT_TRUE(el.ok()) << "lse error " << el.error << " > " << el.tolerance;
   }
+}
+
+// FP8 inputs and the bf16 out as strided views (head-major physical layout, padded rows) give the
+// same bits as the contiguous call.
+TEST(Attention, Fp8StridedViewsMatchContiguous) {
+  AttentionCase c(spec(DType::f32, 2, 19, 23, 4, 2, 32), 950);
+  Fp8Inputs f = quantize_e4m3(c);
+  AttentionOptions o = c.opts;
+  o.q_descale = f.q_descale.view(), o.k_descale = f.k_descale.view();
+  o.v_descale = f.v_descale.view();
+  HostTensor out(DType::bf16, c.q_shape()), lse(DType::f32, c.lse_shape());
+  attention_forward(f.q8, f.k8, f.v8, out, lse, o);
+  // [b, s, h, d] seen through a [b, h, s, d + 16] buffer.
+  auto head_major = [](const HostTensor& t, HostTensor& buf) {
+    const TensorView& v = t.view();
+    const int64_t b = v.shape[0], s = v.shape[1], h = v.shape[2], d = v.shape[3];
+    buf.reset(v.dtype, {b, h, s, d + 16});
+    TensorView r = TensorView::strided(buf.data(), v.dtype, {b, s, h, d},
+                                       {h * s * (d + 16), d + 16, s * (d + 16), 1});
+    for (int64_t i0 = 0; i0 < b; ++i0)
+      for (int64_t i1 = 0; i1 < s; ++i1)
+        for (int64_t i2 = 0; i2 < h; ++i2)
+          for (int64_t i3 = 0; i3 < d; ++i3)
+            std::memcpy(static_cast<uint8_t*>(buf.data()) +
+                            (i0 * r.stride[0] + i1 * r.stride[1] + i2 * r.stride[2] + i3) *
+                                dtype_size(v.dtype),
+                        t.bytes() + (((i0 * s + i1) * h + i2) * d + i3) * dtype_size(v.dtype),
+                        dtype_size(v.dtype));
+    return r;
+  };
+  HostTensor qb, kb, vb, ob, out2(DType::bf16, c.q_shape());
+  const TensorView qs = head_major(f.q8, qb), ks = head_major(f.k8, kb), vs = head_major(f.v8, vb);
+  const TensorView os = head_major(out2, ob);
+  HostTensor lse2(DType::f32, c.lse_shape());
+  attention_forward(qs, ks, vs, os, lse2, o);
+  for (int64_t i0 = 0; i0 < c.spec.batch; ++i0)
+    for (int64_t i1 = 0; i1 < c.spec.seqlen_q; ++i1)
+      for (int64_t i2 = 0; i2 < c.spec.heads; ++i2)
+        for (int64_t i3 = 0; i3 < c.spec.hdim; ++i3) {
+          const int64_t dense = ((i0 * c.spec.seqlen_q + i1) * c.spec.heads + i2) * c.spec.hdim + i3;
+          const int64_t strided =
+              i0 * os.stride[0] + i1 * os.stride[1] + i2 * os.stride[2] + i3;
+          ASSERT_EQ(out.ptr<uint16_t>()[dense], ob.ptr<uint16_t>()[strided]);
+        }
+  EXPECT_TRUE(lse2.same_bytes(lse));
 }
