@@ -134,10 +134,10 @@ int main(int argc, char** argv) {
       Fp8 f = quantize(p);
       const float ms8 = median_ms([&] { run_fp8(p, f); });
       const float ms16 = median_ms([&] { run_forward(p); });
-      const float mst = median_ms([&] {
-        flashkit::cuda::attn::sm90::transpose_v_fp8_launch<kD>(
-            f.v, int64_t(s) * h * kD, int64_t(h) * kD, kD, b, s, h, kD, f.vt, nullptr);
-      });
+      AttnArguments ta = p.args();
+      ta.v = f.v, ta.vt = f.vt;
+      const float mst =
+          median_ms([&] { flashkit::cuda::attn::sm90::transpose_v_fp8_launch<kD>(ta, nullptr); });
       const double flops = 4.0 * b * h * double(s) * s * kD / (causal ? 2 : 1);
       const double t8 = flops / (ms8 * 1e-3) / 1e12, t16 = flops / (ms16 * 1e-3) / 1e12;
       std::printf("%s d%d %s s%d %.4f %.1f %.1f %.2f %.1f\n", name.c_str(), kD,

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 
 #include "api/attention_shape.h"
 #include "api/validate.h"
@@ -20,13 +21,15 @@ using namespace detail;
 
 constexpr int kMaxHdim = 256;
 
-// q/k/v-like tensor: defined, float dtype (k, v: q's), same device as q, non-negative strides,
-// contiguous last dim.
-void check_operand(const TensorView& t, const char* name, const TensorView& q, int ndim) {
+// q/k/v-like tensor: defined, q's dtype (or `dtype` when given: fp8 inputs' bf16 out), same
+// device as q, non-negative strides, contiguous last dim.
+void check_operand(const TensorView& t, const char* name, const TensorView& q, int ndim,
+                   std::optional<DType> dtype = std::nullopt) {
   check_defined(t, name);
   check_ndim(t, name, ndim);
   check_same_device(t, name, q, "q");
-  check_same_dtype(t, name, q, "q");
+  if (dtype) check_dtype(t, name, {*dtype});
+  else check_same_dtype(t, name, q, "q");
   check_nonnegative_strides(t, name);
   check_last_dim_contiguous(t, name);
 }
@@ -273,16 +276,9 @@ void check_outputs_separate(std::initializer_list<Named> outs, std::initializer_
 void attention_forward(const TensorView& q, const TensorView& k, const TensorView& v,
                        const TensorView& out, const TensorView& lse, const AttentionOptions& opts) {
   AttentionShape s = check_qkv(q, k, &v, opts);
-  if (q.dtype == DType::e4m3) {  // fp8 inputs write a bf16 out
-    check_defined(out, "out");
-    check_ndim(out, "out", q.ndim);
-    check_same_device(out, "out", q, "q");
-    check_dtype(out, "out", {DType::bf16});
-    check_nonnegative_strides(out, "out");
-    check_last_dim_contiguous(out, "out");
-  } else {
-    check_operand(out, "out", q, q.ndim);
-  }
+  // fp8 inputs write a bf16 out
+  check_operand(out, "out", q, q.ndim,
+                q.dtype == DType::e4m3 ? std::optional(DType::bf16) : std::nullopt);
   check_same_shape(out, "out", q, "q");
   check_descales(q, opts);
   check_lse(s, lse, q);

@@ -53,14 +53,8 @@ void check_forward_vectors(const TensorView& q, const TensorView& k, const Tenso
     check_vector_access(*t, name);
 }
 
-void check_supported(const AttentionShape& s, const AttentionOptions& o) {
-  if (s.dtype != DType::f16 && s.dtype != DType::bf16)
-    fail("q: expected f16 or bf16 on cuda, got ", dtype_name(s.dtype));
-  // Whole kernel tiles (at most 128 x 128, powers of two) then lie inside one mask block.
-  if (o.block_mask.defined() && o.block_mask_block_q % 128 != 0)
-    fail("block_mask_block_q: expected a multiple of 128 on cuda, got ", o.block_mask_block_q);
-  if (o.block_mask.defined() && o.block_mask_block_k % 128 != 0)
-    fail("block_mask_block_k: expected a multiple of 128 on cuda, got ", o.block_mask_block_k);
+// What every CUDA kernel needs of the problem's shape and scale.
+void check_limits(const AttentionShape& s) {
   if (!(s.softmax_scale > 0.f))
     fail("softmax_scale: expected > 0 on cuda (the max is taken on unscaled scores), got ",
          s.softmax_scale);
@@ -71,6 +65,17 @@ void check_supported(const AttentionShape& s, const AttentionOptions& o) {
   if (tiles * s.heads * s.batch > INT32_MAX)
     fail("q: expected at most 2^31 tiles of 64 rows x heads x batch on cuda, got ", tiles, " x ",
          s.heads, " x ", s.batch);
+}
+
+void check_supported(const AttentionShape& s, const AttentionOptions& o) {
+  if (s.dtype != DType::f16 && s.dtype != DType::bf16)
+    fail("q: expected f16 or bf16 on cuda, got ", dtype_name(s.dtype));
+  // Whole kernel tiles (at most 128 x 128, powers of two) then lie inside one mask block.
+  if (o.block_mask.defined() && o.block_mask_block_q % 128 != 0)
+    fail("block_mask_block_q: expected a multiple of 128 on cuda, got ", o.block_mask_block_q);
+  if (o.block_mask.defined() && o.block_mask_block_k % 128 != 0)
+    fail("block_mask_block_k: expected a multiple of 128 on cuda, got ", o.block_mask_block_k);
+  check_limits(s);
 }
 
 attn::Strides strides_of(const TensorView& t, bool varlen) {
@@ -224,13 +229,25 @@ int sm90_bucket(int hdim) { return hdim <= 64 ? 64 : hdim <= 128 ? 128 : 256; }
 // in the build, an sm_90 device, hdim <= 128, or <= 256 with plain scores (the forward: also
 // window and ALiBi). Both passes take every compiled score policy (minimal builds: not
 // combinations of modifiers), dense or varlen batches.
-const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o, bool backward) {
+// Why no sm90 kernel can run on this device with this build (null when one can).
+const char* no_sm90(int device_id) {
   constexpr std::string_view archs = FLASHKIT_CUDA_ARCHS;
   if (archs.find("90a") == std::string_view::npos) return "this build has no sm_90a code";
   int major = 0, minor = 0;
-  FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, s.device_id));
-  FK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, s.device_id));
+  FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_id));
+  FK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_id));
   if (major != 9 || minor != 0) return "the device is not sm_90";
+  return nullptr;
+}
+
+// FLASHKIT_ATTENTION_PATH, "auto" when unset or empty.
+std::string_view path_env() {
+  const char* env = std::getenv("FLASHKIT_ATTENTION_PATH");
+  return env && *env ? env : "auto";
+}
+
+const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o, bool backward) {
+  if (const char* why = no_sm90(s.device_id)) return why;
   const int b = sm90_bucket(s.hdim);
   const unsigned m = score_mods(o);
   const bool variant = m != 0 || o.window_left >= 0 || o.window_right >= 0;
@@ -249,8 +266,7 @@ const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o,
 // where it cannot run, and takes the Hopper backward wherever it exists; unset or auto takes sm90
 // wherever it can.
 bool use_sm90(const AttentionShape& s, const AttentionOptions& o, bool backward) {
-  const char* env = std::getenv("FLASHKIT_ATTENTION_PATH");
-  const std::string_view want = env && *env ? env : "auto";
+  const std::string_view want = path_env();
   if (want == "sm80") return false;
   if (want != "auto" && want != "sm90")
     fail("FLASHKIT_ATTENTION_PATH: expected auto, sm80 or sm90, got '", want, "'");
@@ -271,20 +287,14 @@ void check_fp8_supported(const AttentionShape& s, const AttentionOptions& o) {
   if (o.alibi_slopes.defined()) fail("alibi_slopes: not supported", not_fp8);
   if (o.dropout_p > 0.f) fail("dropout_p: dropout is not supported", not_fp8);
   if (o.block_mask.defined()) fail("block_mask: not supported", not_fp8);
-  if (s.heads > 65535 || s.batch > 65535)
-    fail("q: expected at most 65535 heads and batch on cuda, got ", s.heads, " and ", s.batch);
   if (s.seqlen_k < 1 && s.seqlen_q > 0) fail("k: expected seqlen_k >= 1", not_fp8);
-  const char* env = std::getenv("FLASHKIT_ATTENTION_PATH");
-  if (env && std::string_view(env) == "sm80")
+  check_limits(s);
+  if (path_env() == "sm80")
     fail("FLASHKIT_ATTENTION_PATH: sm80 was asked for, but float8_e4m3fn inputs run on the sm90 "
          "kernel only");
-  constexpr std::string_view archs = FLASHKIT_CUDA_ARCHS;
-  int major = 0, minor = 0;
-  FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, s.device_id));
-  FK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, s.device_id));
-  if (archs.find("90a") == std::string_view::npos || major != 9 || minor != 0)
+  if (const char* why = no_sm90(s.device_id))
     fail("q: float8_e4m3fn attention on cuda needs an sm_90 (Hopper) device and a build with "
-         "sm_90a code; got compute capability ", major, ".", minor, " and archs ", archs);
+         "sm_90a code, but ", why);
 }
 
 // Nothing to compute: no query rows or no heads (outputs are empty).
@@ -299,18 +309,9 @@ size_t attention_forward_workspace_bytes(const AttentionShape& s, const Attentio
 
 namespace {
 
-void fp8_forward(const AttentionShape& s, const TensorView& q, const TensorView& k,
-                 const TensorView& v, const TensorView& out, const TensorView& lse,
-                 const AttentionOptions& opts) {
-  check_fp8_supported(s, opts);
-  if (!(s.softmax_scale > 0.f))
-    fail("softmax_scale: expected > 0 on cuda (the max is taken on unscaled scores), got ",
-         s.softmax_scale);
-  check_forward_vectors(q, k, v, out);
-  if (empty(s)) return;
-  DeviceGuard guard(s.device_id);
-  AttnArguments a = arguments(s, q, k, v, out, lse, opts);
-  auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
+// The fp8 forward of a checked, non-empty problem (a: its arguments so far).
+void fp8_forward(const AttentionShape& s, AttnArguments& a, const AttentionOptions& opts,
+                 cudaStream_t stream) {
   a.q_descale = opts.q_descale.ptr<const float>();  // null when unset: 1
   a.k_descale = opts.k_descale.ptr<const float>();
   a.v_descale = opts.v_descale.ptr<const float>();
@@ -338,13 +339,15 @@ void fp8_forward(const AttentionShape& s, const TensorView& q, const TensorView&
 void attention_forward(const AttentionShape& s, const TensorView& q, const TensorView& k,
                        const TensorView& v, const TensorView& out, const TensorView& lse,
                        const AttentionOptions& opts) {
-  if (s.dtype == DType::e4m3) return fp8_forward(s, q, k, v, out, lse, opts);
-  check_supported(s, opts);
+  const bool fp8 = s.dtype == DType::e4m3;
+  if (fp8) check_fp8_supported(s, opts);
+  else check_supported(s, opts);
   check_forward_vectors(q, k, v, out);
   if (empty(s)) return;
   DeviceGuard guard(s.device_id);
   AttnArguments a = arguments(s, q, k, v, out, lse, opts);
   auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
+  if (fp8) return fp8_forward(s, a, opts, stream);
   const bool sm90 = use_sm90(s, opts, false);
 #ifdef FLASHKIT_NO_ATTENTION_KERNELS
   (void)sm90;

@@ -56,8 +56,7 @@ struct AttnArguments {
   // FP8 (e4m3) forward: per-tensor descale factors (fp32 scalars on the device, null = 1; the real
   // q is q * q_descale) and V^T in sm90/fp8.h's layout, written by the launcher into scratch.
   const float *q_descale = nullptr, *k_descale = nullptr, *v_descale = nullptr;
-  const void* vt = nullptr;
-  int64_t vt_keys = 0;
+  const void* vt = nullptr;  // fp8_vt_keys(seqlen_k) columns
 
   // Backward only.
   const void* dout = nullptr;

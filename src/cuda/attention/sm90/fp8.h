@@ -106,15 +106,13 @@ __global__ void __launch_bounds__(128) transpose_v_fp8(const uint8_t* __restrict
   }
 }
 
-// Launches transpose_v_fp8 for a dense [batch, seqlen_k, kv_heads, head_dim] V into `vt`.
+// Launches transpose_v_fp8 for a dense problem's V into a.vt.
 template <int kHeadDim>
-void transpose_v_fp8_launch(const void* v, int64_t batch_stride, int64_t row_stride,
-                            int64_t head_stride, int batch, int seqlen_k, int kv_heads,
-                            int head_dim, void* vt, cudaStream_t stream) {
-  const int64_t keys = fp8_vt_keys(seqlen_k);
-  transpose_v_fp8<kHeadDim><<<dim3(unsigned(keys / 128), kv_heads, batch), 128, 0, stream>>>(
-      static_cast<const uint8_t*>(v), batch_stride, row_stride, head_stride, seqlen_k, head_dim,
-      static_cast<uint8_t*>(vt), keys);
+void transpose_v_fp8_launch(const AttnArguments& a, cudaStream_t stream) {
+  const int64_t keys = fp8_vt_keys(a.seqlen_k);
+  transpose_v_fp8<kHeadDim><<<dim3(unsigned(keys / 128), a.kv_heads, a.batch), 128, 0, stream>>>(
+      static_cast<const uint8_t*>(a.v), a.v_stride.batch, a.v_stride.row, a.v_stride.head,
+      a.seqlen_k, a.head_dim, static_cast<uint8_t*>(const_cast<void*>(a.vt)), keys);
 }
 
 }  // namespace flashkit::cuda::attn::sm90

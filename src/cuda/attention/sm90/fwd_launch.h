@@ -31,15 +31,11 @@ void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   // Paired query blocks where the last ones carry the most key tiles (causal, as a right window
   // bound makes it for the general policies): tile_scheduler.h.
   const bool reverse = Policy::kCausal || a.causal || a.window_right >= 0;
-  AttnArguments args = a;
   if constexpr (kFp8) {  // V^T into the caller's scratch a.vt (fp8_vt_bytes)
-    args.vt_keys = fp8_vt_keys(a.seqlen_k);
-    sm90::transpose_v_fp8_launch<kHeadDim>(a.v, a.v_stride.batch, a.v_stride.row, a.v_stride.head,
-                                           a.batch, a.seqlen_k, a.kv_heads, a.head_dim,
-                                           const_cast<void*>(a.vt), stream);
+    sm90::transpose_v_fp8_launch<kHeadDim>(a, stream);
     FK_CHECK_LAUNCH("attention forward (fp8 V transpose)");
   }
-  auto params = Kernel::to_params(args, {num_blocks, a.heads, a.batch, reverse, sms});
+  auto params = Kernel::to_params(a, {num_blocks, a.heads, a.batch, reverse, sms});
   constexpr auto kernel = sm90::run_kernel_sm90<Kernel>;
   ensure_smem_limit<kernel>(Kernel::kSmemBytes);  // one driver call per device, not per launch
   kernel<<<StaticPersistentScheduler::grid_shape(params.scheduler), Kernel::kThreads,

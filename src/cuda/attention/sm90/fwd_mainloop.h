@@ -207,7 +207,6 @@ struct FwdMainloop {
     float scale, scale_log2;
     typename Policy::Params score;
     const float *q_descale, *k_descale, *v_descale;  // fp8: fp32 scalars on the device (or null)
-    int vt_keys;                                      // fp8: V^T's columns
   };
   static Params to_params(const AttnArguments& a) {
     const GmemExtent eq = gmem_extent(a, false, a.q_stride), ek = gmem_extent(a, true, a.k_stride);
@@ -215,7 +214,7 @@ struct FwdMainloop {
     using SmemKV = SmemTile<Element, kBlockN, kHeadDim>;
     auto tma_v = [&] {
       if constexpr (kFp8) {
-        const int64_t keys = a.vt_keys;
+        const int64_t keys = fp8_vt_keys(a.seqlen_k);
         const Strides vt{a.kv_heads * a.head_dim * keys, keys, a.head_dim * keys};
         return make_tma_copy(SM90_TMA_LOAD{},
                              gmem_tensor(static_cast<const Element*>(a.vt), a.head_dim, int(keys),
@@ -234,7 +233,7 @@ struct FwdMainloop {
             a.cu_seqlens_q, a.cu_seqlens_k, a.seqlen_q, a.seqlen_k, a.head_dim, a.heads,
             a.kv_heads, eq.rows, ek.rows, eq.batch, a.softmax_scale,
             a.softmax_scale * float(M_LOG2E), Policy::to_params(a),
-            a.q_descale, a.k_descale, a.v_descale, int(a.vt_keys)};
+            a.q_descale, a.k_descale, a.v_descale};
   }
   // Sequence w.batch's lengths and first tokens; a varlen grid covers the longest sequence, so
   // tiles past a shorter one's end are skipped by every role (`in_sequence`).
@@ -302,7 +301,8 @@ struct FwdMainloop {
     auto gV = [&] {
       if constexpr (kFp8) {
         Tensor mVt =
-            p.tma_v.get_tma_tensor(GmemShape{p.head_dim, p.vt_keys, p.kv_heads, p.tma_batch});
+            p.tma_v.get_tma_tensor(GmemShape{p.head_dim, int(fp8_vt_keys(p.seqlen_k)), p.kv_heads,
+                                             p.tma_batch});
         return local_tile(mVt(_, _, kv_head, b), TileVt{}, make_coord(_0{}, _));
       } else {
         Tensor mV =
