@@ -8,7 +8,8 @@
 //   kTree  — the row max and row sum as four interleaved partial chains instead of one serial
 //            chain of cols dependent FMNMX / FADD (latency on the softmax's critical path);
 //   kLazy  — O and l are rescaled only when a row's max grows by more than kLazy (log2 units),
-//            and a warp whose rows all kept their max skips O's FMULs.
+//            and a warp whose rows all kept their max skips O's FMULs;
+//   kSkip  — with kLazy = 0: that skip alone (exact: every alpha of the warp is 1).
 #pragma once
 #include <cmath>
 
@@ -17,7 +18,7 @@
 
 namespace flashkit::cuda::attn {
 
-template <int kRows_, bool kTree = false, int kLazy = 0>
+template <int kRows_, bool kTree = false, int kLazy = 0, bool kSkip = false>
 struct OnlineSoftmax {
   static constexpr int kRows = kRows_;
   SoftmaxStat stat[kRows];  // m: running (possibly stale) max of scale * score in log2 units
@@ -66,7 +67,7 @@ struct OnlineSoftmax {
   }
   template <class O>
   __device__ __forceinline__ static void rescale(O& o, const float (&alpha)[kRows]) {
-    if constexpr (kLazy > 0) {
+    if constexpr (kLazy > 0 || kSkip) {
       bool any = false;
       CUTE_UNROLL
       for (int r = 0; r < kRows; ++r) any |= alpha[r] != 1.f;
