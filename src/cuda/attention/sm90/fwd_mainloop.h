@@ -27,17 +27,10 @@
 #ifndef FLASHKIT_SM90_FP8_LAZY
 #define FLASHKIT_SM90_FP8_LAZY 0
 #endif
-// FP8 A/B knobs (session 14): SKIP, a warp whose rows all kept their max skips O's rescale
-// (exact); TREE3 / PIN3, the tree reductions and the pinned P V wait with three consumer
-// warpgroups too.
+// The fp8 forward skips O's rescale in a warp whose rows all kept their max (exact: every alpha
+// is 1; with no lazy rescale it ran on every tile): +1-5% (bench/NOTES-attention.md).
 #ifndef FLASHKIT_SM90_FP8_SKIP
-#define FLASHKIT_SM90_FP8_SKIP 0
-#endif
-#ifndef FLASHKIT_SM90_FP8_TREE3
-#define FLASHKIT_SM90_FP8_TREE3 0
-#endif
-#ifndef FLASHKIT_SM90_FP8_PIN3
-#define FLASHKIT_SM90_FP8_PIN3 0
+#define FLASHKIT_SM90_FP8_SKIP 1
 #endif
 #ifndef FLASHKIT_SM90_FWD_PIN
 #define FLASHKIT_SM90_FWD_PIN 1
@@ -186,14 +179,11 @@ struct FwdMainloop {
   // A thread holds 2 rows of its warpgroup's 64.
   static constexpr bool kTwoWarpgroups = kConsumerWarpgroups == 2;
   static constexpr int kLazy = kFp8 ? FLASHKIT_SM90_FP8_LAZY : FLASHKIT_SM90_FWD_LAZY;
-  static constexpr bool kFp8Three = kFp8 && !kTwoWarpgroups;
-  using Softmax = OnlineSoftmax<2, (kTwoWarpgroups || (kFp8Three && FLASHKIT_SM90_FP8_TREE3)) &&
-                                       bool(FLASHKIT_SM90_FWD_TREE),
+  using Softmax = OnlineSoftmax<2, kTwoWarpgroups && bool(FLASHKIT_SM90_FWD_TREE),
                                  kTwoWarpgroups ? kLazy : 0, kFp8 && bool(FLASHKIT_SM90_FP8_SKIP)>;
   // Keep wgmma.wait_group 0 (P V done) after the softmax's exponentials (see mma()); two
   // consumer warpgroups only (hdim 64's three at 160 registers spill with it).
-  static constexpr bool kExpsBeforePvWait =
-      (kTwoWarpgroups || (kFp8Three && FLASHKIT_SM90_FP8_PIN3)) && FLASHKIT_SM90_FWD_PIN;
+  static constexpr bool kExpsBeforePvWait = kTwoWarpgroups && FLASHKIT_SM90_FWD_PIN;
   using Ring = TmaRing<kStages>;
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
