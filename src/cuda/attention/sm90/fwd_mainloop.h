@@ -32,6 +32,9 @@
 #ifndef FLASHKIT_SM90_FP8_SKIP
 #define FLASHKIT_SM90_FP8_SKIP 1
 #endif
+#ifndef FLASHKIT_SM90_FP8_EXPTURN  // A/B: the softmaxes take turns too (PingPong kExps)
+#define FLASHKIT_SM90_FP8_EXPTURN 0
+#endif
 #ifndef FLASHKIT_SM90_FWD_PIN
 #define FLASHKIT_SM90_FWD_PIN 1
 #endif
@@ -48,6 +51,18 @@
 #include "cuda/attention/tile_scheduler.h"
 
 namespace flashkit::cuda::attn::sm90 {
+#ifdef FLASHKIT_FP8_TIMELINE  // diagnostic: clock stamps of CTA 0's first tile, per warpgroup
+__device__ unsigned long long fk_tl[4][192][10];
+__device__ __forceinline__ unsigned long long fk_clock() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t)::"memory");
+  return t;
+}
+#define FK_TL(k) \
+  do { if (tl_on && tl_it < 192) fk_tl[tl_wg][tl_it][k] = fk_clock(); } while (0)
+#else
+#define FK_TL(k) do {} while (0)
+#endif
 
 // Global tensors as TMA sees them: (seqlen, hdim, heads, batch), hdim contiguous. The extent in
 // hdim is the real head dim, so TMA zero-fills a bucket's tail columns and rows past the end.
@@ -91,9 +106,11 @@ auto tma_copy_of(Op op, const AttnArguments& a, const void* x, int heads, bool k
 // warpgroup's softmax runs while another's GEMMs occupy the tensor cores. One named barrier of
 // 256 threads per warpgroup: a turn is a bar.sync on one's own (128 threads) matched by the
 // previous warpgroup's bar.arrive (128 threads) when it passed the turn.
-template <bool kEnabled, int kWarpgroups>
+// kExps adds a second round robin (named barriers 5..) for the softmax itself (A/B knob).
+template <bool kEnabled, int kWarpgroups, bool kExps = false>
 struct PingPong {
   static constexpr uint32_t kBarrier = 1;  // named barrier ids 1.. (0: the epilogue's)
+  static constexpr uint32_t kExpBarrier = 5;
   int wg;                                  // this consumer warpgroup, 0 .. kWarpgroups-1
   // Calls f(wg). With two warpgroups wg is a compile-time constant on each branch, so the barrier
   // ids are immediates, not registers kept (or spilled) across the mainloop (hdim 256: 9 -> 6
@@ -118,13 +135,29 @@ struct PingPong {
         cutlass::arch::NamedBarrier::arrive(256, kBarrier + (int(w) + 1) % kWarpgroups);
       });
   }
+  __device__ __forceinline__ void wait_exp() const {
+    if constexpr (kEnabled && kExps)
+      with_wg([](auto w) { cutlass::arch::NamedBarrier::sync(256, kExpBarrier + int(w)); });
+  }
+  __device__ __forceinline__ void pass_exp() const {
+    if constexpr (kEnabled && kExps)
+      with_wg([](auto w) {
+        cutlass::arch::NamedBarrier::arrive(256, kExpBarrier + (int(w) + 1) % kWarpgroups);
+      });
+  }
   // Warpgroup 0 goes first; at the end it takes the last turn passed to it, so every arrival
   // is matched before the CTA exits.
   __device__ __forceinline__ void start() const {
-    if (wg == kWarpgroups - 1) pass_turn();
+    if (wg == kWarpgroups - 1) {
+      pass_turn();
+      pass_exp();
+    }
   }
   __device__ __forceinline__ void finish() const {
-    if (wg == 0) wait_turn();
+    if (wg == 0) {
+      wait_turn();
+      wait_exp();
+    }
   }
 };
 
@@ -158,7 +191,8 @@ struct FwdMainloop {
   static constexpr int kStages = kStages_;
   static constexpr bool kOInQ = kOInQ_;  // the epilogue stages O in Q's buffer
   static constexpr int kConsumerWarpgroups = kBlockM / 64;  // 64 query rows each
-  using Turns = PingPong<kPingPong_, kConsumerWarpgroups>;
+  using Turns = PingPong<kPingPong_, kConsumerWarpgroups,
+                         sizeof(Element_) == 1 && bool(FLASHKIT_SM90_FP8_EXPTURN)>;
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
 
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
@@ -392,10 +426,16 @@ struct FwdMainloop {
     // (row, col) of each score within the tile, for the masks.
     Tensor cS = rowcol_view(thr_qk.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{})));
     Tensor o = rowcol_view(acc_o);
+#ifdef FLASHKIT_FP8_TIMELINE
+    const bool tl_on = blockIdx.x == 0 && tid % 128 == 0 && st.q_tiles == 0;
+    const int tl_wg = tid / 128;
+    int tl_it = 0;
+#endif
 
     // S = Q K_n^T on the tensor cores, then the masks; K_n's stage is free once S is in registers.
     auto scores = [&](auto& acc_s) {
       Ring::consumer_wait(smem.k_ring, st.k);
+      FK_TL(8);
       wgmma<true>(mma_qk, tSrQ, tSrK(_, _, _, st.k.stage), acc_s);
     };
     auto scores_done = [&](auto& acc_s, int n, bool last, bool release_k = true) {
@@ -423,6 +463,7 @@ struct FwdMainloop {
     // O += P V_n; V_n's stage is freed by pv_done once the product has completed.
     auto pv = [&](auto& tOrP) {
       Ring::consumer_wait(smem.v_ring, st.v);
+      FK_TL(9);
       warpgroup_fence_operand(tOrP);
       wgmma<false>(mma_pv, tOrP, tOrV(_, _, _, st.v.stage), acc_o);
     };
@@ -445,7 +486,9 @@ struct FwdMainloop {
     warpgroup_wait<0>();
     scores_done(acc_s, n, n_next < kr.begin);
     float alpha[Softmax::kRows];
+    turns.wait_exp();
     softmax_of(acc_s, n, alpha);  // O is still 0: no rescale
+    turns.pass_exp();
     // P as the A operand of O += P V: 16-bit P in the accumulator's own layout (acc_as_a), fp8 P
     // as the ((4, 2, 2), 1, BN / 32) fragment in fp8.h's key order.
     auto make_p = [&] {
@@ -466,14 +509,22 @@ struct FwdMainloop {
     };
     to_p();
     for (n = n_next; n >= kr.begin; n = n_next) {
+      FK_TL(0);
       turns.wait_turn();
+      FK_TL(1);
       scores(acc_s);  // S_n, issued first so that it completes first
+      FK_TL(2);
       pv(tOrP);       // O += P_{n'} V_{n'}
+      FK_TL(3);
       turns.pass_turn();
       n_next = next_live(pol, kr, w.block, n);
       warpgroup_wait<1>();
+      FK_TL(4);
       scores_done(acc_s, n, n_next < kr.begin, !kExpsBeforePvWait);
+      turns.wait_exp();
       softmax_of(acc_s, n, alpha);
+      turns.pass_exp();
+      FK_TL(5);
       if constexpr (kExpsBeforePvWait) {
         // ptxas hoists wgmma.wait_group 0 over independent ALU work up to the last memory
         // operation before it, so the exponentials would run after P V has completed. K_n's
@@ -484,9 +535,14 @@ struct FwdMainloop {
         st.k.advance();
       }
       warpgroup_wait<0>();
+      FK_TL(6);
       pv_done(tOrP);
       Softmax::rescale(o, alpha);
       to_p();
+      FK_TL(7);
+#ifdef FLASHKIT_FP8_TIMELINE
+      ++tl_it;
+#endif
     }
     turns.wait_turn();
     pv(tOrP);
