@@ -32,9 +32,6 @@
 #ifndef FLASHKIT_SM90_FP8_SKIP
 #define FLASHKIT_SM90_FP8_SKIP 1
 #endif
-#ifndef FLASHKIT_SM90_FP8_EXPTURN  // A/B: the softmaxes take turns too (PingPong kExps)
-#define FLASHKIT_SM90_FP8_EXPTURN 0
-#endif
 #ifndef FLASHKIT_SM90_FWD_PIN
 #define FLASHKIT_SM90_FWD_PIN 1
 #endif
@@ -51,7 +48,10 @@
 #include "cuda/attention/tile_scheduler.h"
 
 namespace flashkit::cuda::attn::sm90 {
-#ifdef FLASHKIT_FP8_TIMELINE  // diagnostic: clock stamps of CTA 0's first tile, per warpgroup
+// Diagnostic (bench/sm90_fp8_ab.cu -DFLASHKIT_FP8_TIMELINE; bench/NOTES-attention.md "FP8: a
+// per-phase timeline"): clock64 stamps of each phase of CTA 0's first tile, lane 0 of each
+// consumer warpgroup, for up to 192 key blocks.
+#ifdef FLASHKIT_FP8_TIMELINE
 __device__ unsigned long long fk_tl[4][192][10];
 __device__ __forceinline__ unsigned long long fk_clock() {
   unsigned long long t;
@@ -106,11 +106,9 @@ auto tma_copy_of(Op op, const AttnArguments& a, const void* x, int heads, bool k
 // warpgroup's softmax runs while another's GEMMs occupy the tensor cores. One named barrier of
 // 256 threads per warpgroup: a turn is a bar.sync on one's own (128 threads) matched by the
 // previous warpgroup's bar.arrive (128 threads) when it passed the turn.
-// kExps adds a second round robin (named barriers 5..) for the softmax itself (A/B knob).
-template <bool kEnabled, int kWarpgroups, bool kExps = false>
+template <bool kEnabled, int kWarpgroups>
 struct PingPong {
   static constexpr uint32_t kBarrier = 1;  // named barrier ids 1.. (0: the epilogue's)
-  static constexpr uint32_t kExpBarrier = 5;
   int wg;                                  // this consumer warpgroup, 0 .. kWarpgroups-1
   // Calls f(wg). With two warpgroups wg is a compile-time constant on each branch, so the barrier
   // ids are immediates, not registers kept (or spilled) across the mainloop (hdim 256: 9 -> 6
@@ -135,29 +133,13 @@ struct PingPong {
         cutlass::arch::NamedBarrier::arrive(256, kBarrier + (int(w) + 1) % kWarpgroups);
       });
   }
-  __device__ __forceinline__ void wait_exp() const {
-    if constexpr (kEnabled && kExps)
-      with_wg([](auto w) { cutlass::arch::NamedBarrier::sync(256, kExpBarrier + int(w)); });
-  }
-  __device__ __forceinline__ void pass_exp() const {
-    if constexpr (kEnabled && kExps)
-      with_wg([](auto w) {
-        cutlass::arch::NamedBarrier::arrive(256, kExpBarrier + (int(w) + 1) % kWarpgroups);
-      });
-  }
   // Warpgroup 0 goes first; at the end it takes the last turn passed to it, so every arrival
   // is matched before the CTA exits.
   __device__ __forceinline__ void start() const {
-    if (wg == kWarpgroups - 1) {
-      pass_turn();
-      pass_exp();
-    }
+    if (wg == kWarpgroups - 1) pass_turn();
   }
   __device__ __forceinline__ void finish() const {
-    if (wg == 0) {
-      wait_turn();
-      wait_exp();
-    }
+    if (wg == 0) wait_turn();
   }
 };
 
@@ -191,8 +173,7 @@ struct FwdMainloop {
   static constexpr int kStages = kStages_;
   static constexpr bool kOInQ = kOInQ_;  // the epilogue stages O in Q's buffer
   static constexpr int kConsumerWarpgroups = kBlockM / 64;  // 64 query rows each
-  using Turns = PingPong<kPingPong_, kConsumerWarpgroups,
-                         sizeof(Element_) == 1 && bool(FLASHKIT_SM90_FP8_EXPTURN)>;
+  using Turns = PingPong<kPingPong_, kConsumerWarpgroups>;
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
 
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
@@ -486,9 +467,7 @@ struct FwdMainloop {
     warpgroup_wait<0>();
     scores_done(acc_s, n, n_next < kr.begin);
     float alpha[Softmax::kRows];
-    turns.wait_exp();
     softmax_of(acc_s, n, alpha);  // O is still 0: no rescale
-    turns.pass_exp();
     // P as the A operand of O += P V: 16-bit P in the accumulator's own layout (acc_as_a), fp8 P
     // as the ((4, 2, 2), 1, BN / 32) fragment in fp8.h's key order.
     auto make_p = [&] {
@@ -521,9 +500,7 @@ struct FwdMainloop {
       warpgroup_wait<1>();
       FK_TL(4);
       scores_done(acc_s, n, n_next < kr.begin, !kExpsBeforePvWait);
-      turns.wait_exp();
       softmax_of(acc_s, n, alpha);
-      turns.pass_exp();
       FK_TL(5);
       if constexpr (kExpsBeforePvWait) {
         // ptxas hoists wgmma.wait_group 0 over independent ALU work up to the last memory
