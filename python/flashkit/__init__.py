@@ -13,10 +13,13 @@ from .mas import (  # noqa: F401
 from .ops import (  # noqa: F401, E402
     DecodePlan,
     attention,
+    attention_fp8,
     attention_varlen,
     decode,
+    dequantize_e4m3,
     make_decode_plan,
     merge_states,
+    quantize_e4m3,
 )
 
 __version__ = "0.1.0"

@@ -77,6 +77,73 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, dropout_p=0.0, windo
                             softcap, alibi_slopes, block_mask, block_mask_block, return_lse)
 
 
+def attention_fp8(q, k, v, *, q_descale=None, k_descale=None, v_descale=None, causal=False,
+                  softmax_scale=None, return_lse=False):
+    """The FP8 (e4m3) forward: out = softmax(scale * q k^T) v computed from the dequantized
+    inputs (real x = x * x_descale), with bfloat16 out, as FlashAttention-3's fp8 forward.
+
+    q [batch, seqlen_q, heads, hdim], k/v [batch, seqlen_k, kv_heads, hdim], hdim a multiple of
+    16 (up to 256); causal is bottom-right aligned. Descales: None (1), a float, or an fp32 array
+    of one element on q's device (torch: no host sync when it is a CUDA tensor). torch tensors:
+    float8_e4m3fn (CUDA on Hopper, or CPU), out bfloat16, no gradient; torch.compile-able
+    (custom op flashkit::attention_fp8_fwd). NumPy arrays: uint8 arrays of e4m3 codes (e.g. an
+    ml_dtypes float8_e4m3fn array .view(np.uint8)), out float32 holding the bfloat16 values.
+    On CUDA P is rounded to e4m3 before P V (as on the tensor cores); the CPU computes
+    everything in fp32 from the dequantized inputs.
+    Returns out, or (out, lse) with return_lse (lse fp32 [batch, heads, seqlen_q], natural log
+    of the real scores)."""
+    t = _torch_ops(q, "q")
+    if t is not None:
+        return t.attention_fp8(q, k, v, q_descale=q_descale, k_descale=k_descale,
+                               v_descale=v_descale, causal=causal, softmax_scale=softmax_scale,
+                               return_lse=return_lse)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, np.ndarray) or x.dtype != np.uint8:
+            raise TypeError(f"{name}: expected a uint8 NumPy array of e4m3 codes, got "
+                            f"{getattr(x, 'dtype', type(x).__name__)}")
+
+    def descale(d, name):
+        if d is None:
+            return None
+        d = np.asarray(d, dtype=np.float32)
+        if d.size != 1:
+            raise ValueError(f"{name}: expected one element, got shape {d.shape}")
+        return d.reshape(1)
+
+    bits = np.empty(q.shape, dtype=np.uint16)
+    lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=np.float32)
+    _C.attention_forward_fp8(q, k, v, bits, lse, q_descale=descale(q_descale, "q_descale"),
+                             k_descale=descale(k_descale, "k_descale"),
+                             v_descale=descale(v_descale, "v_descale"),
+                             causal=bool(causal),
+                             softmax_scale=0.0 if softmax_scale is None else float(softmax_scale),
+                             codes=True, out_bits=True)
+    out = (bits.astype(np.uint32) << 16).view(np.float32)
+    return (out, lse) if return_lse else out
+
+
+def quantize_e4m3(x, descale=None):
+    """(codes, descale): x (a float NumPy array) as uint8 e4m3 codes of x / descale, rounded to
+    nearest even and saturated at +-448; descale None takes max|x| / 448 (per-tensor scaling,
+    the attention_fp8 inputs' convention). dequantize_e4m3(codes, descale) gives the values back.
+    (torch users: (x / descale).to(torch.float8_e4m3fn).)"""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if descale is None:
+        amax = float(np.abs(x).max()) if x.size else 0.0
+        descale = amax / 448.0 if amax > 0 else 1.0
+    codes = np.empty(x.shape, dtype=np.uint8)
+    _C.quantize_e4m3(x, codes, 1.0 / float(descale))
+    return codes, np.float32(descale)
+
+
+def dequantize_e4m3(codes, descale=1.0):
+    """float32 values of uint8 e4m3 codes times descale."""
+    codes = np.ascontiguousarray(codes, dtype=np.uint8)
+    out = np.empty(codes.shape, dtype=np.float32)
+    _C.dequantize_e4m3(codes, out, float(descale))
+    return out
+
+
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
                      causal=False, softmax_scale=None, dropout_p=0.0, window=(-1, -1),
                      softcap=0.0, alibi_slopes=None, block_mask=None, block_mask_block=(128, 128),

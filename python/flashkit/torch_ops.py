@@ -36,12 +36,12 @@ def _stream(t):
 
 def _readable(t):
     """Whether the kernels read t in place: last dim contiguous; on the GPU also a 16-byte
-    aligned pointer and every other stride a multiple of 8 elements (16-byte vector rows)."""
+    aligned pointer and every other stride a multiple of 16 bytes (16-byte vector rows)."""
     if t.dim() == 0 or t.stride(-1) != 1:
         return False
     if not t.is_cuda:
         return True
-    return t.data_ptr() % 16 == 0 and all(s % 8 == 0 for s in t.stride()[:-1])
+    return t.data_ptr() % 16 == 0 and all(s * t.element_size() % 16 == 0 for s in t.stride()[:-1])
 
 
 def _operand(t):
@@ -234,6 +234,64 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     return _call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
                  softmax_scale, dropout_p, window, softcap, alibi_slopes, block_mask,
                  block_mask_block, deterministic, return_lse)
+
+
+def _attention_fp8_fwd(q: Tensor, k: Tensor, v: Tensor, q_descale: Optional[Tensor],
+                       k_descale: Optional[Tensor], v_descale: Optional[Tensor], causal: bool,
+                       softmax_scale: float) -> Tuple[Tensor, Tensor]:
+    """(out bfloat16, lse) of the fp8 forward; q, k, v float8_e4m3fn, descales fp32 one-element
+    tensors on q's device or None."""
+    q, k, v = _operand(q), _operand(k), _operand(v)
+    codes = [t.view(torch.uint8) for t in (q, k, v)]
+    out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
+    lse = torch.empty(_lse_shape(q, False), dtype=torch.float32, device=q.device)
+    # The transposed V's scratch from torch's allocator (stream-ordered; a captured graph's pool).
+    workspace = None
+    if q.is_cuda:
+        nbytes = _C.attention_forward_fp8_workspace_bytes(_dl(codes[0]), _dl(codes[1]), codes=True)
+        if nbytes:
+            workspace = torch.empty(nbytes, dtype=torch.uint8, device=q.device)
+    _C.attention_forward_fp8(*(_dl(t) for t in codes), _dl(out), _dl(lse),
+                             q_descale=_dl_opt(q_descale), k_descale=_dl_opt(k_descale),
+                             v_descale=_dl_opt(v_descale), causal=causal,
+                             softmax_scale=softmax_scale, codes=True,
+                             workspace=_dl_opt(workspace), stream=_stream(q))
+    return out, lse
+
+
+attention_fp8_fwd = torch.library.custom_op("flashkit::attention_fp8_fwd",
+                                            mutates_args=())(_attention_fp8_fwd)
+
+
+@attention_fp8_fwd.register_fake
+def _attention_fp8_fwd_fake(q, k, v, q_descale, k_descale, v_descale, causal, softmax_scale):
+    return (q.new_empty(q.shape, dtype=torch.bfloat16),
+            q.new_empty(_lse_shape(q, False), dtype=torch.float32))
+
+
+def _descale(d, q):
+    """A descale argument as an fp32 one-element tensor on q's device (None stays None; a
+    Python number becomes a small tensor, one host-to-device copy)."""
+    if d is None or isinstance(d, torch.Tensor):
+        return d
+    return torch.tensor([float(d)], dtype=torch.float32, device=q.device)
+
+
+def attention_fp8(q, k, v, *, q_descale=None, k_descale=None, v_descale=None, causal=False,
+                  softmax_scale=None, return_lse=False):
+    """flashkit.attention_fp8 on torch tensors (see flashkit.ops.attention_fp8)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch tensor like q, got {type(t).__name__}")
+        if t.dtype != torch.float8_e4m3fn:
+            raise TypeError(f"{name}: expected torch.float8_e4m3fn, got {t.dtype}")
+    ds = [_descale(d, q) for d in (q_descale, k_descale, v_descale)]
+    # Eager calls skip the op's dispatch (no gradient to record); traced ones keep the op.
+    fn = (torch.ops.flashkit.attention_fp8_fwd if torch.compiler.is_compiling()
+          else _attention_fp8_fwd)
+    out, lse = fn(q, k, v, *ds, bool(causal),
+                  0.0 if softmax_scale is None else float(softmax_scale))
+    return (out, lse) if return_lse else out
 
 
 def _decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor,

@@ -3,6 +3,7 @@
 // friendly Python API that allocates them lives in python/flashkit/attention.py.
 #include "flashkit/attention.h"
 #include "flashkit/block_mask.h"
+#include "flashkit/errors.h"
 
 #include <nanobind/nanobind.h>
 
@@ -10,6 +11,7 @@
 #include <tuple>
 
 #include "bindings.h"
+#include "common/half.h"
 
 namespace flashkit::py {
 
@@ -45,9 +47,82 @@ AttentionOptions make_options(bool causal, float softmax_scale, int window_left,
   return o;
 }
 
+// An fp8 operand: float8_e4m3fn arrays as they are; with `codes`, 8-bit arrays holding e4m3
+// codes (NumPy has no float8 dtype; torch passes float8_e4m3fn tensors as uint8 views, which
+// every torch version exports through DLPack).
+TensorView fp8_view(const nb::ndarray<>& a, const char* name, bool codes) {
+  return codes ? to_view_as(a, name, DType::e4m3) : to_view(a, name);
+}
+
 }  // namespace
 
 void bind_attention(nb::module_& m) {
+  m.def(
+      "attention_forward_fp8",
+      [](const nb::ndarray<>& q, const nb::ndarray<>& k, const nb::ndarray<>& v,
+         const nb::ndarray<>& out, const nb::ndarray<>& lse, const Opt& q_descale,
+         const Opt& k_descale, const Opt& v_descale, bool causal, float scale, bool codes,
+         bool out_bits, const Opt& workspace, uintptr_t stream) {
+        AttentionOptions o;
+        o.causal = causal;
+        o.softmax_scale = scale;
+        o.q_descale = to_view_opt(q_descale, "q_descale");
+        o.k_descale = to_view_opt(k_descale, "k_descale");
+        o.v_descale = to_view_opt(v_descale, "v_descale");
+        o.stream = reinterpret_cast<Stream>(stream);
+        TensorView tq = fp8_view(q, "q", codes), tk = fp8_view(k, "k", codes),
+                   tv = fp8_view(v, "v", codes), tl = to_view(lse, "lse");
+        // out_bits: a 16-bit array holding bfloat16 bits (NumPy has no bfloat16).
+        TensorView to = out_bits ? to_view_as(out, "out", DType::bf16) : to_view(out, "out");
+        if (workspace) {
+          const TensorView ws = to_view(*workspace, "workspace");
+          o.workspace = Workspace{ws.data, size_t(ws.numel()) * dtype_size(ws.dtype)};
+        }
+        nb::gil_scoped_release no_gil;
+        attention_forward(tq, tk, tv, to, tl, o);
+      },
+      nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse"), nb::kw_only(),
+      nb::arg("q_descale").none() = nb::none(), nb::arg("k_descale").none() = nb::none(),
+      nb::arg("v_descale").none() = nb::none(), nb::arg("causal") = false,
+      nb::arg("softmax_scale") = 0.f, nb::arg("codes") = false, nb::arg("out_bits") = false,
+      nb::arg("workspace").none() = nb::none(), nb::arg("stream") = 0,
+      "The FP8 (e4m3) forward: out (bfloat16) = softmax(scale q k^T) v of the dequantized inputs\n"
+      "(real x = x * x_descale; descales fp32 one-element arrays on q's device, None = 1) and\n"
+      "the fp32 logsumexp lse. codes: q/k/v are uint8 arrays of e4m3 codes; out_bits: out is a\n"
+      "uint16 array of bfloat16 bits. workspace: uint8 scratch of\n"
+      "attention_forward_fp8_workspace_bytes (else a cached buffer).");
+  m.def(
+      "quantize_e4m3",
+      [](const nb::ndarray<const float, nb::c_contig, nb::device::cpu>& x,
+         const nb::ndarray<uint8_t, nb::c_contig, nb::device::cpu>& out, float inv_descale) {
+        if (x.size() != out.size())
+          throw Error("out: expected " + std::to_string(x.size()) + " elements, got " +
+                      std::to_string(out.size()));
+        const float* src = x.data();
+        uint8_t* dst = out.data();
+        for (size_t i = 0; i < x.size(); ++i) dst[i] = float_to_e4m3(src[i] * inv_descale);
+      },
+      nb::arg("x"), nb::arg("out"), nb::arg("inv_descale"),
+      "out = e4m3 codes of x * inv_descale (round to nearest even, saturating at +-448).");
+  m.def(
+      "dequantize_e4m3",
+      [](const nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>& codes,
+         const nb::ndarray<float, nb::c_contig, nb::device::cpu>& out, float descale) {
+        if (codes.size() != out.size())
+          throw Error("out: expected " + std::to_string(codes.size()) + " elements, got " +
+                      std::to_string(out.size()));
+        for (size_t i = 0; i < codes.size(); ++i)
+          out.data()[i] = e4m3_to_float(codes.data()[i]) * descale;
+      },
+      nb::arg("codes"), nb::arg("out"), nb::arg("descale"),
+      "out = the e4m3 values of codes times descale.");
+  m.def(
+      "attention_forward_fp8_workspace_bytes",
+      [](const nb::ndarray<>& q, const nb::ndarray<>& k, bool codes) {
+        return attention_forward_workspace_bytes(fp8_view(q, "q", codes), fp8_view(k, "k", codes));
+      },
+      nb::arg("q"), nb::arg("k"), nb::kw_only(), nb::arg("codes") = false,
+      "Bytes of GPU scratch attention_forward_fp8 needs (V transposed; 0 on the CPU).");
   // The option keywords, shared by forward and backward (same names as AttentionOptions).
   auto options = [] {
     return std::make_tuple(nb::arg("causal") = false, nb::arg("softmax_scale") = 0.f,

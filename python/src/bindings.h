@@ -15,6 +15,9 @@ namespace nb = nanobind;
 
 // View of any DLPack/NumPy array (no copy). `name` goes into error messages.
 TensorView to_view(const nb::ndarray<>& a, const char* name);
+// View whose elements are read as `as` whatever the array's dtype says (same element size): for
+// dtypes the producer lacks (NumPy: bfloat16, float8 e4m3).
+TensorView to_view_as(const nb::ndarray<>& a, const char* name, DType as);
 // Empty view for an omitted optional argument (None).
 TensorView to_view_opt(const std::optional<nb::ndarray<>>& a, const char* name);
 

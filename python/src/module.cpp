@@ -10,7 +10,9 @@
 
 namespace flashkit::py {
 
-TensorView to_view(const nb::ndarray<>& a, const char* name) {
+namespace {
+// The array's shape, strides, data and device (dtype left for the caller).
+TensorView view_of(const nb::ndarray<>& a, const char* name) {
   if (a.ndim() > static_cast<size_t>(kMaxDims))
     throw Error(std::string(name) + ": expected at most " + std::to_string(kMaxDims) +
                 " dims, got " + std::to_string(a.ndim()));
@@ -21,6 +23,18 @@ TensorView to_view(const nb::ndarray<>& a, const char* name) {
     t.shape[d] = static_cast<int64_t>(a.shape(d));
     t.stride[d] = static_cast<int64_t>(a.stride(d));
   }
+  int dev = a.device_type();
+  if (dev == nb::device::cpu::value) t.device = Device::cpu;
+  else if (dev == nb::device::cuda::value) t.device = Device::cuda;
+  else throw Error(std::string(name) + ": expected a CPU or CUDA array, got DLPack device " +
+                   std::to_string(dev));
+  t.device_id = a.device_id();
+  return t;
+}
+}  // namespace
+
+TensorView to_view(const nb::ndarray<>& a, const char* name) {
+  TensorView t = view_of(a, name);
   nb::dlpack::dtype dt = a.dtype();
   using code = nb::dlpack::dtype_code;
   auto is = [&](code c, int bits) { return dt.code == static_cast<uint8_t>(c) && dt.bits == bits; };
@@ -32,15 +46,20 @@ TensorView to_view(const nb::ndarray<>& a, const char* name) {
   else if (is(code::Int, 64)) t.dtype = DType::i64;
   else if (is(code::UInt, 8)) t.dtype = DType::u8;
   else if (is(code::Bool, 8)) t.dtype = DType::bool8;
+  else if (is(code::Float8_E4M3FN, 8)) t.dtype = DType::e4m3;
   else
     throw Error(std::string(name) + ": unsupported dtype (DLPack code " +
                 std::to_string(dt.code) + ", " + std::to_string(dt.bits) + " bits)");
-  int dev = a.device_type();
-  if (dev == nb::device::cpu::value) t.device = Device::cpu;
-  else if (dev == nb::device::cuda::value) t.device = Device::cuda;
-  else throw Error(std::string(name) + ": expected a CPU or CUDA array, got DLPack device " +
-                   std::to_string(dev));
-  t.device_id = a.device_id();
+  return t;
+}
+
+TensorView to_view_as(const nb::ndarray<>& a, const char* name, DType as) {
+  TensorView t = view_of(a, name);
+  if (a.dtype().bits != 8 * dtype_size(as) || a.dtype().lanes != 1)
+    throw Error(std::string(name) + ": expected " + std::to_string(8 * dtype_size(as)) +
+                "-bit elements to read as " + dtype_name(as) + ", got " +
+                std::to_string(a.dtype().bits) + " bits");
+  t.dtype = as;
   return t;
 }
 

@@ -80,3 +80,91 @@ def test_errors_name_the_argument():
     with pytest.raises(ValueError, match="^dropout_p:"):
         flashkit._C.attention_forward(q, q, q, out, lse, dropout_p=1.0)
     assert (out == 7.0).all() and (lse == 7.0).all()
+
+
+# --- FP8 (e4m3) forward: uint8 arrays of e4m3 codes ---
+
+def e4m3_table():
+    """The 256 e4m3 (float8_e4m3fn) codes' values (NaN for 0x7f / 0xff), by the format's rule."""
+    vals = np.empty(256, dtype=np.float64)
+    for c in range(256):
+        sign = -1.0 if c & 0x80 else 1.0
+        e, m = (c >> 3) & 0xF, c & 0x7
+        if e == 0xF and m == 0x7:
+            vals[c] = np.nan
+        elif e == 0:
+            vals[c] = sign * m / 8 * 2.0**-6
+        else:
+            vals[c] = sign * (1 + m / 8) * 2.0 ** (e - 7)
+    return vals
+
+
+def quantize_e4m3(x):
+    """Nearest e4m3 code of each value (ties to the even code), as uint8."""
+    table = e4m3_table()
+    codes = np.array([c for c in range(256) if not np.isnan(table[c])], dtype=np.uint8)
+    vals = table[codes]
+    dist = np.abs(x[..., None] - vals)
+    best = dist.min(axis=-1, keepdims=True)
+    # among equally near codes the even one (m's low bit 0)
+    tie_ok = (dist == best) & ((codes & 1) == 0)
+    pick = np.where(tie_ok.any(axis=-1), tie_ok.argmax(axis=-1), dist.argmin(axis=-1))
+    return codes[pick]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp8_forward_matches_reference(causal):
+    rng = np.random.default_rng(21 + causal)
+    b, sq, sk, h, hk, d = 2, 37, 53, 4, 2, 32
+    qd, kd, vd = 1 / 32, 1 / 16, 1 / 64
+    q8 = quantize_e4m3(rng.standard_normal((b, sq, h, d)) / qd)
+    k8 = quantize_e4m3(rng.standard_normal((b, sk, hk, d)) / kd)
+    v8 = quantize_e4m3(rng.standard_normal((b, sk, hk, d)) / vd)
+    table = e4m3_table()
+    ref_out, ref_lse = reference(table[q8] * qd, table[k8] * kd, table[v8] * vd, causal=causal)
+    out, lse = flashkit.attention_fp8(q8, k8, v8, q_descale=qd, k_descale=np.float32(kd),
+                                      v_descale=np.array([vd], dtype=np.float32), causal=causal,
+                                      return_lse=True)
+    assert out.dtype == np.float32 and out.shape == q8.shape and lse.shape == (b, h, sq)
+    # fp32 arithmetic on the dequantized values, out rounded to bf16 (8 significant bits)
+    np.testing.assert_allclose(out, ref_out, atol=1e-2 * np.abs(ref_out).max(), rtol=2**-7)
+    np.testing.assert_allclose(lse, ref_lse, atol=1e-4, rtol=1e-5)
+    # the bf16 rounding itself: every out value is a bf16 value
+    assert np.all((out.view(np.uint32) & 0xFFFF) == 0)
+
+
+def test_fp8_forward_errors():
+    q8 = np.zeros((1, 4, 2, 16), dtype=np.uint8)
+    with pytest.raises(TypeError, match="q: expected a uint8"):
+        flashkit.attention_fp8(q8.astype(np.float32), q8, q8)
+    with pytest.raises(ValueError, match="hdim|head_dim|16"):
+        bad = np.zeros((1, 4, 2, 20), dtype=np.uint8)
+        flashkit.attention_fp8(bad, bad, bad)
+    with pytest.raises(ValueError, match="v_descale: expected one element"):
+        flashkit.attention_fp8(q8, q8, q8, v_descale=[1.0, 2.0])
+    # the extension itself: a float64 descale, a non-bf16 out
+    out = np.empty(q8.shape, dtype=np.uint16)
+    lse = np.empty((1, 2, 4), dtype=np.float32)
+    with pytest.raises(ValueError, match="q_descale"):
+        flashkit._C.attention_forward_fp8(q8, q8, q8, out, lse, q_descale=np.ones(1), codes=True,
+                                          out_bits=True)
+    with pytest.raises(ValueError, match="out"):
+        flashkit._C.attention_forward_fp8(q8, q8, q8, out.astype(np.float32), lse, codes=True)
+    with pytest.raises(ValueError, match="q"):  # uint8 without codes=True is not fp8
+        flashkit._C.attention_forward_fp8(q8, q8, q8, out, lse, out_bits=True)
+
+
+def test_quantize_e4m3_matches_the_format():
+    table = e4m3_table()
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.standard_normal(4000) * 50, [0.0, -0.0, 448.0, 465.0, 1e6, -1e6,
+                                                          2.0**-9, 2.0**-10, 3 * 2.0**-10]])
+    codes, d = flashkit.quantize_e4m3(x, descale=1.0)
+    assert codes.dtype == np.uint8 and d == 1.0
+    clipped = np.clip(x, -448, 448)  # saturating
+    np.testing.assert_array_equal(table[codes], table[quantize_e4m3(clipped)])
+    np.testing.assert_array_equal(flashkit.dequantize_e4m3(codes), table[codes].astype(np.float32))
+    # per-tensor scaling: the largest magnitude lands on 448
+    codes, d = flashkit.quantize_e4m3(x[:4000])
+    assert d == np.float32(np.abs(x[:4000]).max() / 448)
+    assert np.abs(flashkit.dequantize_e4m3(codes, d)).max() == np.float32(448 * d)

@@ -187,3 +187,90 @@ def test_cuda_dropout_and_block_mask_match_cpu(causal):
     for what, got, ref in zip(("out", "dq", "dk", "dv"), results["cuda"], results["cpu"]):
         assert torch.isfinite(got).all(), what
         torch.testing.assert_close(got, ref, atol=4e-2, rtol=4e-2, msg=what)
+
+
+# --- FP8 (e4m3) forward: flashkit.attention_fp8 on torch.float8_e4m3fn tensors ---
+
+def fp8_inputs(device, b, sq, sk, h, hk, d, seed):
+    """Random q, k, v quantized to e4m3 with power-of-two descales (so the bf16 / fp64 copies of
+    the dequantized values are exact), and the descales as fp32 tensors on the device."""
+    gen = torch.Generator().manual_seed(seed)
+    scales = (1 / 32, 1 / 16, 1 / 64)
+    shapes = ((b, sq, h, d), (b, sk, hk, d), (b, sk, hk, d))
+    x8 = [(torch.randn(*s, generator=gen) / c).to(torch.float8_e4m3fn).to(device)
+          for s, c in zip(shapes, scales)]
+    ds = [torch.tensor([c], dtype=torch.float32, device=device) for c in scales]
+    return x8, ds
+
+
+def naive_fp8(q, k, v, causal):
+    """fp32 scores and softmax, P rounded to e4m3 before P V (what the tensor cores do), out to
+    bf16: the yardstick of the tolerance rule for the GPU's fp8 forward."""
+    b, sq, h, d = q.shape
+    hk = k.shape[2]
+    k = k.repeat_interleave(h // hk, dim=2)
+    v = v.repeat_interleave(h // hk, dim=2)
+    s = torch.einsum("bihd,bjhd->bhij", q, k) * d ** -0.5
+    if causal:
+        sk = k.shape[1]
+        rel = torch.arange(sk)[None, :] - torch.arange(sq)[:, None] - (sk - sq)
+        s = s.masked_fill(rel > 0, float("-inf"))
+    m = s.amax(-1, keepdim=True)
+    p = torch.exp(s - m)
+    l = p.sum(-1, keepdim=True)
+    p8 = p.to(torch.float8_e4m3fn).float()
+    return (torch.einsum("bhij,bjhd->bihd", p8, v) / l.permute(0, 2, 1, 3)).bfloat16()
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp8_forward(device, causal):
+    if device == "cuda" and torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the fp8 kernels are Hopper (sm_90) kernels")
+    (q8, k8, v8), (qd, kd, vd) = fp8_inputs(device, 2, 200, 333, 4, 2, 128, seed=31 + causal)
+    out, lse = flashkit.attention_fp8(q8, k8, v8, q_descale=qd, k_descale=kd, v_descale=vd,
+                                      causal=causal, return_lse=True)
+    assert out.dtype == torch.bfloat16 and out.shape == q8.shape and out.device == q8.device
+    assert lse.shape == (2, 4, 200) and lse.dtype == torch.float32
+    qf, kf, vf = (x.cpu().double() * d.item() for x, d in ((q8, qd), (k8, kd), (v8, vd)))
+    ref = attention(qf, kf, vf, causal=causal)
+    s = torch.einsum("bihd,bjhd->bhij", qf, kf.repeat_interleave(2, dim=2)) * 128 ** -0.5
+    if causal:
+        rel = torch.arange(333)[None, :] - torch.arange(200)[:, None] - 133
+        s = s.masked_fill(rel > 0, float("-inf"))
+    ref_lse = torch.logsumexp(s, dim=-1)
+    # the GPU's fp8 MMAs accumulate with ~14 significant bits (bench/NOTES-attention.md)
+    assert (lse.cpu().double() - ref_lse).abs().max().item() < (1e-5 if device == "cpu" else 3e-3)
+    if device == "cpu":  # fp32 arithmetic, out rounded to bf16
+        assert_fa3_close(out.cpu(), ref, ref.bfloat16(), "out (cpu)")
+    else:
+        assert_fa3_close(out.cpu(), ref, naive_fp8(qf.float(), kf.float(), vf.float(), causal),
+                         "out (cuda)")
+    # the same call with Python-number descales, and without return_lse
+    again = flashkit.attention_fp8(q8, k8, v8, q_descale=qd.item(), k_descale=kd.item(),
+                                   v_descale=vd.item(), causal=causal)
+    assert torch.equal(again, out)
+
+
+@pytest.mark.parametrize("device", devices()[-1:])
+def test_fp8_opcheck_and_compile(device):
+    if device == "cuda" and torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the fp8 kernels are Hopper (sm_90) kernels")
+    (q8, k8, v8), (qd, kd, vd) = fp8_inputs(device, 1, 64, 80, 2, 1, 64, seed=5)
+    torch.library.opcheck(torch.ops.flashkit.attention_fp8_fwd.default,
+                          (q8, k8, v8, qd, kd, vd, True, 0.0))
+    fn = lambda q, k, v: flashkit.attention_fp8(q, k, v, q_descale=qd, k_descale=kd,  # noqa: E731
+                                                v_descale=vd, causal=True)
+    compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
+    assert torch.equal(compiled(q8, k8, v8), fn(q8, k8, v8))
+
+
+def test_fp8_errors():
+    q = torch.zeros(1, 8, 2, 16, dtype=torch.bfloat16)
+    q8 = q.to(torch.float8_e4m3fn)
+    with pytest.raises(TypeError, match="q: expected torch.float8_e4m3fn"):
+        flashkit.attention_fp8(q, q8, q8)
+    with pytest.raises(TypeError, match="v: expected torch.float8_e4m3fn"):
+        flashkit.attention_fp8(q8, q8, q)
+    with pytest.raises(ValueError, match="k_descale"):
+        flashkit.attention_fp8(q8, q8, q8, k_descale=torch.ones(1, dtype=torch.float64))
