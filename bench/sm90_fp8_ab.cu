@@ -55,7 +55,7 @@ void release(Fp8& f) { cudaFree(f.q), cudaFree(f.k), cudaFree(f.v), cudaFree(f.v
 void run_fp8(const Problem& p, const Fp8& f) {
   AttnArguments a = p.args();
   a.q = f.q, a.k = f.k, a.v = f.v, a.vt = f.vt;
-  a.q_descale = f.d, a.k_descale = f.d + 1, a.v_descale = f.d + 2;
+  a.q_descale.p = f.d, a.k_descale.p = f.d + 1, a.v_descale.p = f.d + 2;
   if (p.causal)
     flashkit::cuda::attn::run_fwd_sm90<E4m3, kD, PlainScores<true>>(a, nullptr);
   else

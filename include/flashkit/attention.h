@@ -55,8 +55,9 @@ struct AttentionOptions {
   int max_seqlen_q = 0;
   int max_seqlen_k = 0;
   bool deterministic = false;  // backward: bitwise reproducible dq (no float atomics)
-  // FP8 forward only: descale factors, fp32 tensors of one element on q's device (read there, so
-  // a CUDA call never syncs); unset means 1.
+  // FP8 forward only: descale factors, fp32 tensors on q's device (read there, so a CUDA call
+  // never syncs) of one element (per tensor) or [batch, kv_heads] (per sequence and KV head, as
+  // FlashAttention-3's; dense batches; a query head takes its KV head's); unset means 1.
   TensorView q_descale, k_descale, v_descale;
   Stream stream = nullptr;
   Workspace workspace;

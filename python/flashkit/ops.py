@@ -84,7 +84,8 @@ def attention_fp8(q, k, v, *, q_descale=None, k_descale=None, v_descale=None, ca
 
     q [batch, seqlen_q, heads, hdim], k/v [batch, seqlen_k, kv_heads, hdim], hdim a multiple of
     16 (up to 256); causal is bottom-right aligned. Descales: None (1), a float, or an fp32 array
-    of one element on q's device (torch: no host sync when it is a CUDA tensor). torch tensors:
+    on q's device (torch: no host sync when it is a CUDA tensor) of one element or of shape
+    [batch, kv_heads] (one per sequence and KV head, as FlashAttention-3's descales). torch tensors:
     float8_e4m3fn (CUDA on Hopper, or CPU), out bfloat16, no gradient; torch.compile-able
     (custom op flashkit::attention_fp8_fwd). NumPy arrays: uint8 arrays of e4m3 codes (e.g. an
     ml_dtypes float8_e4m3fn array .view(np.uint8)), out float32 holding the bfloat16 values.
@@ -105,10 +106,12 @@ def attention_fp8(q, k, v, *, q_descale=None, k_descale=None, v_descale=None, ca
     def descale(d, name):
         if d is None:
             return None
-        d = np.asarray(d, dtype=np.float32)
-        if d.size != 1:
-            raise ValueError(f"{name}: expected one element, got shape {d.shape}")
-        return d.reshape(1)
+        d = np.ascontiguousarray(d, dtype=np.float32)
+        per_head = (q.shape[0], k.shape[2])
+        if d.size != 1 and d.shape != per_head:
+            raise ValueError(f"{name}: expected one element or shape {per_head} (batch, "
+                             f"kv_heads), got shape {d.shape}")
+        return d.reshape(1) if d.size == 1 else d
 
     bits = np.empty(q.shape, dtype=np.uint16)
     lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=np.float32)

@@ -204,8 +204,10 @@ void check_options(const AttentionShape& s, const TensorView& q, const Attention
   }
 }
 
-// The fp8 forward's descale factors: fp32, one element, on q's device; only with e4m3 inputs.
-void check_descales(const TensorView& q, const AttentionOptions& o) {
+// The fp8 forward's descale factors: fp32 on q's device, one element (per tensor) or [batch,
+// kv_heads] (per sequence and KV head, dense batches; a query head takes its KV head's); only
+// with e4m3 inputs.
+void check_descales(const AttentionShape& s, const TensorView& q, const AttentionOptions& o) {
   const std::pair<const TensorView*, const char*> ds[] = {
       {&o.q_descale, "q_descale"}, {&o.k_descale, "k_descale"}, {&o.v_descale, "v_descale"}};
   for (auto [t, name] : ds) {
@@ -215,7 +217,12 @@ void check_descales(const TensorView& q, const AttentionOptions& o) {
     check_defined(*t, name);
     check_same_device(*t, name, q, "q");
     check_dtype(*t, name, {DType::f32});
-    if (t->numel() != 1) fail(name, ": expected one element, got shape ", t->shape_str());
+    if (t->numel() == 1) continue;
+    if (t->ndim != 2 || t->shape[0] != s.batch || t->shape[1] != s.kv_heads)
+      fail(name, ": expected one element or shape [", s.batch, ", ", s.kv_heads,
+           "] (batch, kv_heads), got shape ", t->shape_str());
+    if (s.varlen)
+      fail(name, ": expected one element with varlen (cu_seqlens), got shape ", t->shape_str());
   }
 }
 
@@ -280,7 +287,7 @@ void attention_forward(const TensorView& q, const TensorView& k, const TensorVie
   check_operand(out, "out", q, q.ndim,
                 q.dtype == DType::e4m3 ? std::optional(DType::bf16) : std::nullopt);
   check_same_shape(out, "out", q, "q");
-  check_descales(q, opts);
+  check_descales(s, q, opts);
   check_lse(s, lse, q);
   check_options(s, q, opts);
   check_dropout_mask_out(s, q, opts);
@@ -307,7 +314,7 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
                         const AttentionOptions& opts) {
   check_not_fp8(q, "attention_backward");
   AttentionShape s = check_qkv(q, k, &v, opts);
-  check_descales(q, opts);
+  check_descales(s, q, opts);
   check_operand(out, "out", q, q.ndim);
   check_same_shape(out, "out", q, "q");
   check_operand(dout, "dout", q, q.ndim);
@@ -344,7 +351,7 @@ size_t attention_forward_workspace_bytes(const TensorView& q, const TensorView& 
                                          const AttentionOptions& opts) {
   AttentionShape s = check_qkv(q, k, nullptr, opts);
   check_options(s, q, opts);
-  check_descales(q, opts);
+  check_descales(s, q, opts);
   if (s.device == Device::cpu) return 0;
 #ifdef FLASHKIT_WITH_CUDA
   return cuda::attention_forward_workspace_bytes(s, opts);

@@ -171,23 +171,37 @@ TensorView f32_like(const TensorView& t, std::vector<float>& buf) {
   return r;
 }
 
-float descale_of(const TensorView& d) { return d.defined() ? d.ptr<float>()[0] : 1.f; }
-
-// The fp8 forward on the CPU: q, k, v dequantized (times their descales) into fp32 copies, the
-// fp32 forward with every option, out rounded to bf16.
+// The fp8 forward on the CPU: q, k, v dequantized (times their descales: one per tensor, or one
+// per (batch, KV head) on dense batches) into fp32 copies, the fp32 forward with every option,
+// out rounded to bf16.
 void fp8_forward(AttentionShape shape, const TensorView& q, const TensorView& k, const TensorView& v,
                  const TensorView& out, const TensorView& lse, const AttentionOptions& opts) {
   std::vector<float> qb, kb, vb, ob;
-  auto dequant = [](const TensorView& t, float d, std::vector<float>& buf) {
+  // `group`: heads of t per KV head (q: shape.group(), k / v: 1).
+  auto dequant = [](const TensorView& t, const TensorView& d, int group, std::vector<float>& buf) {
     TensorView r = f32_like(t, buf);
-    for_each_element(t, r, [&](int64_t so, int64_t d_off) {
-      buf[d_off] = e4m3_to_float(t.ptr<uint8_t>()[so]) * d;
-    });
+    const uint8_t* src = t.ptr<uint8_t>();
+    if (!d.defined() || d.numel() == 1) {
+      const float f = d.defined() ? d.ptr<float>()[0] : 1.f;
+      for_each_element(t, r,
+                       [&](int64_t so, int64_t d_off) { buf[d_off] = e4m3_to_float(src[so]) * f; });
+      return r;
+    }
+    // dense [batch, seqlen, heads, hdim], d [batch, kv_heads]
+    for (int64_t b = 0; b < t.shape[0]; ++b)
+      for (int64_t i = 0; i < t.shape[1]; ++i)
+        for (int64_t h = 0; h < t.shape[2]; ++h) {
+          const float f = d.ptr<float>()[b * d.stride[0] + (h / group) * d.stride[1]];
+          const int64_t so = b * t.stride[0] + i * t.stride[1] + h * t.stride[2];
+          const int64_t ro = b * r.stride[0] + i * r.stride[1] + h * r.stride[2];
+          for (int64_t x = 0; x < t.shape[3]; ++x)
+            buf[ro + x] = e4m3_to_float(src[so + x * t.stride[3]]) * f;
+        }
     return r;
   };
-  const TensorView q32 = dequant(q, descale_of(opts.q_descale), qb);
-  const TensorView k32 = dequant(k, descale_of(opts.k_descale), kb);
-  const TensorView v32 = dequant(v, descale_of(opts.v_descale), vb);
+  const TensorView q32 = dequant(q, opts.q_descale, shape.group(), qb);
+  const TensorView k32 = dequant(k, opts.k_descale, 1, kb);
+  const TensorView v32 = dequant(v, opts.v_descale, 1, vb);
   const TensorView o32 = f32_like(out, ob);
   shape.dtype = DType::f32;
   attention_forward(shape, q32, k32, v32, o32, lse, opts);

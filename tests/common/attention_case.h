@@ -184,30 +184,48 @@ class AttentionCase {
   }
 };
 
-// FP8 (e4m3) inputs for the case: q, k, v quantized per tensor (descale = amax / 448, so the
-// values use the format's range) into q8 / k8 / v8, and the case's own fp32 q / k / v replaced by
-// the dequantized values (e4m3 * descale), so its references see exactly the kernel's inputs.
+// FP8 (e4m3) inputs for the case: q, k, v quantized (descale = amax / 448, so the values use the
+// format's range) into q8 / k8 / v8, and the case's own fp32 q / k / v replaced by the dequantized
+// values (e4m3 * descale), so its references see exactly the kernel's inputs. Per tensor (descales
+// [1]), or with `per_head` per (batch, KV head) (descales [batch, kv_heads]; dense cases): each
+// such slice first scaled by its own factor (1, 1.5 or 2), so a kernel that reads another slice's
+// descale is visibly wrong.
 struct Fp8Inputs {
   HostTensor q8, k8, v8;
-  HostTensor q_descale, k_descale, v_descale;  // fp32 [1]
+  HostTensor q_descale, k_descale, v_descale;  // fp32 [1] or [batch, kv_heads]
 };
-inline Fp8Inputs quantize_e4m3(AttentionCase& c) {
+inline Fp8Inputs quantize_e4m3(AttentionCase& c, bool per_head = false) {
   Fp8Inputs f;
-  auto one = [](HostTensor& x, HostTensor& x8, HostTensor& d) {
-    float amax = 0.f;
-    for (int64_t i = 0; i < x.numel(); ++i) amax = std::max(amax, std::fabs(x.get(i)));
-    const float descale = amax > 0.f ? amax / 448.f : 1.f;
-    d.reset(DType::f32, {1});
-    d.set(0, descale);
+  const AttentionSpec& s = c.spec;
+  const int slices = per_head ? s.batch * s.kv_heads : 1;
+  // x: [batch, seqlen, heads, hdim] contiguous; `group` heads per KV head.
+  auto one = [&](HostTensor& x, HostTensor& x8, HostTensor& d, int heads) {
+    const int group = heads / s.kv_heads;
+    const int64_t row = int64_t(heads) * s.hdim, seq = x.numel() / (int64_t(s.batch) * row);
+    auto slice_of = [&](int64_t i) {
+      if (!per_head) return 0;
+      const int64_t b = i / (seq * row), h = (i % row) / s.hdim;
+      return int(b * s.kv_heads + h / group);
+    };
+    std::vector<float> amax(static_cast<size_t>(slices), 0.f);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const int sl = slice_of(i);
+      if (per_head) x.set(i, x.get(i) * (1.f + 0.5f * float(sl % 3)));
+      amax[sl] = std::max(amax[sl], std::fabs(x.get(i)));
+    }
+    if (per_head) d.reset(DType::f32, {s.batch, s.kv_heads});
+    else d.reset(DType::f32, {1});
+    for (int sl = 0; sl < slices; ++sl) d.set(sl, amax[sl] > 0.f ? amax[sl] / 448.f : 1.f);
     x8.reset(DType::e4m3, {x.view().shape, x.view().shape + x.view().ndim});
     for (int64_t i = 0; i < x.numel(); ++i) {
+      const float descale = d.get(slice_of(i));
       x8.set(i, x.get(i) / descale);
       x.set(i, x8.get(i) * descale);
     }
   };
-  one(c.q, f.q8, f.q_descale);
-  one(c.k, f.k8, f.k_descale);
-  one(c.v, f.v8, f.v_descale);
+  one(c.q, f.q8, f.q_descale, s.heads);
+  one(c.k, f.k8, f.k_descale, s.kv_heads);
+  one(c.v, f.v8, f.v_descale, s.kv_heads);
   return f;
 }
 

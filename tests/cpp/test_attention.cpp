@@ -403,10 +403,11 @@ TEST(Attention, Fp8ForwardMatchesReference) {
   var.window_left = 7, var.softcap = 20.f, var.alibi_dims = 1, var.causal = true;
   specs.push_back(var);
   uint64_t seed = 900;
+  for (bool per_head : {false, true})  // descales [1], then [batch, kv_heads]
   for (const AttentionSpec& s : specs) {
     AttentionCase c(s, seed++);
-    SCOPED_TRACE(c.spec.str());
-    Fp8Inputs f = quantize_e4m3(c);
+    SCOPED_TRACE(c.spec.str() + (per_head ? " per-head descales" : ""));
+    Fp8Inputs f = quantize_e4m3(c, per_head);
     AttentionOptions o = c.opts;
     o.q_descale = f.q_descale.view(), o.k_descale = f.k_descale.view();
     o.v_descale = f.v_descale.view();

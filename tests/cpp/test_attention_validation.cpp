@@ -262,8 +262,21 @@ TEST_F(AttentionValidation, Fp8) {
   o.q_descale = d1.view();
   fwd(q, k, v, out, lse, "q_descale:");          // descales need fp8 inputs
   o.q_descale = d2.view();
-  fwd(q8, k8, v8, ob, lse, "q_descale:");        // one element
+  fwd(q8, k8, v8, ob, lse, "q_descale:");        // one element or [batch, kv_heads]
+  HostTensor dbh(DType::f32, {B, H}), dbk(DType::f32, {B, HK});
+  o.q_descale = dbh.view();
+  fwd(q8, k8, v8, ob, lse, "q_descale:");        // per KV head, not per query head
   o.q_descale = {};
+  {  // per-(batch, KV head) descales need a dense batch
+    HostTensor q8v(DType::e4m3, {B * S, H, D}), k8v(DType::e4m3, {B * S, HK, D}),
+        obv(DType::bf16, {B * S, H, D}), lsev(DType::f32, {H, B * S}), cu(DType::i32, {B + 1});
+    for (int b = 0; b <= B; ++b) cu.ptr<int32_t>()[b] = b * S;
+    o.cu_seqlens_q = o.cu_seqlens_k = cu.view();
+    o.v_descale = dbk.view();
+    fwd(q8v, k8v, k8v, obv, lsev, "v_descale:");
+    o.v_descale = {};
+    o.cu_seqlens_q = o.cu_seqlens_k = {};
+  }
   o.v_descale = with_dtype(d1, DType::f16);
   fwd(q8, k8, v8, ob, lse, "v_descale:");        // fp32
   o.v_descale = {};
@@ -273,9 +286,15 @@ TEST_F(AttentionValidation, Fp8) {
   expect_error([&] { attention_backward(q8, k8, v8, ob, ob, lse_in, dq, dk, dv, o); }, "q:");
   expect_error([&] { attention_backward_workspace_bytes(q8, k8, o); }, "q:");
   EXPECT_EQ(attention_forward_workspace_bytes(q8, k8, o), 0u);  // the CPU needs none
-  // A valid call writes out (bf16) and lse.
+  // A valid call writes out (bf16) and lse; per-(batch, KV head) descales too.
   HostTensor ob2(DType::bf16, {B, S, H, D});
   o.k_descale = d1.view();
   attention_forward(q8, k8, v8, ob2, lse, o);
   for (int64_t i = 0; i < ob2.numel(); ++i) ASSERT_TRUE(std::isfinite(ob2.get(i)));
+  for (int64_t i = 0; i < dbk.numel(); ++i) dbk.set(i, 0.25f * float(i + 1));
+  o.v_descale = dbk.view();
+  ob2.poison();
+  attention_forward(q8, k8, v8, ob2, lse, o);
+  for (int64_t i = 0; i < ob2.numel(); ++i) ASSERT_TRUE(std::isfinite(ob2.get(i)));
+  o.v_descale = {};
 }

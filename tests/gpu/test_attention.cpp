@@ -881,11 +881,11 @@ namespace {
 // Runs the fp8 forward of `s` (dtype ignored: the case is drawn in fp32, then quantized) on
 // poisoned outputs and checks out and lse against the fp64 reference of the dequantized inputs,
 // with DESIGN.md's rule against the naive fp8 baseline (P rounded to e4m3, out to bf16).
-void check_fp8(AttentionSpec s, uint64_t seed) {
+void check_fp8(AttentionSpec s, uint64_t seed, bool per_head = false) {
   s.dtype = DType::f32;
   AttentionCase c(s, seed);
-  SCOPED_TRACE("fp8 " + c.spec.str());
-  Fp8Inputs f = quantize_e4m3(c);
+  SCOPED_TRACE("fp8 " + c.spec.str() + (per_head ? " per-head descales" : ""));
+  Fp8Inputs f = quantize_e4m3(c, per_head);
   HostTensor ref_out, ref_lse, lp_out, lp_lse;
   c.reference_forward(ref_out, ref_lse, DType::f64);
   fp8_naive_forward(c, lp_out, lp_lse);
@@ -918,6 +918,10 @@ TEST(AttentionGpuFp8, ForwardMatchesReference) {
   }
   check_fp8(spec(DType::f32, 3, 1, 513, 2, 2, 128), seed++);  // one query row (decode-like)
   check_fp8(spec(DType::f32, 1, 1000, 1000, 2, 2, 128, true), seed++);
+  // descales per (batch, KV head), GQA: every bucket, causal and not
+  for (int d : {64, 128, 256})
+    for (bool causal : {false, true})
+      check_fp8(spec(DType::f32, 3, 257, 300, 6, 2, d, causal), seed++, true);
 }
 
 // Small shapes for compute-sanitizer (tests/gpu/run): every bucket, causal, GQA, ragged tiles.
@@ -927,6 +931,7 @@ TEST(AttentionGpuSmall, Fp8Forward) {
   for (int d : {64, 128, 256}) {
     check_fp8(spec(DType::f32, 1, 77, 200, 2, 1, d, true), seed++);
     check_fp8(spec(DType::f32, 1, 200, 77, 2, 2, d, false), seed++);
+    check_fp8(spec(DType::f32, 2, 70, 90, 4, 2, d, true), seed++, true);  // per-head descales
   }
 }
 

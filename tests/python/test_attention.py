@@ -168,3 +168,21 @@ def test_quantize_e4m3_matches_the_format():
     codes, d = flashkit.quantize_e4m3(x[:4000])
     assert d == np.float32(np.abs(x[:4000]).max() / 448)
     assert np.abs(flashkit.dequantize_e4m3(codes, d)).max() == np.float32(448 * d)
+
+
+def test_fp8_per_head_descales():
+    rng = np.random.default_rng(8)
+    b, sq, sk, h, hk, d = 2, 20, 30, 4, 2, 16
+    table = e4m3_table()
+    ds = [rng.uniform(0.01, 0.05, size=(b, hk)).astype(np.float32) for _ in range(3)]
+    q8, k8, v8 = (quantize_e4m3(rng.standard_normal(shape) * 20)
+                  for shape in ((b, sq, h, d), (b, sk, hk, d), (b, sk, hk, d)))
+    expand = lambda x, dd, g: x * np.repeat(dd, g, axis=1)[:, None, :, None]  # noqa: E731
+    ref_out, ref_lse = reference(expand(table[q8], ds[0], h // hk), expand(table[k8], ds[1], 1),
+                                 expand(table[v8], ds[2], 1), causal=True)
+    out, lse = flashkit.attention_fp8(q8, k8, v8, q_descale=ds[0], k_descale=ds[1],
+                                      v_descale=ds[2], causal=True, return_lse=True)
+    np.testing.assert_allclose(out, ref_out, atol=1e-2 * np.abs(ref_out).max(), rtol=2**-7)
+    np.testing.assert_allclose(lse, ref_lse, atol=1e-4, rtol=1e-5)
+    with pytest.raises(ValueError, match=r"k_descale: expected one element or shape \(2, 2\)"):
+        flashkit.attention_fp8(q8, k8, v8, k_descale=np.ones((2, 4), np.float32))

@@ -250,6 +250,24 @@ def test_fp8_forward(device, causal):
     again = flashkit.attention_fp8(q8, k8, v8, q_descale=qd.item(), k_descale=kd.item(),
                                    v_descale=vd.item(), causal=causal)
     assert torch.equal(again, out)
+    # descales per (batch, KV head) of the same values: the same result
+    per_head = [d.expand(2, 2).contiguous() for d in (qd, kd, vd)]
+    again = flashkit.attention_fp8(q8, k8, v8, q_descale=per_head[0], k_descale=per_head[1],
+                                   v_descale=per_head[2], causal=causal)
+    assert torch.equal(again, out)
+    # ... and different ones per slice: each (batch, KV head) slice scaled by its own factor
+    f = torch.tensor([[1.0, 2.0], [0.5, 4.0]], device=device)
+    got = flashkit.attention_fp8(q8, k8, v8, q_descale=qd * f, k_descale=kd * f,
+                                 v_descale=vd * f, causal=causal)
+    fq = f.cpu().double().repeat_interleave(2, dim=1)[:, None, :, None]
+    fk = f.cpu().double()[:, None, :, None]
+    ref2 = attention(qf * fq, kf * fk, vf * fk, causal=causal)
+    if device == "cpu":
+        assert_fa3_close(got.cpu(), ref2, ref2.bfloat16(), "out, per-head descales (cpu)")
+    else:
+        assert_fa3_close(got.cpu(), ref2,
+                         naive_fp8((qf * fq).float(), (kf * fk).float(), (vf * fk).float(),
+                                   causal), "out, per-head descales (cuda)")
 
 
 @pytest.mark.parametrize("device", devices()[-1:])

@@ -312,9 +312,16 @@ namespace {
 // The fp8 forward of a checked, non-empty problem (a: its arguments so far).
 void fp8_forward(const AttentionShape& s, AttnArguments& a, const AttentionOptions& opts,
                  cudaStream_t stream) {
-  a.q_descale = opts.q_descale.ptr<const float>();  // null when unset: 1
-  a.k_descale = opts.k_descale.ptr<const float>();
-  a.v_descale = opts.v_descale.ptr<const float>();
+  // One element (strides 0) or [batch, kv_heads]; unset: null, 1.
+  auto descale = [](const TensorView& t) {
+    attn::Descale d;
+    d.p = t.ptr<const float>();
+    if (t.defined() && t.ndim == 2) d.batch_stride = t.stride[0], d.head_stride = t.stride[1];
+    return d;
+  };
+  a.q_descale = descale(opts.q_descale);
+  a.k_descale = descale(opts.k_descale);
+  a.v_descale = descale(opts.v_descale);
   a.vt = workspace(opts.workspace, attention_forward_workspace_bytes(s, opts), opts.stream,
                    "attention_forward");
 #ifdef FLASHKIT_NO_ATTENTION_KERNELS

@@ -19,6 +19,16 @@ constexpr int64_t fp8_vt_bytes(int batch, int kv_heads, int head_dim, int64_t se
   return int64_t(batch) * kv_heads * head_dim * fp8_vt_keys(seqlen_k);
 }
 
+// An fp8 descale factor on the device: at p[b * batch_stride + kv_head * head_stride] (strides
+// 0 for one per tensor); p null means 1.
+struct Descale {
+  const float* p = nullptr;
+  int64_t batch_stride = 0, head_stride = 0;
+  __host__ __device__ float at(int b, int kv_head) const {
+    return p ? p[b * batch_stride + kv_head * head_stride] : 1.f;
+  }
+};
+
 struct AttnArguments {
   // Forward inputs/outputs (the backward reads q, k, v, o, lse too).
   const void* q = nullptr;
@@ -53,9 +63,10 @@ struct AttnArguments {
   uint64_t dropout_seed = 0, dropout_offset = 0;
   uint32_t dropout_threshold = 0;
   float dropout_keep_scale = 1.f;
-  // FP8 (e4m3) forward: per-tensor descale factors (fp32 scalars on the device, null = 1; the real
-  // q is q * q_descale) and V^T in sm90/fp8.h's layout, written by the launcher into scratch.
-  const float *q_descale = nullptr, *k_descale = nullptr, *v_descale = nullptr;
+  // FP8 (e4m3) forward: descale factors (fp32 on the device, the real q is q * q_descale), one
+  // per tensor or one per (batch, KV head), and V^T in sm90/fp8.h's layout, written by the
+  // launcher into scratch.
+  Descale q_descale, k_descale, v_descale;
   const void* vt = nullptr;  // fp8_vt_keys(seqlen_k) columns
 
   // Backward only.

@@ -226,7 +226,7 @@ struct FwdMainloop {
     int rows_q, rows_k, tma_batch;  // the TMA tensors' extents (GmemExtent)
     float scale, scale_log2;
     typename Policy::Params score;
-    const float *q_descale, *k_descale, *v_descale;  // fp8: fp32 scalars on the device (or null)
+    Descale q_descale, k_descale, v_descale;  // fp8 (params.h)
   };
   static Params to_params(const AttnArguments& a) {
     const GmemExtent eq = gmem_extent(a, false, a.q_stride), ek = gmem_extent(a, true, a.k_stride);
@@ -434,8 +434,10 @@ struct FwdMainloop {
     // The online softmax of S_n (l sums P before dropout drops some of it, as on sm80).
     // fp8: S is (q / q_descale) (k / k_descale)^T; the descales join the softmax scale.
     float scale_log2 = p.scale_log2;
-    if constexpr (kFp8)
-      if (p.q_descale) scale_log2 *= *p.q_descale * *p.k_descale;
+    if constexpr (kFp8) {
+      const int kv_head = w.head / (p.heads / p.kv_heads);
+      scale_log2 *= p.q_descale.at(w.batch, kv_head) * p.k_descale.at(w.batch, kv_head);
+    }
     auto softmax_of = [&](auto& acc_s, int n, float (&alpha)[Softmax::kRows]) {
       Tensor s = rowcol_view(acc_s);
       softmax.update_stats(s, alpha, scale_log2);
@@ -529,7 +531,7 @@ struct FwdMainloop {
     ++st.q_tiles;
     float out_scale = pol.fwd_out_scale();  // dropout's 1 / (1 - p), once per tile
     if constexpr (kFp8)
-      if (p.v_descale) out_scale *= *p.v_descale;
+      out_scale *= p.v_descale.at(w.batch, w.head / (p.heads / p.kv_heads));
     if (out_scale != 1.f) {
       CUTE_UNROLL
       for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= out_scale;
