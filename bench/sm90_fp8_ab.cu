@@ -37,7 +37,7 @@ Fp8 quantize(Problem& p) {
   AB_CHECK(cudaMalloc(&f.q, nq));
   AB_CHECK(cudaMalloc(&f.k, nk));
   AB_CHECK(cudaMalloc(&f.v, nk));
-  AB_CHECK(cudaMalloc(&f.vt, flashkit::cuda::attn::fp8_vt_bytes(p.b, p.h, kD, p.sk)));
+  AB_CHECK(cudaMalloc(&f.vt, flashkit::cuda::attn::fp8_vt_bytes(false, p.b, p.h, kD, p.sk, 0)));
   AB_CHECK(cudaMalloc(&f.d, 12));
   const float d[3] = {kQd, kKd, kVd};
   AB_CHECK(cudaMemcpy(f.d, d, 12, cudaMemcpyHostToDevice));
@@ -71,7 +71,7 @@ bool check(int b, int h, int sq, int sk, bool causal, uint32_t seed) {
   AB_CHECK(cudaMalloc(&l_ref, nl * 4));
   AB_CHECK(cudaMemset(p.o, 0xff, no * 2));  // NaN
   AB_CHECK(cudaMemset(p.lse, 0xff, nl * 4));
-  AB_CHECK(cudaMemset(f.vt, 0xff, flashkit::cuda::attn::fp8_vt_bytes(b, h, kD, sk)));
+  AB_CHECK(cudaMemset(f.vt, 0xff, flashkit::cuda::attn::fp8_vt_bytes(false, b, h, kD, sk, 0)));
   run_fp8(p, f);
   reference<<<dim3(sq, h, b), 128, sk * 4>>>(p.q, p.k, p.v, o_ref, l_ref, h, sq, sk,
                                            1.f / std::sqrt(float(kD)), causal);

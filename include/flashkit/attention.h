@@ -9,7 +9,7 @@
 // FP8: attention_forward also takes q, k, v in float8 e4m3 (DType::e4m3, hdim a multiple of 16)
 // with per-tensor descale factors (AttentionOptions::q_descale ...: real q = q * q_descale) and
 // writes a bf16 out and the fp32 lse of the real scores. On CUDA it runs on Hopper (sm_90a) for
-// dense batches with plain or causal scores (P is rounded to e4m3 before P V, as in FA3); the CPU
+// dense or varlen batches with plain or causal scores (P is rounded to e4m3 before P V, as in FA3); the CPU
 // computes it in fp32 from the dequantized inputs with every option. There is no fp8 backward.
 #pragma once
 #include <cstdint>

@@ -78,7 +78,8 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, dropout_p=0.0, windo
 
 
 def attention_fp8(q, k, v, *, q_descale=None, k_descale=None, v_descale=None, causal=False,
-                  softmax_scale=None, return_lse=False):
+                  softmax_scale=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0,
+                  max_seqlen_k=0, return_lse=False):
     """The FP8 (e4m3) forward: out = softmax(scale * q k^T) v computed from the dequantized
     inputs (real x = x * x_descale), with bfloat16 out, as FlashAttention-3's fp8 forward.
 
@@ -89,6 +90,9 @@ def attention_fp8(q, k, v, *, q_descale=None, k_descale=None, v_descale=None, ca
     float8_e4m3fn (CUDA on Hopper, or CPU), out bfloat16, no gradient; torch.compile-able
     (custom op flashkit::attention_fp8_fwd). NumPy arrays: uint8 arrays of e4m3 codes (e.g. an
     ml_dtypes float8_e4m3fn array .view(np.uint8)), out float32 holding the bfloat16 values.
+    Varlen: cu_seqlens_q / cu_seqlens_k (int32 [batch+1] on q's device) with q [total_q, heads,
+    hdim], k/v [total_k, kv_heads, hdim], max_seqlen_q / k as in attention_varlen (needed on the
+    GPU), per-tensor descales; lse is then [heads, total_q].
     On CUDA P is rounded to e4m3 before P V (as on the tensor cores); the CPU computes
     everything in fp32 from the dequantized inputs.
     Returns out, or (out, lse) with return_lse (lse fp32 [batch, heads, seqlen_q], natural log
@@ -97,6 +101,8 @@ def attention_fp8(q, k, v, *, q_descale=None, k_descale=None, v_descale=None, ca
     if t is not None:
         return t.attention_fp8(q, k, v, q_descale=q_descale, k_descale=k_descale,
                                v_descale=v_descale, causal=causal, softmax_scale=softmax_scale,
+                               cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                               max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
                                return_lse=return_lse)
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, np.ndarray) or x.dtype != np.uint8:
@@ -107,19 +113,23 @@ def attention_fp8(q, k, v, *, q_descale=None, k_descale=None, v_descale=None, ca
         if d is None:
             return None
         d = np.ascontiguousarray(d, dtype=np.float32)
-        per_head = (q.shape[0], k.shape[2])
+        per_head = (q.shape[0], k.shape[-2])
         if d.size != 1 and d.shape != per_head:
             raise ValueError(f"{name}: expected one element or shape {per_head} (batch, "
                              f"kv_heads), got shape {d.shape}")
         return d.reshape(1) if d.size == 1 else d
 
-    bits = np.empty(q.shape, dtype=np.uint16)
-    lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=np.float32)
+    varlen = cu_seqlens_q is not None
+    bits = np.zeros(q.shape, dtype=np.uint16)  # varlen rows past cu_seqlens[-1]: 0
+    lse = np.full((q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1]),
+                  -np.inf, dtype=np.float32)
     _C.attention_forward_fp8(q, k, v, bits, lse, q_descale=descale(q_descale, "q_descale"),
                              k_descale=descale(k_descale, "k_descale"),
                              v_descale=descale(v_descale, "v_descale"),
                              causal=bool(causal),
                              softmax_scale=0.0 if softmax_scale is None else float(softmax_scale),
+                             cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                             max_seqlen_q=int(max_seqlen_q), max_seqlen_k=int(max_seqlen_k),
                              codes=True, out_bits=True)
     out = (bits.astype(np.uint32) << 16).view(np.float32)
     return (out, lse) if return_lse else out

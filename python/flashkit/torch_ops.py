@@ -238,24 +238,33 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
 
 def _attention_fp8_fwd(q: Tensor, k: Tensor, v: Tensor, q_descale: Optional[Tensor],
                        k_descale: Optional[Tensor], v_descale: Optional[Tensor], causal: bool,
-                       softmax_scale: float) -> Tuple[Tensor, Tensor]:
-    """(out bfloat16, lse) of the fp8 forward; q, k, v float8_e4m3fn, descales fp32 one-element
-    tensors on q's device or None."""
+                       softmax_scale: float, cu_seqlens_q: Optional[Tensor],
+                       cu_seqlens_k: Optional[Tensor], max_seqlen_q: int,
+                       max_seqlen_k: int) -> Tuple[Tensor, Tensor]:
+    """(out bfloat16, lse) of the fp8 forward; q, k, v float8_e4m3fn, descales fp32 tensors on
+    q's device or None; varlen when cu_seqlens_q is given."""
     q, k, v = _operand(q), _operand(k), _operand(v)
     codes = [t.view(torch.uint8) for t in (q, k, v)]
+    varlen = cu_seqlens_q is not None
     out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
-    lse = torch.empty(_lse_shape(q, False), dtype=torch.float32, device=q.device)
+    lse = torch.empty(_lse_shape(q, varlen), dtype=torch.float32, device=q.device)
+    if varlen:  # tokens past cu_seqlens[-1] are not written by the library: they read 0 / -inf
+        out.zero_()
+        lse.fill_(float("-inf"))
+    seq = dict(cu_seqlens_q=_dl_opt(cu_seqlens_q), cu_seqlens_k=_dl_opt(cu_seqlens_k),
+               max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
     # The transposed V's scratch from torch's allocator (stream-ordered; a captured graph's pool).
     workspace = None
     if q.is_cuda:
-        nbytes = _C.attention_forward_fp8_workspace_bytes(_dl(codes[0]), _dl(codes[1]), codes=True)
+        nbytes = _C.attention_forward_fp8_workspace_bytes(_dl(codes[0]), _dl(codes[1]),
+                                                          codes=True, **seq)
         if nbytes:
             workspace = torch.empty(nbytes, dtype=torch.uint8, device=q.device)
     _C.attention_forward_fp8(*(_dl(t) for t in codes), _dl(out), _dl(lse),
                              q_descale=_dl_opt(q_descale), k_descale=_dl_opt(k_descale),
                              v_descale=_dl_opt(v_descale), causal=causal,
                              softmax_scale=softmax_scale, codes=True,
-                             workspace=_dl_opt(workspace), stream=_stream(q))
+                             workspace=_dl_opt(workspace), stream=_stream(q), **seq)
     return out, lse
 
 
@@ -264,9 +273,10 @@ attention_fp8_fwd = torch.library.custom_op("flashkit::attention_fp8_fwd",
 
 
 @attention_fp8_fwd.register_fake
-def _attention_fp8_fwd_fake(q, k, v, q_descale, k_descale, v_descale, causal, softmax_scale):
+def _attention_fp8_fwd_fake(q, k, v, q_descale, k_descale, v_descale, causal, softmax_scale,
+                            cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
     return (q.new_empty(q.shape, dtype=torch.bfloat16),
-            q.new_empty(_lse_shape(q, False), dtype=torch.float32))
+            q.new_empty(_lse_shape(q, cu_seqlens_q is not None), dtype=torch.float32))
 
 
 def _descale(d, q):
@@ -278,7 +288,8 @@ def _descale(d, q):
 
 
 def attention_fp8(q, k, v, *, q_descale=None, k_descale=None, v_descale=None, causal=False,
-                  softmax_scale=None, return_lse=False):
+                  softmax_scale=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0,
+                  max_seqlen_k=0, return_lse=False):
     """flashkit.attention_fp8 on torch tensors (see flashkit.ops.attention_fp8)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
@@ -290,7 +301,8 @@ def attention_fp8(q, k, v, *, q_descale=None, k_descale=None, v_descale=None, ca
     fn = (torch.ops.flashkit.attention_fp8_fwd if torch.compiler.is_compiling()
           else _attention_fp8_fwd)
     out, lse = fn(q, k, v, *ds, bool(causal),
-                  0.0 if softmax_scale is None else float(softmax_scale))
+                  0.0 if softmax_scale is None else float(softmax_scale), cu_seqlens_q,
+                  cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k))
     return (out, lse) if return_lse else out
 
 

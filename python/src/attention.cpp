@@ -47,6 +47,16 @@ AttentionOptions make_options(bool causal, float softmax_scale, int window_left,
   return o;
 }
 
+// The fp8 forward's varlen options.
+AttentionOptions fp8_options(const Opt& cq, const Opt& ck, int mq, int mk) {
+  AttentionOptions o;
+  o.cu_seqlens_q = to_view_opt(cq, "cu_seqlens_q");
+  o.cu_seqlens_k = to_view_opt(ck, "cu_seqlens_k");
+  o.max_seqlen_q = mq;
+  o.max_seqlen_k = mk;
+  return o;
+}
+
 // An fp8 operand: float8_e4m3fn arrays as they are; with `codes`, 8-bit arrays holding e4m3
 // codes (NumPy has no float8 dtype; torch passes float8_e4m3fn tensors as uint8 views, which
 // every torch version exports through DLPack).
@@ -61,9 +71,10 @@ void bind_attention(nb::module_& m) {
       "attention_forward_fp8",
       [](const nb::ndarray<>& q, const nb::ndarray<>& k, const nb::ndarray<>& v,
          const nb::ndarray<>& out, const nb::ndarray<>& lse, const Opt& q_descale,
-         const Opt& k_descale, const Opt& v_descale, bool causal, float scale, bool codes,
-         bool out_bits, const Opt& workspace, uintptr_t stream) {
-        AttentionOptions o;
+         const Opt& k_descale, const Opt& v_descale, bool causal, float scale, const Opt& cq,
+         const Opt& ck, int mq, int mk, bool codes, bool out_bits, const Opt& workspace,
+         uintptr_t stream) {
+        AttentionOptions o = fp8_options(cq, ck, mq, mk);
         o.causal = causal;
         o.softmax_scale = scale;
         o.q_descale = to_view_opt(q_descale, "q_descale");
@@ -84,11 +95,14 @@ void bind_attention(nb::module_& m) {
       nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse"), nb::kw_only(),
       nb::arg("q_descale").none() = nb::none(), nb::arg("k_descale").none() = nb::none(),
       nb::arg("v_descale").none() = nb::none(), nb::arg("causal") = false,
-      nb::arg("softmax_scale") = 0.f, nb::arg("codes") = false, nb::arg("out_bits") = false,
+      nb::arg("softmax_scale") = 0.f, nb::arg("cu_seqlens_q").none() = nb::none(),
+      nb::arg("cu_seqlens_k").none() = nb::none(), nb::arg("max_seqlen_q") = 0,
+      nb::arg("max_seqlen_k") = 0, nb::arg("codes") = false, nb::arg("out_bits") = false,
       nb::arg("workspace").none() = nb::none(), nb::arg("stream") = 0,
       "The FP8 (e4m3) forward: out (bfloat16) = softmax(scale q k^T) v of the dequantized inputs\n"
       "(real x = x * x_descale; descales fp32 one-element arrays on q's device, None = 1) and\n"
-      "the fp32 logsumexp lse. codes: q/k/v are uint8 arrays of e4m3 codes; out_bits: out is a\n"
+      "the fp32 logsumexp lse (varlen with cu_seqlens_q/k, as attention_forward). codes: q/k/v\n"
+      "are uint8 arrays of e4m3 codes; out_bits: out is a\n"
       "uint16 array of bfloat16 bits. workspace: uint8 scratch of\n"
       "attention_forward_fp8_workspace_bytes (else a cached buffer).");
   m.def(
@@ -118,10 +132,14 @@ void bind_attention(nb::module_& m) {
       "out = the e4m3 values of codes times descale.");
   m.def(
       "attention_forward_fp8_workspace_bytes",
-      [](const nb::ndarray<>& q, const nb::ndarray<>& k, bool codes) {
-        return attention_forward_workspace_bytes(fp8_view(q, "q", codes), fp8_view(k, "k", codes));
+      [](const nb::ndarray<>& q, const nb::ndarray<>& k, const Opt& cq, const Opt& ck, int mq,
+         int mk, bool codes) {
+        return attention_forward_workspace_bytes(fp8_view(q, "q", codes), fp8_view(k, "k", codes),
+                                                 fp8_options(cq, ck, mq, mk));
       },
-      nb::arg("q"), nb::arg("k"), nb::kw_only(), nb::arg("codes") = false,
+      nb::arg("q"), nb::arg("k"), nb::kw_only(), nb::arg("cu_seqlens_q").none() = nb::none(),
+      nb::arg("cu_seqlens_k").none() = nb::none(), nb::arg("max_seqlen_q") = 0,
+      nb::arg("max_seqlen_k") = 0, nb::arg("codes") = false,
       "Bytes of GPU scratch attention_forward_fp8 needs (V transposed; 0 on the CPU).");
   // The option keywords, shared by forward and backward (same names as AttentionOptions).
   auto options = [] {

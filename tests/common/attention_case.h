@@ -245,7 +245,7 @@ inline float truncate_significand(float x, int bits) {
 // conservatively as exact sums of 8 products added into an accumulator truncated to 13 bits
 // after the leading one — then P = exp(s - max)
 // rounded to e4m3 before P V (the row sum from the unrounded P, as the kernels do), out rounded
-// to bf16, lse in fp32. Dense batches, causal or not, GQA (the fp8 kernels' reach).
+// to bf16, lse in fp32. Dense or varlen batches, causal or not, GQA (the fp8 kernels' reach).
 inline void fp8_naive_forward(const AttentionCase& c, HostTensor& out, HostTensor& lse) {
   const AttentionSpec& s = c.spec;
   const int d = s.hdim, g = s.heads / s.kv_heads;
@@ -253,16 +253,21 @@ inline void fp8_naive_forward(const AttentionCase& c, HostTensor& out, HostTenso
   out.reset(DType::bf16, c.q_shape());
   lse.reset(DType::f32, c.lse_shape());
   const std::vector<float> q = c.q.to_float(), k = c.k.to_float(), v = c.v.to_float();
+  const bool varlen = s.varlen();
   std::vector<float> p(static_cast<size_t>(s.seqlen_k)), o(static_cast<size_t>(d));
-  for (int b = 0; b < s.batch; ++b)
+  for (int b = 0; b < s.batch; ++b) {
+    // this sequence's lengths and first rows (dense: b * seqlen)
+    const int sq = varlen ? s.lens_q[b] : s.seqlen_q, sk = varlen ? s.lens_k[b] : s.seqlen_k;
+    const int64_t q0 = varlen ? c.cu_q.ptr<int32_t>()[b] : int64_t(b) * s.seqlen_q;
+    const int64_t k0 = varlen ? c.cu_k.ptr<int32_t>()[b] : int64_t(b) * s.seqlen_k;
     for (int h = 0; h < s.heads; ++h)
-      for (int i = 0; i < s.seqlen_q; ++i) {
-        const float* qi = &q[((int64_t(b) * s.seqlen_q + i) * s.heads + h) * d];
+      for (int i = 0; i < sq; ++i) {
+        const float* qi = &q[((q0 + i) * s.heads + h) * d];
         auto kv_row = [&](const std::vector<float>& t, int j) {
-          return &t[((int64_t(b) * s.seqlen_k + j) * s.kv_heads + h / g) * d];
+          return &t[((k0 + j) * s.kv_heads + h / g) * d];
         };
         float mx = -INFINITY;
-        for (int j = 0; j < s.seqlen_k; ++j) {
+        for (int j = 0; j < sk; ++j) {
           const float* kj = kv_row(k, j);
           float acc = 0.f;
           for (int x0 = 0; x0 < d; x0 += 8) {
@@ -270,26 +275,29 @@ inline void fp8_naive_forward(const AttentionCase& c, HostTensor& out, HostTenso
             for (int x = x0; x < std::min(d, x0 + 8); ++x) part += double(qi[x]) * kj[x];
             acc = truncate_significand(static_cast<float>(acc + part), 13);
           }
-          const bool masked = s.causal && j > i + s.seqlen_k - s.seqlen_q;
+          const bool masked = s.causal && j > i + sk - sq;
           p[j] = masked ? -INFINITY : acc * scale;
           mx = std::max(mx, p[j]);
         }
         float l = 0.f;
-        for (int j = 0; j < s.seqlen_k; ++j) {
+        for (int j = 0; j < sk; ++j) {
           p[j] = mx == -INFINITY ? 0.f : std::exp(p[j] - mx);
           l += p[j];
           p[j] = e4m3_to_float(float_to_e4m3(p[j]));
         }
         std::fill(o.begin(), o.end(), 0.f);
-        for (int j = 0; j < s.seqlen_k; ++j) {
+        for (int j = 0; j < sk; ++j) {
           if (p[j] == 0.f) continue;
           const float* vj = kv_row(v, j);
           for (int x = 0; x < d; ++x) o[x] += p[j] * vj[x];
         }
-        const int64_t row = ((int64_t(b) * s.seqlen_q + i) * s.heads + h) * d;
+        const int64_t row = ((q0 + i) * s.heads + h) * d;
         for (int x = 0; x < d; ++x) out.set(row + x, l > 0.f ? o[x] / l : 0.f);
-        lse.set((int64_t(b) * s.heads + h) * s.seqlen_q + i, l > 0.f ? mx + std::log(l) : -INFINITY);
+        // lse [batch, heads, seqlen_q], varlen [heads, total_q]
+        const int64_t at = varlen ? h * c.total_q + q0 + i : (int64_t(b) * s.heads + h) * sq + i;
+        lse.set(at, l > 0.f ? mx + std::log(l) : -INFINITY);
       }
+  }
 }
 
 }  // namespace flashkit::testing

@@ -429,6 +429,31 @@ TEST(Attention, Fp8ForwardMatchesReference) {
   }
 }
 
+// Varlen fp8 on the CPU: per-tensor descales (per-head ones need a dense batch).
+TEST(Attention, Fp8VarlenMatchesReference) {
+  AttentionSpec s = spec(DType::f32, 0, 0, 0, 4, 2, 32);
+  s.causal = true;
+  s.lens_q = {1, 30, 17, 0}, s.lens_k = {20, 30, 5, 9};
+  AttentionCase c(s, 950);
+  Fp8Inputs f = quantize_e4m3(c);
+  AttentionOptions o = c.opts;
+  o.q_descale = f.q_descale.view(), o.k_descale = f.k_descale.view();
+  o.v_descale = f.v_descale.view();
+  HostTensor out(DType::bf16, c.q_shape()), lse(DType::f32, c.lse_shape());
+  out.poison();
+  lse.poison();
+  attention_forward(f.q8, f.k8, f.v8, out, lse, o);
+  HostTensor ref_out, ref_lse, lp_out, lp_lse;
+  c.reference_forward(ref_out, ref_lse, DType::f64);
+  c.reference_forward(lp_out, lp_lse, DType::f32);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const double r = ref_out.ptr<double>()[i];
+    ASSERT_LE(std::fabs(out.get(i) - r), std::ldexp(std::fabs(r), -8) + 1e-6) << i;
+  }
+  ErrorBound el = bound(lse, lp_lse, ref_lse, 1e-4);
+  EXPECT_TRUE(el.ok()) << "lse error " << el.error << " > " << el.tolerance;
+}
+
 // FP8 inputs and the bf16 out as strided views (head-major physical layout, padded rows) give the
 // same bits as the contiguous call.
 TEST(Attention, Fp8StridedViewsMatchContiguous) {

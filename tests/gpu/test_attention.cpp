@@ -896,6 +896,13 @@ void check_fp8(AttentionSpec s, uint64_t seed, bool per_head = false) {
   lse.poison();
   AttentionOptions o = c.opts;
   o.q_descale = qd.view(), o.k_descale = kd.view(), o.v_descale = vd.view();
+  DeviceTensor cu_q, cu_k;
+  if (s.varlen()) {
+    cu_q.upload(c.cu_q);
+    cu_k.upload(c.cu_k);
+    o.cu_seqlens_q = cu_q.view(), o.cu_seqlens_k = cu_k.view();
+    o.max_seqlen_q = c.spec.seqlen_q, o.max_seqlen_k = c.spec.seqlen_k;
+  }
   attention_forward(q, k, v, out, lse, o);
   FK_CUDA_CHECK(cudaDeviceSynchronize());
   out.download(out_h);
@@ -922,6 +929,12 @@ TEST(AttentionGpuFp8, ForwardMatchesReference) {
   for (int d : {64, 128, 256})
     for (bool causal : {false, true})
       check_fp8(spec(DType::f32, 3, 257, 300, 6, 2, d, causal), seed++, true);
+  // varlen (V^T per sequence, tiles that read past a sequence's end; a key-less sequence)
+  for (int d : {64, 128, 256})
+    for (bool causal : {false, true}) {
+      check_fp8(varlen_spec(d, {1, 130, 257, 64, 300}, {65, 17, 300, 64, 129}, causal), seed++);
+      check_fp8(varlen_spec(d, {500, 129, 7, 40}, {128, 640, 1, 0}, causal), seed++);
+    }
 }
 
 // Small shapes for compute-sanitizer (tests/gpu/run): every bucket, causal, GQA, ragged tiles.
@@ -932,6 +945,7 @@ TEST(AttentionGpuSmall, Fp8Forward) {
     check_fp8(spec(DType::f32, 1, 77, 200, 2, 1, d, true), seed++);
     check_fp8(spec(DType::f32, 1, 200, 77, 2, 2, d, false), seed++);
     check_fp8(spec(DType::f32, 2, 70, 90, 4, 2, d, true), seed++, true);  // per-head descales
+    check_fp8(varlen_spec(d, {1, 70, 33}, {90, 17, 0}, true), seed++);       // varlen
   }
 }
 

@@ -186,3 +186,23 @@ def test_fp8_per_head_descales():
     np.testing.assert_allclose(lse, ref_lse, atol=1e-4, rtol=1e-5)
     with pytest.raises(ValueError, match=r"k_descale: expected one element or shape \(2, 2\)"):
         flashkit.attention_fp8(q8, k8, v8, k_descale=np.ones((2, 4), np.float32))
+
+
+def test_fp8_varlen_matches_dense():
+    rng = np.random.default_rng(9)
+    lens_q, lens_k = [3, 40, 17], [25, 40, 30]
+    q8 = quantize_e4m3(rng.standard_normal((sum(lens_q), 4, 16)) * 20)
+    k8 = quantize_e4m3(rng.standard_normal((sum(lens_k), 2, 16)) * 20)
+    v8 = quantize_e4m3(rng.standard_normal((sum(lens_k), 2, 16)) * 20)
+    cu = lambda lens: np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)  # noqa: E731
+    d = dict(q_descale=0.02, k_descale=0.03, v_descale=0.05, causal=True)
+    out, lse = flashkit.attention_fp8(q8, k8, v8, cu_seqlens_q=cu(lens_q), cu_seqlens_k=cu(lens_k),
+                                      return_lse=True, **d)
+    assert lse.shape == (4, sum(lens_q))
+    oq = ok = 0
+    for nq, nk in zip(lens_q, lens_k):
+        one, one_lse = flashkit.attention_fp8(q8[None, oq:oq + nq], k8[None, ok:ok + nk],
+                                              v8[None, ok:ok + nk], return_lse=True, **d)
+        np.testing.assert_allclose(out[oq:oq + nq], one[0], atol=1e-6)
+        np.testing.assert_allclose(lse[:, oq:oq + nq], one_lse[0], atol=1e-5)
+        oq, ok = oq + nq, ok + nk

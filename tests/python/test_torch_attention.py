@@ -277,7 +277,7 @@ def test_fp8_opcheck_and_compile(device):
     (q8, k8, v8), (qd, kd, vd) = fp8_inputs(device, 1, 64, 80, 2, 1, 64, seed=5)
     # test_schema (and the AOT test) run torch ops that have no float8 kernels
     torch.library.opcheck(torch.ops.flashkit.attention_fp8_fwd.default,
-                          (q8, k8, v8, qd, kd, vd, True, 0.0),
+                          (q8, k8, v8, qd, kd, vd, True, 0.0, None, None, 0, 0),
                           test_utils=("test_faketensor", "test_autograd_registration"))
     fn = lambda q, k, v: flashkit.attention_fp8(q, k, v, q_descale=qd, k_descale=kd,  # noqa: E731
                                                 v_descale=vd, causal=True)
@@ -294,3 +294,35 @@ def test_fp8_errors():
         flashkit.attention_fp8(q8, q8, q)
     with pytest.raises(ValueError, match="k_descale"):
         flashkit.attention_fp8(q8, q8, q8, k_descale=torch.ones(1, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("device", devices())
+def test_fp8_varlen(device):
+    """Packed sequences give each sequence's dense result (same values, same descales)."""
+    if device == "cuda" and torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the fp8 kernels are Hopper (sm_90) kernels")
+    lens_q, lens_k = [1, 130, 67], [200, 130, 5]  # the last: 62 rows that see no key
+    gen = torch.Generator().manual_seed(44)
+    scales = (1 / 32, 1 / 16, 1 / 64)
+    q8 = (torch.randn(sum(lens_q), 4, 64, generator=gen) / scales[0]).to(torch.float8_e4m3fn)
+    k8, v8 = ((torch.randn(sum(lens_k), 2, 64, generator=gen) / c).to(torch.float8_e4m3fn)
+              for c in scales[1:])
+    q8, k8, v8 = (t.to(device) for t in (q8, k8, v8))
+    ds = [torch.tensor([c], device=device) for c in scales]
+    cu = lambda lens: torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32,  # noqa: E731
+                                   device=device)
+    out, lse = flashkit.attention_fp8(q8, k8, v8, q_descale=ds[0], k_descale=ds[1],
+                                      v_descale=ds[2], causal=True, cu_seqlens_q=cu(lens_q),
+                                      cu_seqlens_k=cu(lens_k), max_seqlen_q=max(lens_q),
+                                      max_seqlen_k=max(lens_k), return_lse=True)
+    assert out.shape == q8.shape and lse.shape == (4, sum(lens_q))
+    oq = ok = 0
+    for nq, nk in zip(lens_q, lens_k):
+        one, one_lse = flashkit.attention_fp8(q8[None, oq:oq + nq], k8[None, ok:ok + nk],
+                                              v8[None, ok:ok + nk], q_descale=ds[0],
+                                              k_descale=ds[1], v_descale=ds[2], causal=True,
+                                              return_lse=True)
+        # the same kernel on the same keys: equal up to the order of the key tiles' sums
+        torch.testing.assert_close(out[oq:oq + nq].float(), one[0].float(), atol=1e-2, rtol=0)
+        torch.testing.assert_close(lse[:, oq:oq + nq], one_lse[0], atol=1e-3, rtol=0)  # -inf too
+        oq, ok = oq + nq, ok + nk

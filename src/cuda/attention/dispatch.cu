@@ -275,12 +275,11 @@ bool use_sm90(const AttentionShape& s, const AttentionOptions& o, bool backward)
   return why == nullptr;
 }
 
-// The fp8 (e4m3) forward: the Hopper kernel with plain or causal scores on a dense batch (the
-// variants, varlen and other devices have none: an Error naming the option). V^T goes into the
-// workspace (attention_forward_workspace_bytes), written by the launcher's transpose kernel.
+// The fp8 (e4m3) forward: the Hopper kernel with plain or causal scores on a dense or varlen
+// batch (the variants and other devices have none: an Error naming the option). V^T goes into
+// the workspace (attention_forward_workspace_bytes), written by the launcher's transpose kernel.
 void check_fp8_supported(const AttentionShape& s, const AttentionOptions& o) {
-  const char* not_fp8 = " with float8_e4m3fn inputs on cuda (plain or causal scores, dense batches)";
-  if (s.varlen) fail("cu_seqlens_q: varlen batches are not supported", not_fp8);
+  const char* not_fp8 = " with float8_e4m3fn inputs on cuda (plain or causal scores)";
   if (o.window_left >= 0 || o.window_right >= 0)
     fail("window_left: a sliding window is not supported", not_fp8);
   if (o.softcap > 0.f) fail("softcap: not supported", not_fp8);
@@ -304,7 +303,7 @@ bool empty(const AttentionShape& s) { return s.batch == 0 || s.heads == 0 || s.t
 
 size_t attention_forward_workspace_bytes(const AttentionShape& s, const AttentionOptions&) {
   if (s.dtype != DType::e4m3) return 0;
-  return size_t(attn::fp8_vt_bytes(s.batch, s.kv_heads, s.hdim, s.seqlen_k));
+  return size_t(attn::fp8_vt_bytes(s.varlen, s.batch, s.kv_heads, s.hdim, s.seqlen_k, s.total_k));
 }
 
 namespace {

@@ -15,8 +15,23 @@ struct Strides {
 // The fp8 forward's V^T (sm90/fp8.h): keys rounded up to whole 128-key tiles, and its bytes for
 // a dense problem.
 constexpr int64_t fp8_vt_keys(int64_t seqlen_k) { return (seqlen_k + 127) / 128 * 128; }
-constexpr int64_t fp8_vt_bytes(int batch, int kv_heads, int head_dim, int64_t seqlen_k) {
-  return int64_t(batch) * kv_heads * head_dim * fp8_vt_keys(seqlen_k);
+// Varlen: one [kv_heads, head_dim, cols] V^T for all sequences; sequence b's keys start at
+// column fp8_vt_start(b, cu_seqlens_k[b]) (a multiple of 128, each sequence's columns a whole
+// number of 128-key blocks apart, the transposer zeroing every column past a sequence's end).
+__host__ __device__ constexpr int64_t fp8_vt_start(int b, int64_t k_start) {
+  return 128 * (int64_t(b) + k_start / 128);
+}
+constexpr int64_t fp8_vt_varlen_cols(int batch, int64_t total_k) {
+  return fp8_vt_start(batch, total_k) + 128;
+}
+// V^T's columns per (batch, kv head) row: dense fp8_vt_keys(seqlen_k), varlen all of them.
+constexpr int64_t fp8_vt_cols(bool varlen, int batch, int seqlen_k, int64_t total_k) {
+  return varlen ? fp8_vt_varlen_cols(batch, total_k) : fp8_vt_keys(seqlen_k);
+}
+constexpr int64_t fp8_vt_bytes(bool varlen, int batch, int kv_heads, int head_dim, int seqlen_k,
+                               int64_t total_k) {
+  return (varlen ? 1 : int64_t(batch)) * kv_heads * head_dim *
+         fp8_vt_cols(varlen, batch, seqlen_k, total_k);
 }
 
 // An fp8 descale factor on the device: at p[b * batch_stride + kv_head * head_stride] (strides
@@ -67,7 +82,7 @@ struct AttnArguments {
   // per tensor or one per (batch, KV head), and V^T in sm90/fp8.h's layout, written by the
   // launcher into scratch.
   Descale q_descale, k_descale, v_descale;
-  const void* vt = nullptr;  // fp8_vt_keys(seqlen_k) columns
+  const void* vt = nullptr;  // fp8_vt_cols(...) columns
 
   // Backward only.
   const void* dout = nullptr;

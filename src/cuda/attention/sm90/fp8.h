@@ -55,7 +55,10 @@ __device__ __forceinline__ void p_to_fp8_a(const AccS& acc, FragA& a) {
 }
 
 // V [b, sk, kv_heads, d] (8-bit, element strides, d contiguous) -> V^T [b, kv_heads, d, keys]
-// (keys = fp8_vt_keys(sk)) in the permuted key order. One CTA per (128 keys, kv head, batch),
+// (keys = fp8_vt_keys(sk)) in the permuted key order; varlen (cu_k set): V [total_k, kv_heads, d]
+// -> V^T [kv_heads, d, keys = fp8_vt_varlen_cols] with sequence b's keys from column
+// fp8_vt_start(b, cu_k[b]), every column up to the next sequence's start written (zeros past
+// the end). One CTA per (128 keys, kv head, batch),
 // 128 threads: the keys' rows into shared memory (16-byte loads, zeros past sk); then a thread
 // takes 4 head-dim rows x 32 keys: 32 word reads (4 bytes of d each), 4 x 4 byte transposes with
 // byte permutes (8 PRMT per 4 keys) and two 16-byte stores per V^T row. (v1 assembled bytes one
@@ -64,12 +67,24 @@ template <int kHeadDim>
 __global__ void __launch_bounds__(128) transpose_v_fp8(const uint8_t* __restrict__ v,
                                                        int64_t batch_stride, int64_t row_stride,
                                                        int64_t head_stride, int seqlen_k,
+                                                       const int* __restrict__ cu_k, int batch,
                                                        int head_dim, uint8_t* __restrict__ vt,
                                                        int64_t keys) {
   constexpr int kKeys = 128, kRowWords = kHeadDim / 4 + 4;  // padded rows: fewer bank conflicts
   __shared__ uint32_t tile[kKeys * kRowWords];
   const int k0 = blockIdx.x * kKeys, h = blockIdx.y, b = blockIdx.z;
   const uint8_t* src = v + b * batch_stride + h * head_stride;
+  uint8_t* dst = vt + ((int64_t(b) * gridDim.y + h) * head_dim) * keys + k0;
+  if (cu_k) {  // varlen: this sequence's keys and its columns up to the next one's start
+    const int start = cu_k[b];
+    seqlen_k = cu_k[b + 1] - start;
+    const int64_t col = fp8_vt_start(b, start), next = b + 1 < batch
+                                                          ? fp8_vt_start(b + 1, cu_k[b + 1])
+                                                          : fp8_vt_varlen_cols(batch, cu_k[batch]);
+    if (col + k0 >= next) return;
+    src = v + int64_t(start) * row_stride + h * head_stride;
+    dst = vt + int64_t(h) * head_dim * keys + col + k0;
+  }
   constexpr int kPieces = kHeadDim / 16;
   for (int i = threadIdx.x; i < kKeys * kPieces; i += 128) {
     const int key = i / kPieces, piece = i % kPieces;
@@ -79,7 +94,6 @@ __global__ void __launch_bounds__(128) transpose_v_fp8(const uint8_t* __restrict
     *reinterpret_cast<uint4*>(tile + key * kRowWords + piece * 4) = x;
   }
   __syncthreads();
-  uint8_t* dst = vt + ((int64_t(b) * gridDim.y + h) * head_dim) * keys + k0;
   const int quads = head_dim / 4;  // 4-row groups of d
   for (int task = threadIdx.x; task < quads * (kKeys / 32); task += 128) {
     const int d4 = task % quads, slice = task / quads;  // neighbours read neighbouring words
@@ -106,13 +120,17 @@ __global__ void __launch_bounds__(128) transpose_v_fp8(const uint8_t* __restrict
   }
 }
 
-// Launches transpose_v_fp8 for a dense problem's V into a.vt.
+// Launches transpose_v_fp8 for a problem's V into a.vt (varlen: a.seqlen_k the longest sequence;
+// the grid covers it plus the gap blocks up to the next sequence's start).
 template <int kHeadDim>
 void transpose_v_fp8_launch(const AttnArguments& a, cudaStream_t stream) {
-  const int64_t keys = fp8_vt_keys(a.seqlen_k);
-  transpose_v_fp8<kHeadDim><<<dim3(unsigned(keys / 128), a.kv_heads, a.batch), 128, 0, stream>>>(
+  const bool varlen = a.cu_seqlens_k != nullptr;
+  const int64_t keys = fp8_vt_cols(varlen, a.batch, a.seqlen_k, a.total_k);
+  const unsigned blocks = unsigned(fp8_vt_keys(a.seqlen_k) / 128) + (varlen ? 3 : 0);
+  transpose_v_fp8<kHeadDim><<<dim3(blocks, a.kv_heads, a.batch), 128, 0, stream>>>(
       static_cast<const uint8_t*>(a.v), a.v_stride.batch, a.v_stride.row, a.v_stride.head,
-      a.seqlen_k, a.head_dim, static_cast<uint8_t*>(const_cast<void*>(a.vt)), keys);
+      a.seqlen_k, a.cu_seqlens_k, a.batch, a.head_dim,
+      static_cast<uint8_t*>(const_cast<void*>(a.vt)), keys);
 }
 
 }  // namespace flashkit::cuda::attn::sm90

@@ -222,7 +222,7 @@ struct FwdMainloop {
     TmaKV tma_k;
     TmaV tma_v;
     const int *cu_seqlens_q, *cu_seqlens_k;  // null: dense
-    int seqlen_q, seqlen_k, head_dim, heads, kv_heads;
+    int seqlen_q, seqlen_k, head_dim, heads, kv_heads, batch;
     int rows_q, rows_k, tma_batch;  // the TMA tensors' extents (GmemExtent)
     float scale, scale_log2;
     typename Policy::Params score;
@@ -234,11 +234,12 @@ struct FwdMainloop {
     using SmemKV = SmemTile<Element, kBlockN, kHeadDim>;
     auto tma_v = [&] {
       if constexpr (kFp8) {
-        const int64_t keys = fp8_vt_keys(a.seqlen_k);
+        const bool varlen = a.cu_seqlens_k != nullptr;
+        const int64_t keys = fp8_vt_cols(varlen, a.batch, a.seqlen_k, a.total_k);
         const Strides vt{a.kv_heads * a.head_dim * keys, keys, a.head_dim * keys};
         return make_tma_copy(SM90_TMA_LOAD{},
                              gmem_tensor(static_cast<const Element*>(a.vt), a.head_dim, int(keys),
-                                         a.kv_heads, a.batch, vt),
+                                         a.kv_heads, varlen ? 1 : a.batch, vt),
                              SmemTile<Element, kHeadDim, kBlockN>{}, TileVt{}, _1{});
       } else {
         return make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(a.v, a.head_dim, a.kv_heads, ev),
@@ -251,7 +252,7 @@ struct FwdMainloop {
                           SmemKV{}, TileKV{}, _1{}),
             tma_v(),
             a.cu_seqlens_q, a.cu_seqlens_k, a.seqlen_q, a.seqlen_k, a.head_dim, a.heads,
-            a.kv_heads, eq.rows, ek.rows, eq.batch, a.softmax_scale,
+            a.kv_heads, a.batch, eq.rows, ek.rows, eq.batch, a.softmax_scale,
             a.softmax_scale * float(M_LOG2E), Policy::to_params(a),
             a.q_descale, a.k_descale, a.v_descale};
   }
@@ -317,13 +318,15 @@ struct FwdMainloop {
     auto seq_k = [&](auto t) { return domain_offset(make_coord(sb.k_start, _0{}), t); };
     Tensor gQ = local_tile(seq_q(mQ(_, _, w.head, b)), TileQ{}, make_coord(w.block, _0{}));
     Tensor gK = local_tile(seq_k(mK(_, _, kv_head, b)), TileKV{}, make_coord(_, _0{}));  // (BN, D, n)
-    // V's tiles (BN, D, n), or fp8's V^T tiles (D, BN, n) (dense only).
+    // V's tiles (BN, D, n), or fp8's V^T tiles (D, BN, n) (varlen: from the sequence's first
+    // column, fp8_vt_start).
     auto gV = [&] {
       if constexpr (kFp8) {
-        Tensor mVt =
-            p.tma_v.get_tma_tensor(GmemShape{p.head_dim, int(fp8_vt_keys(p.seqlen_k)), p.kv_heads,
-                                             p.tma_batch});
-        return local_tile(mVt(_, _, kv_head, b), TileVt{}, make_coord(_0{}, _));
+        const int cols = int(fp8_vt_cols(sb.varlen, p.batch, p.seqlen_k, p.rows_k));
+        Tensor mVt = p.tma_v.get_tma_tensor(GmemShape{p.head_dim, cols, p.kv_heads, p.tma_batch});
+        const int col0 = sb.varlen ? int(fp8_vt_start(w.batch, sb.k_start)) : 0;
+        return local_tile(domain_offset(make_coord(_0{}, col0), mVt(_, _, kv_head, b)), TileVt{},
+                          make_coord(_0{}, _));
       } else {
         Tensor mV =
             p.tma_v.get_tma_tensor(GmemShape{p.rows_k, p.head_dim, p.kv_heads, p.tma_batch});
