@@ -251,20 +251,22 @@ def _attention_fp8_fwd(q: Tensor, k: Tensor, v: Tensor, q_descale: Optional[Tens
     if varlen:  # tokens past cu_seqlens[-1] are not written by the library: they read 0 / -inf
         out.zero_()
         lse.fill_(float("-inf"))
-    seq = dict(cu_seqlens_q=_dl_opt(cu_seqlens_q), cu_seqlens_k=_dl_opt(cu_seqlens_k),
-               max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+    # (fresh capsules for each call: a DLPack capsule is consumed by the call that takes it)
+    seq = lambda: dict(cu_seqlens_q=_dl_opt(cu_seqlens_q),  # noqa: E731
+                       cu_seqlens_k=_dl_opt(cu_seqlens_k), max_seqlen_q=max_seqlen_q,
+                       max_seqlen_k=max_seqlen_k)
     # The transposed V's scratch from torch's allocator (stream-ordered; a captured graph's pool).
     workspace = None
     if q.is_cuda:
         nbytes = _C.attention_forward_fp8_workspace_bytes(_dl(codes[0]), _dl(codes[1]),
-                                                          codes=True, **seq)
+                                                          codes=True, **seq())
         if nbytes:
             workspace = torch.empty(nbytes, dtype=torch.uint8, device=q.device)
     _C.attention_forward_fp8(*(_dl(t) for t in codes), _dl(out), _dl(lse),
                              q_descale=_dl_opt(q_descale), k_descale=_dl_opt(k_descale),
                              v_descale=_dl_opt(v_descale), causal=causal,
                              softmax_scale=softmax_scale, codes=True,
-                             workspace=_dl_opt(workspace), stream=_stream(q), **seq)
+                             workspace=_dl_opt(workspace), stream=_stream(q), **seq())
     return out, lse
 
 
