@@ -393,49 +393,11 @@ TEST(Philox, MatchesRandom123KnownAnswers) {
 
 // FP8 (e4m3) inputs on the CPU: the fp32 forward of the dequantized inputs (descales applied),
 // out rounded to bf16 — so out is the fp64 reference to within bf16 rounding, lse within the fp32
-// rule; with plain, causal, GQA and the score variants (the CPU takes every option).
-TEST(Attention, Fp8ForwardMatchesReference) {
-  std::vector<AttentionSpec> specs = {spec(DType::f32, 2, 37, 53, 4, 2, 64),
-                                      spec(DType::f32, 1, 70, 45, 2, 1, 128),
-                                      spec(DType::f32, 1, 1, 77, 2, 2, 32)};
-  specs[1].causal = true;
-  AttentionSpec var = spec(DType::f32, 1, 41, 41, 2, 2, 48);
-  var.window_left = 7, var.softcap = 20.f, var.alibi_dims = 1, var.causal = true;
-  specs.push_back(var);
-  uint64_t seed = 900;
-  for (bool per_head : {false, true})  // descales [1], then [batch, kv_heads]
-  for (const AttentionSpec& s : specs) {
-    AttentionCase c(s, seed++);
-    SCOPED_TRACE(c.spec.str() + (per_head ? " per-head descales" : ""));
-    Fp8Inputs f = quantize_e4m3(c, per_head);
-    AttentionOptions o = c.opts;
-    o.q_descale = f.q_descale.view(), o.k_descale = f.k_descale.view();
-    o.v_descale = f.v_descale.view();
-    HostTensor out(DType::bf16, c.q_shape()), lse(DType::f32, c.lse_shape());
-    out.poison();
-    lse.poison();
-    attention_forward(f.q8, f.k8, f.v8, out, lse, o);
-    HostTensor ref_out, ref_lse, lp_out, lp_lse;
-    c.reference_forward(ref_out, ref_lse, DType::f64);
-    c.reference_forward(lp_out, lp_lse, DType::f32);
-    double worst = 0;
-    for (int64_t i = 0; i < out.numel(); ++i) {
-      const double r = ref_out.ptr<double>()[i], e = std::fabs(out.get(i) - r);
-      worst = std::max(worst, e / (std::ldexp(std::fabs(r), -8) + 1e-6));
-    }
-    EXPECT_LE(worst, 1.0) << "out differs from the reference by more than bf16 rounding";
-    ErrorBound el = bound(lse, lp_lse, ref_lse, 1e-4);
-    EXPECT_TRUE(el.ok()) << "lse error " << el.error << " > " << el.tolerance;
-  }
-}
-
-// Varlen fp8 on the CPU: per-tensor descales (per-head ones need a dense batch).
-TEST(Attention, Fp8VarlenMatchesReference) {
-  AttentionSpec s = spec(DType::f32, 0, 0, 0, 4, 2, 32);
-  s.causal = true;
-  s.lens_q = {1, 30, 17, 0}, s.lens_k = {20, 30, 5, 9};
-  AttentionCase c(s, 950);
-  Fp8Inputs f = quantize_e4m3(c);
+// rule. Runs case c quantized (descales per tensor, or per (batch, KV head)) on poisoned outputs.
+namespace {
+void check_fp8_cpu(AttentionCase& c, bool per_head) {
+  SCOPED_TRACE(c.spec.str() + (per_head ? " per-head descales" : ""));
+  Fp8Inputs f = quantize_e4m3(c, per_head);
   AttentionOptions o = c.opts;
   o.q_descale = f.q_descale.view(), o.k_descale = f.k_descale.view();
   o.v_descale = f.v_descale.view();
@@ -446,12 +408,42 @@ TEST(Attention, Fp8VarlenMatchesReference) {
   HostTensor ref_out, ref_lse, lp_out, lp_lse;
   c.reference_forward(ref_out, ref_lse, DType::f64);
   c.reference_forward(lp_out, lp_lse, DType::f32);
+  double worst = 0;
   for (int64_t i = 0; i < out.numel(); ++i) {
-    const double r = ref_out.ptr<double>()[i];
-    ASSERT_LE(std::fabs(out.get(i) - r), std::ldexp(std::fabs(r), -8) + 1e-6) << i;
+    const double r = ref_out.ptr<double>()[i], e = std::fabs(out.get(i) - r);
+    worst = std::max(worst, e / (std::ldexp(std::fabs(r), -8) + 1e-6));
   }
+  EXPECT_LE(worst, 1.0) << "out differs from the reference by more than bf16 rounding";
   ErrorBound el = bound(lse, lp_lse, ref_lse, 1e-4);
   EXPECT_TRUE(el.ok()) << "lse error " << el.error << " > " << el.tolerance;
+}
+}  // namespace
+
+// Plain, causal, GQA and the score variants (the CPU takes every option).
+TEST(Attention, Fp8ForwardMatchesReference) {
+  std::vector<AttentionSpec> specs = {spec(DType::f32, 2, 37, 53, 4, 2, 64),
+                                      spec(DType::f32, 1, 70, 45, 2, 1, 128),
+                                      spec(DType::f32, 1, 1, 77, 2, 2, 32)};
+  specs[1].causal = true;
+  AttentionSpec var = spec(DType::f32, 1, 41, 41, 2, 2, 48);
+  var.window_left = 7, var.softcap = 20.f, var.alibi_dims = 1, var.causal = true;
+  specs.push_back(var);
+  uint64_t seed = 900;
+  for (bool per_head : {false, true}) {  // descales [1], then [batch, kv_heads]
+    for (const AttentionSpec& s : specs) {
+      AttentionCase c(s, seed++);
+      check_fp8_cpu(c, per_head);
+    }
+  }
+}
+
+// Varlen fp8 on the CPU: per-tensor descales (per-head ones need a dense batch).
+TEST(Attention, Fp8VarlenMatchesReference) {
+  AttentionSpec s = spec(DType::f32, 0, 0, 0, 4, 2, 32);
+  s.causal = true;
+  s.lens_q = {1, 30, 17, 0}, s.lens_k = {20, 30, 5, 9};
+  AttentionCase c(s, 950);
+  check_fp8_cpu(c, false);
 }
 
 // FP8 inputs and the bf16 out as strided views (head-major physical layout, padded rows) give the
