@@ -949,6 +949,41 @@ TEST(AttentionGpuSmall, Fp8Forward) {
   }
 }
 
+// Varlen fp8 with k / v holding rows past cu_seqlens_k[batch], filled with NaN codes: never
+// read into a result (the same bits as without them).
+TEST(AttentionGpuSmall, Fp8VarlenRowsPastTheEnd) {
+  if (!hopper_device()) GTEST_SKIP() << "the fp8 forward runs on sm_90";
+  AttentionSpec s = varlen_spec(128, {40, 100}, {70, 129}, true);
+  s.dtype = DType::f32;
+  AttentionCase c(s, 1500);
+  Fp8Inputs f = quantize_e4m3(c);
+  const int64_t extra = 300, rows = c.total_k, row_bytes = int64_t(s.kv_heads) * s.hdim;
+  HostTensor kx(DType::e4m3, {rows + extra, s.kv_heads, s.hdim}), vx = kx;
+  for (HostTensor* t : {&kx, &vx}) std::fill_n(t->ptr<uint8_t>(), t->numel(), uint8_t{0x7f});
+  std::copy_n(f.k8.ptr<uint8_t>(), rows * row_bytes, kx.ptr<uint8_t>());
+  std::copy_n(f.v8.ptr<uint8_t>(), rows * row_bytes, vx.ptr<uint8_t>());
+  DeviceTensor q(f.q8), k(f.k8), v(f.v8), k2(kx), v2(vx), cu_q, cu_k;
+  cu_q.upload(c.cu_q);
+  cu_k.upload(c.cu_k);
+  AttentionOptions o = c.opts;
+  o.cu_seqlens_q = cu_q.view(), o.cu_seqlens_k = cu_k.view();
+  o.max_seqlen_q = c.spec.seqlen_q, o.max_seqlen_k = c.spec.seqlen_k;
+  HostTensor out_a(DType::bf16, c.q_shape()), out_b = out_a, lse_a(DType::f32, c.lse_shape()),
+      lse_b = lse_a;
+  for (auto [kk, vv, oh, lh] : {std::tuple{&k, &v, &out_a, &lse_a}, {&k2, &v2, &out_b, &lse_b}}) {
+    DeviceTensor out(*oh), lse(*lh);
+    out.poison();
+    lse.poison();
+    attention_forward(q, *kk, *vv, out, lse, o);
+    FK_CUDA_CHECK(cudaDeviceSynchronize());
+    out.download(*oh);
+    lse.download(*lh);
+  }
+  EXPECT_TRUE(out_a.same_bytes(out_b));
+  EXPECT_TRUE(lse_a.same_bytes(lse_b));
+  for (int64_t i = 0; i < out_a.numel(); ++i) ASSERT_TRUE(std::isfinite(out_a.get(i))) << i;
+}
+
 // What the fp8 kernel does not take is an Error naming the option, with nothing written.
 TEST(AttentionGpuSmall, Fp8UnsupportedOptions) {
   if (!hopper_device()) GTEST_SKIP() << "the fp8 forward runs on sm_90";

@@ -17,7 +17,8 @@ struct Strides {
 constexpr int64_t fp8_vt_keys(int64_t seqlen_k) { return (seqlen_k + 127) / 128 * 128; }
 // Varlen: one [kv_heads, head_dim, cols] V^T for all sequences; sequence b's keys start at
 // column fp8_vt_start(b, cu_seqlens_k[b]) (a multiple of 128, each sequence's columns a whole
-// number of 128-key blocks apart, the transposer zeroing every column past a sequence's end).
+// number of 128-key blocks apart, the transposer zeroing every column a key tile of the
+// sequence reads past its end).
 __host__ __device__ constexpr int64_t fp8_vt_start(int b, int64_t k_start) {
   return 128 * (int64_t(b) + k_start / 128);
 }

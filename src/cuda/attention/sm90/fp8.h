@@ -10,6 +10,7 @@
 // 128, zeros past the end so P = 0 never meets a NaN byte); its cost is one read and one write of
 // V, ~2% of the forward at seqlen 8k.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include <cuda_runtime.h>
@@ -58,7 +59,7 @@ __device__ __forceinline__ void p_to_fp8_a(const AccS& acc, FragA& a) {
 // (keys = fp8_vt_keys(sk)) in the permuted key order; varlen (cu_k set): V [total_k, kv_heads, d]
 // -> V^T [kv_heads, d, keys = fp8_vt_varlen_cols] with sequence b's keys from column
 // fp8_vt_start(b, cu_k[b]), every column up to the next sequence's start written (zeros past
-// the end). One CTA per (128 keys, kv head, batch),
+// the end; the last sequence: three blocks past its end, as far as its tiles read). One CTA per (128 keys, kv head, batch),
 // 128 threads: the keys' rows into shared memory (16-byte loads, zeros past sk); then a thread
 // takes 4 head-dim rows x 32 keys: 32 word reads (4 bytes of d each), 4 x 4 byte transposes with
 // byte permutes (8 PRMT per 4 keys) and two 16-byte stores per V^T row. (v1 assembled bytes one
@@ -78,9 +79,11 @@ __global__ void __launch_bounds__(128) transpose_v_fp8(const uint8_t* __restrict
   if (cu_k) {  // varlen: this sequence's keys and its columns up to the next one's start
     const int start = cu_k[b];
     seqlen_k = cu_k[b + 1] - start;
-    const int64_t col = fp8_vt_start(b, start), next = b + 1 < batch
-                                                          ? fp8_vt_start(b + 1, cu_k[b + 1])
-                                                          : fp8_vt_varlen_cols(batch, cu_k[batch]);
+    // The last sequence's key tiles read at most ~192 columns past its end: its zeros go 2-3
+    // blocks further (k may hold rows past cu_k[batch], whose columns are never written).
+    const int64_t col = fp8_vt_start(b, start);
+    const int64_t next = b + 1 < batch ? fp8_vt_start(b + 1, cu_k[b + 1])
+                                       : std::min(keys, col + 128 * (seqlen_k / 128 + 3));
     if (col + k0 >= next) return;
     src = v + int64_t(start) * row_stride + h * head_stride;
     dst = vt + int64_t(h) * head_dim * keys + col + k0;
