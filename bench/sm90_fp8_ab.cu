@@ -126,41 +126,6 @@ int main(int argc, char** argv) {
     std::printf("%s: reference check FAILED\n", name.c_str());
     return 1;
   }
-#ifdef FLASHKIT_FP8_TIMELINE
-  {  // one 8k dense call, then CTA 0's first tile: per-warpgroup phase times (cycles)
-    Problem p = make(2, 16, 8192, 8192, false, 7);
-    Fp8 f = quantize(p);
-    run_fp8(p, f);
-    AB_CHECK(cudaDeviceSynchronize());
-    static unsigned long long tl[4][192][10];
-    AB_CHECK(cudaMemcpyFromSymbol(tl, flashkit::cuda::attn::sm90::fk_tl, sizeof(tl)));
-    const int wgs = flashkit::cuda::attn::sm90_fwd_tiles_fp8(kD, false).block_m / 64;
-    const unsigned long long t0 = tl[0][10][0];
-    const char* names[7] = {"turn", "K+S", "V+PV", "Swait", "softmax", "PVwait", "rescale+P"};
-    for (int w = 0; w < wgs; ++w) {
-      double sum[8] = {};
-      int cnt = 0;
-      for (int it = 5; it < 80 && tl[w][it + 1][0]; ++it, ++cnt) {
-        for (int k = 0; k < 7; ++k) sum[k] += double(tl[w][it][k + 1] - tl[w][it][k]);
-        sum[7] += double(tl[w][it + 1][0] - tl[w][it][0]);
-      }
-      std::printf("timeline wg%d (%d iters):", w, cnt);
-      for (int k = 0; k < 7; ++k) std::printf(" %s %.0f", names[k], sum[k] / cnt);
-      double kw = 0, vw = 0;
-      for (int it = 5; it < 5 + cnt; ++it)
-        kw += double(tl[w][it][8] - tl[w][it][1]), vw += double(tl[w][it][9] - tl[w][it][2]);
-      std::printf(" | iter %.0f | Kwait %.0f Vwait %.0f\n", sum[7] / cnt, kw / cnt, vw / cnt);
-    }
-    for (int it = 20; it < 24; ++it)
-      for (int w = 0; w < wgs; ++w) {
-        std::printf("tl it%d wg%d:", it, w);
-        for (int k = 0; k < 8; ++k) std::printf(" %lld", (long long)(tl[w][it][k] - t0));
-        std::printf("\n");
-      }
-    release(f);
-    release(p);
-  }
-#endif
   for (bool causal : {false, true}) {
     for (int s : seqlens) {
       if (s <= 0) continue;

@@ -48,21 +48,6 @@
 #include "cuda/attention/tile_scheduler.h"
 
 namespace flashkit::cuda::attn::sm90 {
-// Diagnostic (bench/sm90_fp8_ab.cu -DFLASHKIT_FP8_TIMELINE; bench/NOTES-attention.md "FP8: a
-// per-phase timeline"): clock64 stamps of each phase of CTA 0's first tile, lane 0 of each
-// consumer warpgroup, for up to 192 key blocks.
-#ifdef FLASHKIT_FP8_TIMELINE
-__device__ unsigned long long fk_tl[4][192][10];
-__device__ __forceinline__ unsigned long long fk_clock() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t)::"memory");
-  return t;
-}
-#define FK_TL(k) \
-  do { if (tl_on && tl_it < 192) fk_tl[tl_wg][tl_it][k] = fk_clock(); } while (0)
-#else
-#define FK_TL(k) do {} while (0)
-#endif
 
 // Global tensors as TMA sees them: (seqlen, hdim, heads, batch), hdim contiguous. The extent in
 // hdim is the real head dim, so TMA zero-fills a bucket's tail columns and rows past the end.
@@ -410,16 +395,10 @@ struct FwdMainloop {
     // (row, col) of each score within the tile, for the masks.
     Tensor cS = rowcol_view(thr_qk.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{})));
     Tensor o = rowcol_view(acc_o);
-#ifdef FLASHKIT_FP8_TIMELINE
-    const bool tl_on = blockIdx.x == 0 && tid % 128 == 0 && st.q_tiles == 0;
-    const int tl_wg = tid / 128;
-    int tl_it = 0;
-#endif
 
     // S = Q K_n^T on the tensor cores, then the masks; K_n's stage is free once S is in registers.
     auto scores = [&](auto& acc_s) {
       Ring::consumer_wait(smem.k_ring, st.k);
-      FK_TL(8);
       wgmma<true>(mma_qk, tSrQ, tSrK(_, _, _, st.k.stage), acc_s);
     };
     auto scores_done = [&](auto& acc_s, int n, bool last, bool release_k = true) {
@@ -449,7 +428,6 @@ struct FwdMainloop {
     // O += P V_n; V_n's stage is freed by pv_done once the product has completed.
     auto pv = [&](auto& tOrP) {
       Ring::consumer_wait(smem.v_ring, st.v);
-      FK_TL(9);
       warpgroup_fence_operand(tOrP);
       wgmma<false>(mma_pv, tOrP, tOrV(_, _, _, st.v.stage), acc_o);
     };
@@ -493,20 +471,14 @@ struct FwdMainloop {
     };
     to_p();
     for (n = n_next; n >= kr.begin; n = n_next) {
-      FK_TL(0);
       turns.wait_turn();
-      FK_TL(1);
       scores(acc_s);  // S_n, issued first so that it completes first
-      FK_TL(2);
       pv(tOrP);       // O += P_{n'} V_{n'}
-      FK_TL(3);
       turns.pass_turn();
       n_next = next_live(pol, kr, w.block, n);
       warpgroup_wait<1>();
-      FK_TL(4);
       scores_done(acc_s, n, n_next < kr.begin, !kExpsBeforePvWait);
       softmax_of(acc_s, n, alpha);
-      FK_TL(5);
       if constexpr (kExpsBeforePvWait) {
         // ptxas hoists wgmma.wait_group 0 over independent ALU work up to the last memory
         // operation before it, so the exponentials would run after P V has completed. K_n's
@@ -517,14 +489,9 @@ struct FwdMainloop {
         st.k.advance();
       }
       warpgroup_wait<0>();
-      FK_TL(6);
       pv_done(tOrP);
       Softmax::rescale(o, alpha);
       to_p();
-      FK_TL(7);
-#ifdef FLASHKIT_FP8_TIMELINE
-      ++tl_it;
-#endif
     }
     turns.wait_turn();
     pv(tOrP);
