@@ -54,6 +54,17 @@ def _lse_shape(q, varlen):
     return (q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1])
 
 
+def _forward_outputs(q, dtype, varlen):
+    """(out, lse) of a forward on q: out [q's shape] in dtype, lse fp32. Varlen tokens past
+    cu_seqlens[-1] are not written by the library: they read 0 / -inf."""
+    out = torch.empty(q.shape, dtype=dtype, device=q.device)
+    lse = torch.empty(_lse_shape(q, varlen), dtype=torch.float32, device=q.device)
+    if varlen:
+        out.zero_()
+        lse.fill_(float("-inf"))
+    return out, lse
+
+
 def _options(q, cu_q, cu_k, max_q, max_k, causal, scale, left, right, softcap, alibi, dropout_p,
              rng_state, block_mask, block_q, block_k, deterministic):
     # The Philox key lives in a CPU tensor: reading it never waits for the GPU.
@@ -74,12 +85,7 @@ def _attention_fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tenso
                    block_k: int, deterministic: bool) -> Tuple[Tensor, Tensor]:
     """(out, lse) of flashkit attention; dense when cu_seqlens_q is None, else varlen."""
     q, k, v = _operand(q), _operand(k), _operand(v)
-    varlen = cu_seqlens_q is not None
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    lse = torch.empty(_lse_shape(q, varlen), dtype=torch.float32, device=q.device)
-    if varlen:  # tokens past cu_seqlens[-1] are not written by the library: they read 0 / -inf
-        out.zero_()
-        lse.fill_(float("-inf"))
+    out, lse = _forward_outputs(q, q.dtype, cu_seqlens_q is not None)
     _C.attention_forward(_dl(q), _dl(k), _dl(v), _dl(out), _dl(lse),
                          **_options(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                     causal, softmax_scale, window_left, window_right, softcap,
@@ -245,12 +251,7 @@ def _attention_fp8_fwd(q: Tensor, k: Tensor, v: Tensor, q_descale: Optional[Tens
     q's device or None; varlen when cu_seqlens_q is given."""
     q, k, v = _operand(q), _operand(k), _operand(v)
     codes = [t.view(torch.uint8) for t in (q, k, v)]
-    varlen = cu_seqlens_q is not None
-    out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
-    lse = torch.empty(_lse_shape(q, varlen), dtype=torch.float32, device=q.device)
-    if varlen:  # tokens past cu_seqlens[-1] are not written by the library: they read 0 / -inf
-        out.zero_()
-        lse.fill_(float("-inf"))
+    out, lse = _forward_outputs(q, torch.bfloat16, cu_seqlens_q is not None)
     # (fresh capsules for each call: a DLPack capsule is consumed by the call that takes it)
     seq = lambda: dict(cu_seqlens_q=_dl_opt(cu_seqlens_q),  # noqa: E731
                        cu_seqlens_k=_dl_opt(cu_seqlens_k), max_seqlen_q=max_seqlen_q,
