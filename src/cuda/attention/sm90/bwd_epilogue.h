@@ -1,8 +1,9 @@
 // Backward epilogue for Hopper: dK (times the softmax scale) and dV of the CTA's key block in
-// the input dtype, written by the consumer warpgroups over the K and V tiles in shared memory
-// (free once every GEMM of the mainloop has completed) and stored by one thread with TMA, which
-// clips rows past seqlen_k and columns past the head dim. Varlen batches: TMA would clip only at
-// the last token, so the consumers store the sequence's rows with predicated 16-byte stores.
+// the input dtype, written by the consumer warpgroups into shared memory (Mainloop::dk_stage /
+// dv_stage: dS^T's and dQ's buffers, or K and V's own tiles for kSplitD; free once every GEMM of
+// the mainloop has completed) and stored by one thread with TMA, which clips rows past seqlen_k
+// and columns past the head dim. Varlen batches: TMA would clip only at the last token, so the
+// consumers store the sequence's rows with predicated 16-byte stores.
 #pragma once
 #include <cutlass/arch/barrier.h>
 
@@ -58,9 +59,10 @@ struct BwdEpilogue {
     auto thr = mma.get_thread_slice(tid);
     CUTE_UNROLL
     for (int i = 0; i < size(acc_dk); ++i) acc_dk(i) *= p.scale;
-    Tensor sdK = make_tensor(make_smem_ptr(smem.k), typename Mainloop::LayoutKV{});
-    Tensor sdV = make_tensor(make_smem_ptr(smem.v), typename Mainloop::LayoutKV{});
-    Mainloop::sync_consumers();  // both warpgroups' GEMMs are done reading K and V
+    Tensor sdK = make_tensor(make_smem_ptr(Mainloop::dk_stage(smem)), typename Mainloop::LayoutKV{});
+    Tensor sdV = make_tensor(make_smem_ptr(Mainloop::dv_stage(smem)), typename Mainloop::LayoutKV{});
+    // Both warpgroups' GEMMs are done reading dS^T, and the last dQ reduce has read its block.
+    Mainloop::sync_consumers();
     copy(sm80::convert<Element>(acc_dk), thr.partition_C(sdK(_, _, 0)));
     copy(sm80::convert<Element>(acc_dv), thr.partition_C(sdV(_, _, 0)));
     cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to the TMA engine
@@ -79,8 +81,8 @@ struct BwdEpilogue {
       CUTE_UNROLL
       for (int i = 0; i < size(acc); ++i) acc(i) *= p.scale;
     }
-    Tensor sdK = make_tensor(make_smem_ptr(smem.k), typename Mainloop::LayoutKV{});
-    Tensor sdV = make_tensor(make_smem_ptr(smem.v), typename Mainloop::LayoutKV{});
+    Tensor sdK = make_tensor(make_smem_ptr(Mainloop::dk_stage(smem)), typename Mainloop::LayoutKV{});
+    Tensor sdV = make_tensor(make_smem_ptr(Mainloop::dv_stage(smem)), typename Mainloop::LayoutKV{});
     Mainloop::sync_consumers();  // both warpgroups' GEMMs are done reading K and V
     copy(sm80::convert<Element>(acc), thr.partition_C((dk ? sdK : sdV)(_, _, 0)));
     cutlass::arch::fence_view_async_shared();

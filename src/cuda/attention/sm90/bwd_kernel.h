@@ -57,7 +57,11 @@ struct BwdKernel {
       }
     } else {
       cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
-      const int tid = int(threadIdx.x) - 128;
+      // hdim 64 / 128: the thread index made opaque to the compiler, which then derives the
+      // per-thread offsets without knowing its range: +1-5% (-2-4% at hdim 64 causal 8k) on an
+      // H100, a code-generation effect measured, not derived (bench/NOTES-attention.md v10).
+      int tid = int(threadIdx.x) - 128;
+      if constexpr (!Mainloop::kSplitD) asm volatile("" : "+r"(tid));
       if (tid == 0) Epilogue::prefetch_descriptors(p.epilogue);
       auto acc_dk = partition_fragment_C(typename Mainloop::TiledMmadKV{},
                                          Shape<Int<Mainloop::kBlockN>, Int<Mainloop::kHeadDim>>{});

@@ -135,13 +135,35 @@ struct BwdMainloop {
     alignas(1024) Element v[cosize_v<LayoutKV>];  // dV after the mainloop
     // dS^T's buffers of LayoutdS; kSplitD: P^T's hand-over buffers (fragment order)
     alignas(1024) Element ds[kDsBuffers * cosize_v<LayoutdS>];
-    alignas(128) float dq[kSplitD ? 4 : kDqFloats];  // one query block's dQ in dq_chunk order
+    // one query block's dQ in dq_chunk order; after the mainloop (kEpilogueScratch) dV's tile
+    alignas(kSplitD ? 128 : 1024) float dq[kSplitD ? 4 : kDqFloats];
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dsum[kStages][kBlockM];
     typename Ring::Storage ring;
     alignas(8) uint64_t kv_full;
     alignas(8) uint64_t pt_full[kSplitD ? kDsBuffers : 1];  // kSplitD: P^T of a block handed over
   };
+
+  // Where the epilogue stages dK and dV for their TMA stores. kEpilogueScratch: in dS^T's buffers
+  // and dQ's staging block, free once the mainloop's GEMMs and bulk reduces are done (the
+  // configuration measured with the kernel's opaque thread index, bench/NOTES-attention.md v10;
+  // it also leaves K and V untouched, which a persistent CTA would load its next tile into);
+  // kSplitD (hdim 256, whose hand-over buffers are too small) over K and V themselves.
+  static constexpr bool kEpilogueScratch = !kSplitD;
+  static constexpr bool kDvInDs = 2 * kBytesKV <= kDsBuffers * cosize_v<LayoutdS> * sizeof(Element);
+  static_assert(!kEpilogueScratch || kBytesKV <= kDsBuffers * cosize_v<LayoutdS> * sizeof(Element),
+                "dK's tile fits dS^T's buffers");
+  static_assert(!kEpilogueScratch || kDvInDs || kBytesKV <= kDqFloats * sizeof(float),
+                "dV's tile fits dS^T's buffers or dQ's staging block");
+  static_assert(kBytesKV % 1024 == 0, "the 128-byte swizzle's atoms stay 1024-byte aligned");
+  __device__ static Element* dk_stage(SharedStorage& smem) {
+    return kEpilogueScratch ? smem.ds : smem.k;
+  }
+  __device__ static Element* dv_stage(SharedStorage& smem) {
+    if constexpr (!kEpilogueScratch) return smem.v;
+    else if constexpr (kDvInDs) return smem.ds + kBlockN * kHeadDim;
+    else return reinterpret_cast<Element*>(smem.dq);
+  }
 
   struct Params {
     TmaQ tma_q, tma_do;
