@@ -14,16 +14,16 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   grep -E "PASSED|FAILED|SKIPPED|Failure|error" "$log/run.txt" "$log/gpu_tests.log" 2>/dev/null | head -16
 fi
 [ "${BUILD_ONLY:-0}" = 1 ] && { (cd "$out" && tar czf logs.tgz t && rm -rf t); exit 0; }
+stamp "bench/attention.py ($(left) s left)"
+timeout $(( $(left) - ${SAN_S:-130} )) python3 bench/attention.py --out "$out" --methods flashkit,flash,cudnn \
+  --hdims "${HDIMS:-128,64,256}" --seqlens 2048,4096,8192,16384 --name attention-s15 >"$log/attn.log" 2>&1
+stamp "rc=$?"
+grep -E "^d|worst|hdim|causal" "$log/attn.log" | tail -60
 for tool in memcheck racecheck; do
   stamp "$tool sm90 small ($(left) s left)"
-  timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/flashkit_gpu_tests \
+  timeout $(( $(left) / 2 - 5 )) compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/flashkit_gpu_tests \
     --gtest_filter='AttentionGpuSmall.Sm90*' >"$log/$tool.log" 2>&1
   stamp "rc=$?"
   grep -E "SUMMARY|PASSED|FAILED" "$log/$tool.log"
 done
-stamp "bench/attention.py ($(left) s left)"
-timeout $(( $(left) - 10 )) python3 bench/attention.py --out "$out" --methods flashkit,flash,cudnn \
-  --hdims "${HDIMS:-128,64,256}" --seqlens 2048,4096,8192,16384 --name attention-s15 >"$log/attn.log" 2>&1
-stamp "rc=$?"
-grep -E "^d|worst|hdim|causal" "$log/attn.log" | tail -60
 (cd "$out" && tar czf logs.tgz t && rm -rf t)
