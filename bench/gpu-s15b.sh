@@ -3,7 +3,7 @@
 # build (tests/gpu/run) with the Hopper attention tests, then (SKIP_BUILD=1, warm machine)
 # memcheck + racecheck on the small Hopper tests and bench/attention.py (forward and backward,
 # flashkit / flash / cudnn in one process, HDIMS default 128,64,256, 2k-16k).
-# usage: OUT=/some/dir [BUILD_S=570] [BUILD_ONLY=1 | SKIP_BUILD=1] [HDIMS=..] bench/gpu-s15b.sh
+# usage: OUT=/some/dir [BUILD_S=570] [BUILD_ONLY=1 | SKIP_BUILD=1] [HDIMS=..] [SAN_EACH=60] bench/gpu-s15b.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
@@ -14,6 +14,12 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   grep -E "PASSED|FAILED|SKIPPED|Failure|error" "$log/run.txt" "$log/gpu_tests.log" 2>/dev/null | head -16
 fi
 [ "${BUILD_ONLY:-0}" = 1 ] && { (cd "$out" && tar czf logs.tgz t && rm -rf t); exit 0; }
+stamp "bench/attention.py ($(left) s left)"
+timeout $(( $(left) - 10 )) python3 bench/attention.py --out "$out" --methods flashkit,flash,cudnn \
+  --hdims "${HDIMS:-128,64,256}" --seqlens 2048,4096,8192,16384 --name attention-s15 >"$log/attn.log" 2>&1
+stamp "rc=$?"
+grep -E "^d|worst|hdim|causal" "$log/attn.log" | tail -60
+(cd "$out" && tar czf logs.tgz t && rm -rf t); exit 0; }
 stamp "bench/attention.py ($(left) s left)"
 timeout $(( $(left) - ${SAN_S:-130} )) python3 bench/attention.py --out "$out" --methods flashkit,flash,cudnn \
   --hdims "${HDIMS:-128,64,256}" --seqlens 2048,4096,8192,16384 --name attention-s15 >"$log/attn.log" 2>&1
