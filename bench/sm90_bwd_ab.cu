@@ -150,7 +150,7 @@ bool check(int b, int h, int sq, int sk, bool causal, uint32_t seed) {
 int main(int argc, char** argv) {
   return harness_main(
       argc, argv,
-      // the last: more tiles than SMs, so persistent CTAs run two (dense and causal pairs)
+      // the last: more tiles than SMs (a second wave of CTAs)
       {{1, 2, 500, 500, 21}, {1, 2, 333, 529, 22}, {2, 1, 300, 129, 23}, {1, 48, 400, 390, 24}},
       check,
       [](bool causal, int s, int b, int h) {

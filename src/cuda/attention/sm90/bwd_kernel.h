@@ -21,7 +21,7 @@ struct BwdKernel {
   static_assert(Mainloop::kConsumerWarpgroups == 2);
   // 128 * 24 + 256 * 240 = 64512 of the 64K registers per SM.
   static constexpr uint32_t kProducerRegs = 24, kConsumerRegs = 240;
-  using SharedStorage = typename Mainloop::SharedStorage;  // the epilogue reuses K and V's tiles
+  using SharedStorage = typename Mainloop::SharedStorage;  // the epilogue reuses its buffers
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
 
   struct Params {

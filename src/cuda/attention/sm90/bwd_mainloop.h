@@ -131,11 +131,12 @@ struct BwdMainloop {
   struct SharedStorage {
     alignas(1024) Element q[cosize_v<LayoutQ>];
     alignas(1024) Element d_o[cosize_v<LayoutQ>];
-    alignas(1024) Element k[cosize_v<LayoutKV>];  // dK after the mainloop (epilogue)
-    alignas(1024) Element v[cosize_v<LayoutKV>];  // dV after the mainloop
-    // dS^T's buffers of LayoutdS; kSplitD: P^T's hand-over buffers (fragment order)
+    alignas(1024) Element k[cosize_v<LayoutKV>];  // kSplitD: dK after the mainloop (epilogue)
+    alignas(1024) Element v[cosize_v<LayoutKV>];  // kSplitD: dV after the mainloop
+    // dS^T's buffers of LayoutdS; kSplitD: P^T's hand-over buffers (fragment order); after the
+    // mainloop (kEpilogueScratch) dK's tile, and at hdim 64 dV's after it
     alignas(1024) Element ds[kDsBuffers * cosize_v<LayoutdS>];
-    // one query block's dQ in dq_chunk order; after the mainloop (kEpilogueScratch) dV's tile
+    // one query block's dQ in dq_chunk order; after the mainloop (hdim 128) dV's tile
     alignas(kSplitD ? 128 : 1024) float dq[kSplitD ? 4 : kDqFloats];
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dsum[kStages][kBlockM];
