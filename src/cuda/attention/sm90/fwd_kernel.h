@@ -62,10 +62,7 @@ struct FwdKernel {
       }
     } else {
       cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
-      int tid = int(threadIdx.x) - 128;
-#if FLASHKIT_SM90_FWD_OPAQUE_TID
-      asm volatile("" : "+r"(tid));
-#endif
+      const int tid = int(threadIdx.x) - 128;
       if (tid == 0) Epilogue::prefetch_descriptors(p.epilogue);
       // The warpgroup index from lane 0, so the ping-pong's barrier ids are warp-uniform (v5).
       const typename Mainloop::Turns turns{__shfl_sync(0xffffffffu, tid / 128, 0)};
