@@ -22,6 +22,10 @@ constexpr int64_t fp8_vt_keys(int64_t seqlen_k) { return (seqlen_k + 127) / 128 
 __host__ __device__ constexpr int64_t fp8_vt_start(int b, int64_t k_start) {
   return 128 * (int64_t(b) + k_start / 128);
 }
+// Blocks of 128 columns a sequence's V^T reaches past fp8_vt_keys(its length): up to 2 to the
+// next sequence's start, 3 for the last sequence, whose key tiles read up to ~192 columns past
+// its end (k may hold rows past cu_seqlens_k[batch], whose columns are never written).
+inline constexpr int kFp8VtTailBlocks = 3;
 constexpr int64_t fp8_vt_varlen_cols(int batch, int64_t total_k) {
   return fp8_vt_start(batch, total_k) + 128;
 }

@@ -134,7 +134,7 @@ struct BwdMainloop {
     alignas(1024) Element k[cosize_v<LayoutKV>];  // kSplitD: dK after the mainloop (epilogue)
     alignas(1024) Element v[cosize_v<LayoutKV>];  // kSplitD: dV after the mainloop
     // dS^T's buffers of LayoutdS; kSplitD: P^T's hand-over buffers (fragment order); after the
-    // mainloop (kEpilogueScratch) dK's tile, and at hdim 64 dV's after it
+    // mainloop (not kSplitD) dK's tile, and at hdim 64 dV's after it
     alignas(1024) Element ds[kDsBuffers * cosize_v<LayoutdS>];
     // one query block's dQ in dq_chunk order; after the mainloop (hdim 128) dV's tile
     alignas(kSplitD ? 128 : 1024) float dq[kSplitD ? 4 : kDqFloats];
@@ -145,23 +145,19 @@ struct BwdMainloop {
     alignas(8) uint64_t pt_full[kSplitD ? kDsBuffers : 1];  // kSplitD: P^T of a block handed over
   };
 
-  // Where the epilogue stages dK and dV for their TMA stores. kEpilogueScratch: in dS^T's buffers
-  // and dQ's staging block, free once the mainloop's GEMMs and bulk reduces are done (the
-  // configuration measured with the kernel's opaque thread index, bench/NOTES-attention.md v10;
-  // it also leaves K and V untouched, which a persistent CTA would load its next tile into);
-  // kSplitD (hdim 256, whose hand-over buffers are too small) over K and V themselves.
-  static constexpr bool kEpilogueScratch = !kSplitD;
+  // Where the epilogue stages dK and dV for their TMA stores: in dS^T's buffers and dQ's staging
+  // block, free once the mainloop's GEMMs and bulk reduces are done (the configuration measured
+  // with the kernel's opaque thread index, bench/NOTES-attention.md v10); kSplitD (hdim 256,
+  // whose hand-over buffers are too small) over K and V themselves.
   static constexpr bool kDvInDs = 2 * kBytesKV <= kDsBuffers * cosize_v<LayoutdS> * sizeof(Element);
-  static_assert(!kEpilogueScratch || kBytesKV <= kDsBuffers * cosize_v<LayoutdS> * sizeof(Element),
+  static_assert(kSplitD || kBytesKV <= kDsBuffers * cosize_v<LayoutdS> * sizeof(Element),
                 "dK's tile fits dS^T's buffers");
-  static_assert(!kEpilogueScratch || kDvInDs || kBytesKV <= kDqFloats * sizeof(float),
+  static_assert(kSplitD || kDvInDs || kBytesKV <= kDqFloats * sizeof(float),
                 "dV's tile fits dS^T's buffers or dQ's staging block");
   static_assert(kBytesKV % 1024 == 0, "the 128-byte swizzle's atoms stay 1024-byte aligned");
-  __device__ static Element* dk_stage(SharedStorage& smem) {
-    return kEpilogueScratch ? smem.ds : smem.k;
-  }
+  __device__ static Element* dk_stage(SharedStorage& smem) { return kSplitD ? smem.k : smem.ds; }
   __device__ static Element* dv_stage(SharedStorage& smem) {
-    if constexpr (!kEpilogueScratch) return smem.v;
+    if constexpr (kSplitD) return smem.v;
     else if constexpr (kDvInDs) return smem.ds + kBlockN * kHeadDim;
     else return reinterpret_cast<Element*>(smem.dq);
   }

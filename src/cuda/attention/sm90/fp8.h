@@ -59,8 +59,8 @@ __device__ __forceinline__ void p_to_fp8_a(const AccS& acc, FragA& a) {
 // (keys = fp8_vt_keys(sk)) in the permuted key order; varlen (cu_k set): V [total_k, kv_heads, d]
 // -> V^T [kv_heads, d, keys = fp8_vt_varlen_cols] with sequence b's keys from column
 // fp8_vt_start(b, cu_k[b]), every column up to the next sequence's start written (zeros past
-// the end; the last sequence: three blocks past its end, as far as its tiles read). One CTA per (128 keys, kv head, batch),
-// 128 threads: the keys' rows into shared memory (16-byte loads, zeros past sk); then a thread
+// the end; the last sequence: kFp8VtTailBlocks past it, as far as its tiles read). One CTA per
+// (128 keys, kv head, batch), 128 threads: the keys' rows into shared memory (16-byte loads, zeros past sk); then a thread
 // takes 4 head-dim rows x 32 keys: 32 word reads (4 bytes of d each), 4 x 4 byte transposes with
 // byte permutes (8 PRMT per 4 keys) and two 16-byte stores per V^T row. (v1 assembled bytes one
 // at a time and ran ALU-bound at ~1.3 TB/s.)
@@ -79,11 +79,10 @@ __global__ void __launch_bounds__(128) transpose_v_fp8(const uint8_t* __restrict
   if (cu_k) {  // varlen: this sequence's keys and its columns up to the next one's start
     const int start = cu_k[b];
     seqlen_k = cu_k[b + 1] - start;
-    // The last sequence's key tiles read at most ~192 columns past its end: its zeros go 2-3
-    // blocks further (k may hold rows past cu_k[batch], whose columns are never written).
     const int64_t col = fp8_vt_start(b, start);
-    const int64_t next = b + 1 < batch ? fp8_vt_start(b + 1, cu_k[b + 1])
-                                       : std::min(keys, col + 128 * (seqlen_k / 128 + 3));
+    const int64_t next = b + 1 < batch
+                             ? fp8_vt_start(b + 1, cu_k[b + 1])
+                             : std::min(keys, col + 128 * (seqlen_k / 128 + kFp8VtTailBlocks));
     if (col + k0 >= next) return;
     src = v + int64_t(start) * row_stride + h * head_stride;
     dst = vt + int64_t(h) * head_dim * keys + col + k0;
@@ -129,7 +128,7 @@ template <int kHeadDim>
 void transpose_v_fp8_launch(const AttnArguments& a, cudaStream_t stream) {
   const bool varlen = a.cu_seqlens_k != nullptr;
   const int64_t keys = fp8_vt_cols(varlen, a.batch, a.seqlen_k, a.total_k);
-  const unsigned blocks = unsigned(fp8_vt_keys(a.seqlen_k) / 128) + (varlen ? 3 : 0);
+  const unsigned blocks = unsigned(fp8_vt_keys(a.seqlen_k) / 128) + (varlen ? kFp8VtTailBlocks : 0);
   transpose_v_fp8<kHeadDim><<<dim3(blocks, a.kv_heads, a.batch), 128, 0, stream>>>(
       static_cast<const uint8_t*>(a.v), a.v_stride.batch, a.v_stride.row, a.v_stride.head,
       a.seqlen_k, a.cu_seqlens_k, a.batch, a.head_dim,
