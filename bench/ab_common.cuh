@@ -136,8 +136,23 @@ void release(Problem& p) {
 }
 
 // The Hopper forward of p (O and LSE).
+// AB_DYN: the forward's causal tiles drawn from a counter (sm90/fwd_scheduler.h), else the
+// fixed order.
+unsigned* tile_counter() {
+#ifdef AB_DYN
+  static unsigned* c = [] {
+    unsigned* x = nullptr;
+    AB_CHECK(cudaMalloc(&x, sizeof(unsigned)));
+    return x;
+  }();
+  return c;
+#else
+  return nullptr;
+#endif
+}
 void run_forward(const Problem& p) {
-  const AttnArguments a = p.args();
+  AttnArguments a = p.args();
+  a.tile_counter = tile_counter();
   if (p.causal)
     flashkit::cuda::attn::run_fwd_sm90<Bf16, kD, PlainScores<true>>(a, nullptr);
   else

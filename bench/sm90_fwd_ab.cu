@@ -58,7 +58,9 @@ int main(int argc, char** argv) {
   return harness_main(
       argc, argv,
       // odd block counts (11 at hdim 128, 7 at 64), sq < sk, sq > sk
-      {{2, 3, 1300, 1300, 11}, {1, 2, 333, 1029, 12}, {1, 2, 700, 129, 13}}, check,
+      // more tiles than SMs (the persistent schedulers' later tiles: 8 x 4 x 7 or 11 query blocks)
+      {{2, 3, 1300, 1300, 11}, {1, 2, 333, 1029, 12}, {1, 2, 700, 129, 13}, {8, 4, 1300, 1100, 14}},
+      check,
       [](bool causal, int s, int b, int h) {
         Problem p = make(b, h, s, s, causal, 7);
         const float ms = median_ms([&] { run_forward(p); });

@@ -1,4 +1,4 @@
-// The persistent attention kernels' tile order (tile_scheduler.h's StaticPersistentScheduler):
+// The persistent attention kernels' tile order (sm90/fwd_scheduler.h's fixed order):
 // pure index math, host and device, so the CPU tests can check that every CTA count and shape
 // takes every tile exactly once and in equal shares (tests/cpp/test_tile_order.cpp).
 #pragma once

@@ -10,6 +10,16 @@
 
 namespace flashkit::cuda::attn {
 
+// Tile t of the grouped order below (SingleTileScheduler's CTA order, DynamicOrder's tile order).
+FK_HD WorkTile grouped_tile(int t, int num_blocks, int heads, int batch, bool reverse,
+                                   int group) {
+  const int pairs = heads * batch, per_group = group * num_blocks;
+  const int first = t / per_group * group, in = t % per_group;
+  const int size = pairs - first < group ? pairs - first : group;
+  const int rank = in / size, pair = first + in % size;
+  return {reverse ? num_blocks - 1 - rank : rank, pair % heads, pair / heads, true, t};
+}
+
 // One CTA per (block, head, batch) on a 1-D grid. (head, batch) pairs come in groups of `group`;
 // within a group the block rank varies slowest, so with group > 1 every pair's rank-0 block starts
 // before any pair's rank-1 block: with masks whose work falls with the rank (longest first, LPT),
@@ -32,36 +42,9 @@ struct SingleTileScheduler {
   }
   static dim3 grid_shape(const Params& p) { return dim3(unsigned(p.num_blocks * p.heads * p.batch)); }
   __device__ static WorkTile initial_work(const Params& p) {
-    const int pairs = p.heads * p.batch, idx = int(blockIdx.x);
-    const int per_group = p.group * p.num_blocks;
-    const int first = idx / per_group * p.group, in = idx % per_group;
-    const int size = min(p.group, pairs - first);
-    const int rank = in / size, pair = first + in % size;
-    return {p.reverse ? p.num_blocks - 1 - rank : rank, pair % p.heads, pair / p.heads, true};
+    return grouped_tile(int(blockIdx.x), p.num_blocks, p.heads, p.batch, p.reverse, p.group);
   }
   __device__ static WorkTile next_work(const Params&, const WorkTile&) { return {0, 0, 0, false}; }
-};
-
-// Persistent: one CTA per SM (at most one per tile), each walking its share of a fixed tile
-// order (tile_order.h: dense blocks fastest; causal in paired query blocks of equal cost), so every
-// role of a warp-specialised CTA computes the same sequence without communicating.
-struct StaticPersistentScheduler {
-  struct Arguments {
-    int num_blocks, heads, batch;
-    bool reverse;
-    int num_ctas;  // the SM count
-  };
-  using Params = PersistentOrder;
-  static Params to_params(const Arguments& a) {
-    return PersistentOrder::make(a.num_blocks, a.heads, a.batch, a.reverse, a.num_ctas);
-  }
-  static dim3 grid_shape(const Params& p) { return dim3(unsigned(p.num_ctas)); }
-  __device__ static WorkTile initial_work(const Params& p) {
-    return p.first(int(blockIdx.x), int(gridDim.x));
-  }
-  __device__ static WorkTile next_work(const Params& p, const WorkTile& w) {
-    return p.next(w, int(blockIdx.x), int(gridDim.x));
-  }
 };
 
 // (head, batch) pairs per group whose working set of `bytes_per_pair` fits 32 MB of L2 (FA3's

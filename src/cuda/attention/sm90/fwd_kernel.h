@@ -2,7 +2,8 @@
 // warp-specialised. Warpgroup 0 is the producer (its registers given up with setmaxnreg; its
 // first warp walks the key blocks, one lane issues every TMA load); the other two or three are
 // the consumers (registers raised), which run the mainloop's GEMMs, softmax and the epilogue.
-// Both roles walk the persistent scheduler's tiles in the same order and meet only at the
+// Both roles walk the persistent scheduler's tiles in the same order (sm90/fwd_scheduler.h: a
+// fixed order, or one the producer draws from a counter and hands on) and meet only at the
 // mbarriers in shared memory.
 #pragma once
 #include <cutlass/arch/barrier.h>
@@ -10,7 +11,7 @@
 
 #include "cuda/attention/params.h"
 #include "cuda/attention/seqlen.h"
-#include "cuda/attention/tile_scheduler.h"
+#include "cuda/attention/sm90/fwd_scheduler.h"
 
 namespace flashkit::cuda::attn::sm90 {
 
@@ -26,6 +27,7 @@ struct FwdKernel {
   struct SharedStorage {
     typename Mainloop::SharedStorage mainloop;
     typename Epilogue::SharedStorage epilogue;
+    typename Scheduler::SharedStorage scheduler;
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
 
@@ -43,6 +45,7 @@ struct FwdKernel {
     const int warpgroup = cutlass::canonical_warp_group_idx();
     if (threadIdx.x == 0) {
       Mainloop::init(smem.mainloop);
+      Scheduler::init(smem.scheduler, Mainloop::kConsumerThreads);
       cutlass::arch::fence_barrier_init();
     }
     __syncthreads();
@@ -52,12 +55,16 @@ struct FwdKernel {
       cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
       if (cutlass::canonical_warp_idx_sync() == 0) {  // the producer warp; one lane issues
         const bool leader = cute::elect_one_sync();
+        const int leader_lane = __ffs(__ballot_sync(0xffffffffu, leader)) - 1;
         if (leader) Mainloop::prefetch_descriptors(p.mainloop);
-        for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
-             w = Scheduler::next_work(p.scheduler, w)) {
+        int k = 0;
+        for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid; ++k) {
+          const unsigned ticket = Scheduler::request(p.scheduler, leader);
           const SeqBounds sb = Mainloop::seq_bounds(p.mainloop, w);
           if (Mainloop::in_sequence(sb, w))
             Mainloop::load(p.mainloop, smem.mainloop, w, sb, pipe, leader);
+          w = Scheduler::producer_next(p.scheduler, smem.scheduler, w, ticket, k, leader,
+                                       leader_lane);
         }
       }
     } else {
@@ -67,8 +74,9 @@ struct FwdKernel {
       // The warpgroup index from lane 0, so the ping-pong's barrier ids are warp-uniform (v5).
       const typename Mainloop::Turns turns{__shfl_sync(0xffffffffu, tid / 128, 0)};
       turns.start();
+      int k = 0;
       for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
-           w = Scheduler::next_work(p.scheduler, w)) {
+           w = Scheduler::consumer_next(p.scheduler, smem.scheduler, w, k++)) {
         const SeqBounds sb = Mainloop::seq_bounds(p.mainloop, w);
         if (!Mainloop::in_sequence(sb, w)) continue;
         auto acc_o = partition_fragment_C(

@@ -21,7 +21,7 @@ void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
       kFp8 ? sm90_fwd_tiles_fp8(kHeadDim, Policy::kCausal) : sm90_fwd_tiles(kHeadDim, Policy::kPlain);
   using Mainloop = sm90::FwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.stages, t.pingpong,
                                      t.o_in_q, Policy>;
-  using Kernel = sm90::FwdKernel<Mainloop, sm90::FwdEpilogue<Mainloop>, StaticPersistentScheduler>;
+  using Kernel = sm90::FwdKernel<Mainloop, sm90::FwdEpilogue<Mainloop>, sm90::FwdScheduler>;
   static_assert(Kernel::kSmemBytes <= 227 * 1024,
                 "sm90 forward tiles exceed the 227 KB of shared memory a CTA may use");
   int device = 0, sms = 0;
@@ -35,10 +35,18 @@ void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
     sm90::transpose_v_fp8_launch<kHeadDim>(a, stream);
     FK_CHECK_LAUNCH("attention forward (fp8 V transpose)");
   }
-  auto params = Kernel::to_params(a, {num_blocks, a.heads, a.batch, reverse, sms});
+  // Causal tiles (of unequal cost) more than one a CTA: drawn from a counter, longest first in
+  // L2-sized groups of (head, batch) pairs (sm90/fwd_scheduler.h); the counter is cleared here.
+  const int tiles = num_blocks * a.heads * a.batch;
+  unsigned* counter = reverse && a.tile_counter && tiles > sms ? a.tile_counter : nullptr;
+  if (counter) FK_CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof(unsigned), stream));
+  const size_t kv_bytes = size_t(a.seqlen_k) * kHeadDim * 2 * sizeof(Element) /
+                          size_t(a.heads / (a.kv_heads > 0 ? a.kv_heads : 1));
+  auto params = Kernel::to_params(
+      a, {num_blocks, a.heads, a.batch, reverse, sms, counter, l2_pair_group(kv_bytes)});
   constexpr auto kernel = sm90::run_kernel_sm90<Kernel>;
   ensure_smem_limit<kernel>(Kernel::kSmemBytes);  // one driver call per device, not per launch
-  kernel<<<StaticPersistentScheduler::grid_shape(params.scheduler), Kernel::kThreads,
+  kernel<<<sm90::FwdScheduler::grid_shape(params.scheduler), Kernel::kThreads,
            Kernel::kSmemBytes, stream>>>(params);
   FK_CHECK_LAUNCH("attention forward (sm90)");
 }
