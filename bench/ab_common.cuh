@@ -14,6 +14,7 @@
 
 #include "cuda/attention/score_policy.h"
 #include "cuda/attention/sm90/fwd_launch.h"
+#include "../src/cuda/attention/tile_counters.cu"  // the forward's tile counters
 
 #ifndef AB_HDIM
 #define AB_HDIM 128
@@ -136,23 +137,11 @@ void release(Problem& p) {
 }
 
 // The Hopper forward of p (O and LSE).
-// AB_DYN: the forward's causal tiles drawn from a counter (sm90/fwd_scheduler.h), else the
-// fixed order.
-unsigned* tile_counter() {
-#ifdef AB_DYN
-  static unsigned* c = [] {
-    unsigned* x = nullptr;
-    AB_CHECK(cudaMalloc(&x, sizeof(unsigned)));
-    return x;
-  }();
-  return c;
-#else
-  return nullptr;
-#endif
-}
 void run_forward(const Problem& p) {
   AttnArguments a = p.args();
-  a.tile_counter = tile_counter();
+#ifdef AB_FIXED  // the sm90 forward's fixed tile order for causal tiles too
+  a.fixed_tile_order = true;
+#endif
   if (p.causal)
     flashkit::cuda::attn::run_fwd_sm90<Bf16, kD, PlainScores<true>>(a, nullptr);
   else
@@ -194,6 +183,7 @@ struct CheckShape {
 template <class Check, class Time>
 int harness_main(int argc, char** argv, std::initializer_list<CheckShape> shapes, Check check,
                  Time time) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a hung variant still shows how far it got
   const std::string name = argc > 1 ? argv[1] : "variant";
   std::vector<int> seqlens;
   for (int i = 2; i < argc; ++i) seqlens.push_back(std::atoi(argv[i]));

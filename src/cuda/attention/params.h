@@ -88,9 +88,9 @@ struct AttnArguments {
   // launcher into scratch.
   Descale q_descale, k_descale, v_descale;
   const void* vt = nullptr;  // fp8_vt_cols(...) columns
-  // The Hopper forward's tile counter (4 bytes of scratch, cleared by the launcher on the
-  // stream): causal tiles drawn longest first (sm90/fwd_scheduler.h); null: a fixed order.
-  unsigned* tile_counter = nullptr;
+  // The Hopper forward takes causal tiles from a counter, longest first (sm90/fwd_scheduler.h);
+  // set for an A/B against its fixed order.
+  bool fixed_tile_order = false;
 
   // Backward only.
   const void* dout = nullptr;

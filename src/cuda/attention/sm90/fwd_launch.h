@@ -8,6 +8,7 @@
 #include "cuda/attention/sm90/fwd_kernel.h"
 #include "cuda/attention/sm90/fwd_mainloop.h"
 #include "cuda/attention/tile_config.h"
+#include "cuda/attention/tile_counters.h"
 #include "cuda/common/check.h"
 #include "cuda/common/smem_limit.h"
 
@@ -35,11 +36,11 @@ void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
     sm90::transpose_v_fp8_launch<kHeadDim>(a, stream);
     FK_CHECK_LAUNCH("attention forward (fp8 V transpose)");
   }
-  // Causal tiles (of unequal cost) more than one a CTA: drawn from a counter, longest first in
-  // L2-sized groups of (head, batch) pairs (sm90/fwd_scheduler.h); the counter is cleared here.
+  // Causal tiles (of unequal cost), more than one a CTA: drawn from a counter, longest first in
+  // L2-sized groups of (head, batch) pairs (sm90/fwd_scheduler.h, tile_counters.h).
   const int tiles = num_blocks * a.heads * a.batch;
-  unsigned* counter = reverse && a.tile_counter && tiles > sms ? a.tile_counter : nullptr;
-  if (counter) FK_CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof(unsigned), stream));
+  unsigned* counter =
+      reverse && tiles > sms && !a.fixed_tile_order ? next_tile_counter(device, stream) : nullptr;
   const size_t kv_bytes = size_t(a.seqlen_k) * kHeadDim * 2 * sizeof(Element) /
                           size_t(a.heads / (a.kv_heads > 0 ? a.kv_heads : 1));
   auto params = Kernel::to_params(

@@ -75,8 +75,10 @@ struct FwdScheduler {
     if (!p.counter) return p.fixed.next(w, int(blockIdx.x), int(gridDim.x));
     int t = int(ticket) + int(gridDim.x);
     if (leader) {
-      const int n = k + 1, slot = n & 1;  // publication n, the slot's (n >> 1)-th use
-      Barrier::wait(&s.empty[slot], ((n >> 1) & 1) ^ 1);
+      // Publication k + 1 goes to slot (k + 1) & 1, the slot's (k >> 1)-th use: wait until the
+      // consumers have read its previous use (passes at once on the first).
+      const int slot = (k + 1) & 1;
+      Barrier::wait(&s.empty[slot], ((k >> 1) & 1) ^ 1);
       s.tile[slot] = t;
       Barrier::arrive(&s.full[slot]);  // release: the store above is seen by the waiters
     }
@@ -87,8 +89,8 @@ struct FwdScheduler {
   __device__ static WorkTile consumer_next(const Params& p, SharedStorage& s, const WorkTile& w,
                                            int k) {
     if (!p.counter) return p.fixed.next(w, int(blockIdx.x), int(gridDim.x));
-    const int n = k + 1, slot = n & 1;
-    Barrier::wait(&s.full[slot], (n >> 1) & 1);
+    const int slot = (k + 1) & 1;
+    Barrier::wait(&s.full[slot], (k >> 1) & 1);
     const int t = s.tile[slot];
     Barrier::arrive(&s.empty[slot]);
     return dynamic_tile(p, t);
