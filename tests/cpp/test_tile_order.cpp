@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -62,6 +63,41 @@ TEST(TileOrder, CausalSharesEqualWithinOneUnit) {
     EXPECT_LE(*hi - *lo, nb + 1) << "nb " << nb;
     EXPECT_GT(*lo, 0);
   }
+}
+
+// The grouped order (the dynamic scheduler's): tiles 0 .. n-1 are every tile once; within a
+// group of pairs, reverse (causal) hands out query blocks longest first, so a tile never costs
+// more than the one before it in its group; a group's pairs are consecutive.
+TEST(TileOrder, GroupedOrderEveryTileOnceLongestFirst) {
+  using flashkit::cuda::attn::grouped_tile;
+  for (bool reverse : {false, true})
+    for (int nb : {1, 2, 7, 11, 16, 43})
+      for (int heads : {1, 3, 16})
+        for (int batch : {1, 2, 5})
+          for (int group : {1, 2, 4, 7, 64}) {
+            const int n = nb * heads * batch;
+            std::multiset<std::tuple<int, int, int>> got, want;
+            for (int b = 0; b < batch; ++b)
+              for (int h = 0; h < heads; ++h)
+                for (int m = 0; m < nb; ++m) want.insert({m, h, b});
+            const std::string at = "reverse " + std::to_string(reverse) + " nb " +
+                                   std::to_string(nb) + " heads " + std::to_string(heads) +
+                                   " batch " + std::to_string(batch) + " group " +
+                                   std::to_string(group);
+            for (int t = 0; t < n; ++t) {
+              const WorkTile w = grouped_tile(t, nb, heads, batch, reverse, group);
+              ASSERT_TRUE(w.valid) << at;
+              got.insert({w.block, w.head, w.batch});
+              const int pair = w.batch * heads + w.head, g = t / (group * nb);
+              EXPECT_EQ(pair / group, g) << at << " t " << t;  // the tile's pair is in its group
+              if (t % (group * nb) > 0) {
+                const WorkTile prev = grouped_tile(t - 1, nb, heads, batch, reverse, group);
+                if (reverse) EXPECT_LE(w.block, prev.block) << at << " t " << t;
+                else EXPECT_GE(w.block, prev.block) << at << " t " << t;
+              }
+            }
+            EXPECT_EQ(got, want) << at;
+          }
 }
 
 TEST(TileOrder, DenseQueryBlocksFastest) {

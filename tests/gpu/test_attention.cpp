@@ -420,6 +420,13 @@ TEST(AttentionGpuSm90, BothPathsMatchReference) {
     // Varlen: tiles that read past their sequence into the next one (and past the last token).
     cases.push_back({varlen_spec(64, {1, 130, 257, 64, 300}, {65, 17, 300, 64, 129}, causal), true});
     cases.push_back({varlen_spec(128, {500, 129, 7}, {128, 640, 1}, causal), true});
+    // Causal tiles drawn from the dynamic scheduler's counter (more tiles than SMs): GQA at hdim
+    // 128 (288 tiles, sq > sk: the first query blocks see no key), and a varlen batch of 36
+    // sequences (4 x 36 x 3 tiles, most past their sequence's end and skipped by both roles).
+    cases.push_back({spec(DType::bf16, 2, 1500, 1400, 12, 4, 128, causal), false});
+    std::vector<int> lq, lk;
+    for (int i = 0; i < 36; ++i) lq.push_back(1 + i * 37 % 500), lk.push_back(1 + i * 53 % 450);
+    cases.push_back({varlen_spec(64, lq, lk, causal), false});
   }
   check_both_paths(cases, 4000);
 }

@@ -1,6 +1,7 @@
-// The persistent attention kernels' tile order (sm90/fwd_scheduler.h's fixed order):
-// pure index math, host and device, so the CPU tests can check that every CTA count and shape
-// takes every tile exactly once and in equal shares (tests/cpp/test_tile_order.cpp).
+// The attention kernels' tile orders (the grouped order of the one-tile-per-CTA and dynamic
+// schedulers, the sm90 forward's fixed persistent order): pure index math, host and device, so
+// the CPU tests can check that every CTA count and shape takes every tile exactly once and in
+// equal shares (tests/cpp/test_tile_order.cpp).
 #pragma once
 #include "common/hd.h"
 
@@ -11,6 +12,18 @@ struct WorkTile {
   bool valid;
   int index = 0;  // position in a persistent scheduler's tile order
 };
+
+// Tile t of the grouped order: (head, batch) pairs in groups of `group`; within a group the block
+// rank varies slowest, pairs fastest; `reverse` makes rank 0 the last block (the causal query
+// blocks, longest first). tile_scheduler.h's SingleTileScheduler lays its CTAs out this way, and
+// the sm90 forward's dynamic scheduler hands tiles out in this order (sm90/fwd_scheduler.h).
+FK_HD WorkTile grouped_tile(int t, int num_blocks, int heads, int batch, bool reverse, int group) {
+  const int pairs = heads * batch, per_group = group * num_blocks;
+  const int first = t / per_group * group, in = t % per_group;
+  const int size = pairs - first < group ? pairs - first : group;
+  const int rank = in / size, pair = first + in % size;
+  return {reverse ? num_blocks - 1 - rank : rank, pair % heads, pair / heads, true, t};
+}
 
 // Dense (`reverse` off): query blocks vary fastest, so the CTAs of one wave share a head's K/V
 // in L2. Causal (`reverse` on, the query blocks' key ranges growing with the block): a work

@@ -10,16 +10,6 @@
 
 namespace flashkit::cuda::attn {
 
-// Tile t of the grouped order below (SingleTileScheduler's CTA order, DynamicOrder's tile order).
-FK_HD WorkTile grouped_tile(int t, int num_blocks, int heads, int batch, bool reverse,
-                                   int group) {
-  const int pairs = heads * batch, per_group = group * num_blocks;
-  const int first = t / per_group * group, in = t % per_group;
-  const int size = pairs - first < group ? pairs - first : group;
-  const int rank = in / size, pair = first + in % size;
-  return {reverse ? num_blocks - 1 - rank : rank, pair % heads, pair / heads, true, t};
-}
-
 // One CTA per (block, head, batch) on a 1-D grid. (head, batch) pairs come in groups of `group`;
 // within a group the block rank varies slowest, so with group > 1 every pair's rank-0 block starts
 // before any pair's rank-1 block: with masks whose work falls with the rank (longest first, LPT),
