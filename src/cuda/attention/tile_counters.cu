@@ -29,6 +29,11 @@ unsigned* next_tile_counter(int device, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(g_mutex);
     if (device < 0 || device >= kMaxDevices) return nullptr;  // the fixed order then
     if (!g_base[device]) {
+      // The symbol's first lookup may load the module: not inside a stream capture (the fixed
+      // order serves that launch; the next uncaptured one looks it up).
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      FK_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+      if (status != cudaStreamCaptureStatusNone) return nullptr;
       void* p = nullptr;
       FK_CUDA_CHECK(cudaGetSymbolAddress(&p, g_tile_counters));
       g_base[device] = static_cast<unsigned*>(p);

@@ -10,7 +10,8 @@ namespace flashkit::cuda::attn {
 
 constexpr int kTileCounterSlots = 4096;
 
-// A cleared counter on the current device (`device`), ready for a launch on `stream`.
+// A cleared counter on the current device (`device`), ready for a launch on `stream`; null (the
+// caller's fixed order) for a first use inside a stream capture or a device index past 63.
 unsigned* next_tile_counter(int device, cudaStream_t stream);
 
 }  // namespace flashkit::cuda::attn
