@@ -142,6 +142,27 @@ def test_cuda_graph_capture_uses_the_current_stream():
 
 
 @cuda_only
+def test_cuda_graph_replays_causal_tiles_from_the_counter():
+    """More causal tiles than SMs: the Hopper forward draws them from a counter that the captured
+    memset clears before every replay, so each replay computes every tile once."""
+    q, k, v, _ = inputs("cuda", 4, 1100, 1100, 8, 2, 64, seed=11)
+    static = [t.clone() for t in (q, k, v)]
+    flashkit.attention(*static, causal=True)  # warm-up outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = flashkit.attention(*static, causal=True)
+    for seed in (12, 13):
+        fresh = inputs("cuda", 4, 1100, 1100, 8, 2, 64, seed=seed)[:3]
+        for s, f in zip(static, fresh):
+            s.copy_(f)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = attention(*(t.double() for t in fresh), causal=True)
+        assert_fa3_close(out, ref, attention(*fresh, causal=True), "out")
+
+
+@cuda_only
 def test_no_host_sync():
     q, k, v, dout = inputs("cuda", 2, 64, 64, 4, 2, 64, seed=9)
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
