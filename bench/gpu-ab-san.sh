@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Session 16: the Hopper forward scheduler A/B (bench/gpu-ab.sh over every .ab/ binary, cuDNN
-# and flash in the same call; SDPA=--bwd for the backward), then memcheck + racecheck on $SAN's checks.
-# usage: OUT=/some/dir SAN="dyn64 dyn128" bench/gpu-s16a.sh
+# A harness A/B with sanitizers: bench/gpu-ab.sh over every .ab/ binary (cuDNN and flash in the
+# same call; SDPA=--bwd for the backward harness), then memcheck + racecheck on the reference
+# checks of each binary named in $SAN (sessions 15-16).
+# usage: OUT=/some/dir [SDPA=--bwd] [HDIMS="128 64"] SAN="v8_64 v8_128" bench/gpu-ab-san.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:?set OUT}
