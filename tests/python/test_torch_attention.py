@@ -123,36 +123,17 @@ def test_compile_fullgraph(device, entry, backend):
         torch.testing.assert_close(comp, eager, rtol=2e-2, atol=2e-2)
 
 
-@cuda_only
-def test_cuda_graph_capture_uses_the_current_stream():
-    """Capture runs on a side stream: a launch anywhere else would break the capture."""
-    q, k, v, _ = inputs("cuda", 2, 128, 128, 4, 4, 64, seed=7)
-    static = [t.clone() for t in (q, k, v)]
+def replay_causal_graph(shape, seeds):
+    """A causal flashkit.attention of `shape` (b, sq, sk, h, hk, d) captured in a CUDA graph after
+    a warm-up call, replayed on fresh inputs for each later seed (output poisoned first) and
+    checked against the float64 reference."""
+    static = [t.clone() for t in inputs("cuda", *shape, seed=seeds[0])[:3]]
     flashkit.attention(*static, causal=True)  # warm-up outside the capture
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out = flashkit.attention(*static, causal=True)
-    fresh = inputs("cuda", 2, 128, 128, 4, 4, 64, seed=8)[:3]
-    for s, f in zip(static, fresh):
-        s.copy_(f)
-    graph.replay()
-    torch.cuda.synchronize()
-    ref = attention(*(t.double() for t in fresh), causal=True)
-    assert_fa3_close(out, ref, attention(*fresh, causal=True), "out")
-
-
-@cuda_only
-def test_cuda_graph_replays_causal_tiles_from_the_counter():
-    """More causal tiles than SMs: the Hopper forward draws them from a counter that the captured
-    memset clears before every replay, so each replay computes every tile once."""
-    q, k, v, _ = inputs("cuda", 4, 1100, 1100, 8, 2, 64, seed=11)
-    static = [t.clone() for t in (q, k, v)]
-    flashkit.attention(*static, causal=True)  # warm-up outside the capture
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = flashkit.attention(*static, causal=True)
-    for seed in (12, 13):
-        fresh = inputs("cuda", 4, 1100, 1100, 8, 2, 64, seed=seed)[:3]
+    for seed in seeds[1:]:
+        fresh = inputs("cuda", *shape, seed=seed)[:3]
         for s, f in zip(static, fresh):
             s.copy_(f)
         out.fill_(float("nan"))
@@ -160,6 +141,19 @@ def test_cuda_graph_replays_causal_tiles_from_the_counter():
         torch.cuda.synchronize()
         ref = attention(*(t.double() for t in fresh), causal=True)
         assert_fa3_close(out, ref, attention(*fresh, causal=True), "out")
+
+
+@cuda_only
+def test_cuda_graph_capture_uses_the_current_stream():
+    """Capture runs on a side stream: a launch anywhere else would break the capture."""
+    replay_causal_graph((2, 128, 128, 4, 4, 64), (7, 8))
+
+
+@cuda_only
+def test_cuda_graph_replays_causal_tiles_from_the_counter():
+    """More causal tiles than SMs: the Hopper forward draws them from a counter that the captured
+    memset clears before every replay, so each replay computes every tile once."""
+    replay_causal_graph((4, 1100, 1100, 8, 2, 64), (11, 12, 13))
 
 
 @cuda_only
