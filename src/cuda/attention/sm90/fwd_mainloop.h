@@ -39,11 +39,6 @@
 // in which none of its 64 rows sees a key (on the diagonal, the first warpgroups' rows end before
 // the last key block starts): 5% of the warpgroup-blocks at 2k, 0.8% at 16k; measured +3% at
 // 2k-4k, +2% at 8k (bench/NOTES-attention.md v8).
-// FWD_Q2 (A/B knob): two Q buffers (not with kOInQ), so the next tile's Q is loaded while the
-// current tile runs instead of after its last S: a short causal tile's start waited for it.
-#ifndef FLASHKIT_SM90_FWD_Q2
-#define FLASHKIT_SM90_FWD_Q2 0
-#endif
 #ifndef FLASHKIT_SM90_FWD_WG_SKIP
 #define FLASHKIT_SM90_FWD_WG_SKIP 1
 #endif
@@ -208,18 +203,12 @@ struct FwdMainloop {
                                        SmemTile<Element, kBlockN, kHeadDim>{}, TileKV{}, _1{}));
   using TmaV = typename FwdVOperand<kFp8, Element, kHeadDim, kBlockN, kStages>::template Tma<TmaKV>;
 
-  // Q buffers: tile t of a CTA uses buffer t % kQStages, phase (t / kQStages) & 1.
-  static constexpr int kQStages = FLASHKIT_SM90_FWD_Q2 && !kOInQ ? 2 : 1;
-  static constexpr int kQElems = cosize_v<LayoutQ>;
-  __device__ static int q_slot(int t) { return kQStages == 1 ? 0 : t & 1; }
-  __device__ static uint32_t q_phase(int t) { return (kQStages == 1 ? t : t >> 1) & 1; }
-
   struct SharedStorage {
-    alignas(1024) Element q[kQStages * kQElems];
+    alignas(1024) Element q[cosize_v<LayoutQ>];
     alignas(1024) Element k[cosize_v<LayoutKV>];
     alignas(1024) Element v[cosize_v<LayoutVt>];
     typename Ring::Storage k_ring, v_ring;
-    alignas(8) uint64_t q_full[kQStages], q_empty[kQStages];
+    alignas(8) uint64_t q_full, q_empty;
   };
 
   struct Params {
@@ -274,13 +263,11 @@ struct FwdMainloop {
   __device__ static void init(SharedStorage& smem) {
     Ring::init(smem.k_ring, kConsumerThreads);
     Ring::init(smem.v_ring, kConsumerThreads);
-    for (int i = 0; i < kQStages; ++i) {
-      Ring::Barrier::init(&smem.q_full[i], 1);
-      Ring::Barrier::init(&smem.q_empty[i], kConsumerThreads);
-    }
+    Ring::Barrier::init(&smem.q_full, 1);
+    Ring::Barrier::init(&smem.q_empty, kConsumerThreads);
   }
   // Consumers, kOInQ: this thread no longer touches Q's buffer (the epilogue's O staged in it).
-  __device__ static void release_q(SharedStorage& smem) { Ring::Barrier::arrive(&smem.q_empty[0]); }
+  __device__ static void release_q(SharedStorage& smem) { Ring::Barrier::arrive(&smem.q_empty); }
   __device__ static void prefetch_descriptors(const Params& p) {
     prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
@@ -340,8 +327,7 @@ struct FwdMainloop {
         return local_tile(seq_k(mV(_, _, kv_head, b)), TileKV{}, make_coord(_, _0{}));
       }
     }();
-    const int qs = q_slot(st.q_tiles);
-    Tensor sQ = make_tensor(make_smem_ptr(smem.q + qs * kQElems), LayoutQ{});
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q), LayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});  // (BN, D, stage)
     Tensor sV = make_tensor(make_smem_ptr(smem.v), std::conditional_t<kFp8, LayoutVt, LayoutKV>{});
     auto cq = p.tma_q.get_slice(_0{});
@@ -354,12 +340,12 @@ struct FwdMainloop {
 
     auto load_q = [&] {
       if (leader) {
-        Ring::Barrier::wait(&smem.q_empty[qs], q_phase(st.q_tiles) ^ 1);
+        Ring::Barrier::wait(&smem.q_empty, (st.q_tiles & 1) ^ 1);
         if (live) {
-          Ring::Barrier::arrive_and_expect_tx(&smem.q_full[qs], kBytesQ);
-          copy(p.tma_q.with(smem.q_full[qs]), cq.partition_S(gQ), cq.partition_D(sQ));
+          Ring::Barrier::arrive_and_expect_tx(&smem.q_full, kBytesQ);
+          copy(p.tma_q.with(smem.q_full), cq.partition_S(gQ), cq.partition_D(sQ));
         } else {
-          Ring::Barrier::arrive(&smem.q_full[qs]);
+          Ring::Barrier::arrive(&smem.q_full);
         }
       }
       ++st.q_tiles;
@@ -394,16 +380,15 @@ struct FwdMainloop {
     const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
     int n = first_live(pol, kr, w.block);
     if (n < kr.begin) {
-      if constexpr (kOInQ) Ring::Barrier::wait(&smem.q_full[0], q_phase(st.q_tiles++));
+      if constexpr (kOInQ) Ring::Barrier::wait(&smem.q_full, st.q_tiles++ & 1);
       return;
     }
     const int row0 = w.block * kBlockM;
-    const int qs = q_slot(st.q_tiles);  // this tile's Q buffer
 
     TiledMmaQK mma_qk;
     TiledMmaPV mma_pv;
     auto thr_qk = mma_qk.get_thread_slice(tid);
-    Tensor sQ = make_tensor(make_smem_ptr(smem.q + qs * kQElems), LayoutQ{});
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q), LayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});
     Tensor sVt = make_tensor(make_smem_ptr(smem.v), LayoutVt{});  // (D, BN, stage)
     // The operand descriptors depend only on the warpgroup; built from an index the compiler
@@ -432,7 +417,7 @@ struct FwdMainloop {
       }
       // After the tile's last S, Q is free: the producer loads the next tile's Q while this
       // warpgroup finishes the last P V and the epilogue (with kOInQ, once O's store has read it).
-      if (last && !kOInQ) Ring::Barrier::arrive(&smem.q_empty[qs]);
+      if (last && !kOInQ) Ring::Barrier::arrive(&smem.q_empty);
       Tensor s = rowcol_view(acc_s);
       const bool masked = pol.template fwd_needs_mask<kBlockM, kBlockN>(w.block, n);
       pol.fwd_scores(s, cS, row0, n * kBlockN, masked, p.scale);
@@ -475,17 +460,17 @@ struct FwdMainloop {
         st.k.advance();
         Ring::consumer_release(smem.v_ring, st.v);
         st.v.advance();
-        if (nn < kr.begin) Ring::Barrier::arrive(&smem.q_empty[qs]);
+        if (nn < kr.begin) Ring::Barrier::arrive(&smem.q_empty);
         n = nn;
       }
       if (n < kr.begin) {  // these rows see no key: O = 0, empty stats (the epilogue: 0, -inf)
         turns.wait_turn();  // the final P V's turn
         turns.pass_turn();
-        Ring::Barrier::wait(&smem.q_full[qs], q_phase(st.q_tiles++));  // Q's phase, in step
+        Ring::Barrier::wait(&smem.q_full, st.q_tiles++ & 1);  // Q's phase, kept in step
         return;
       }
     }
-    Ring::Barrier::wait(&smem.q_full[qs], q_phase(st.q_tiles));
+    Ring::Barrier::wait(&smem.q_full, st.q_tiles & 1);
     // Live key blocks run last to first (the masked ones first). Intra-warpgroup pipelining
     // (FA3's Algorithm 2): while P_{n'} V_{n'} (n' the previous live block) runs on the tensor
     // cores, this warpgroup waits only for S_n = Q K_n^T and computes its softmax; O is rescaled
