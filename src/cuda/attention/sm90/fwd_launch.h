@@ -9,6 +9,7 @@
 #include "cuda/attention/sm90/fwd_mainloop.h"
 #include "cuda/attention/tile_config.h"
 #include "cuda/attention/tile_counters.h"
+#include "cuda/attention/tile_scheduler.h"
 #include "cuda/common/check.h"
 #include "cuda/common/smem_limit.h"
 

@@ -9,13 +9,12 @@
 //   more of them, and the last tiles of the launch are the shortest. One producer lane draws the
 //   next tile's number while its tile's loads are issued and hands it to the consumer
 //   warpgroups through a two-slot mailbox in shared memory (full / empty mbarriers per slot).
-//   The counter (4 bytes, zero at launch: the launcher clears it on the stream) ends at the
-//   number of tiles.
+//   The counter (tile_counters.h: cleared on the stream just before the launch) ends at the
+//   number of tiles: one draw per tile a CTA runs.
 #pragma once
 #include <cutlass/arch/barrier.h>
 
 #include "cuda/attention/tile_order.h"
-#include "cuda/attention/tile_scheduler.h"
 
 namespace flashkit::cuda::attn::sm90 {
 
