@@ -52,9 +52,6 @@ struct Sm90FwdTiles {
 // Score modifiers (`plain` false: GeneralScores) take 128 rows at hdim 64 too: 160 registers a
 // thread leave them no room, and block masks need tiles inside one 128 x 128 mask block.
 constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool plain) {
-#ifdef AB_FWD64_BM128  // A/B harness: hdim 64 on two consumer warpgroups (128-row blocks)
-  if (hdim <= 64) return Sm90FwdTiles{128, 128, 3, true};
-#endif
   if (hdim <= 64)
     return plain ? Sm90FwdTiles{192, 128, 3, true} : Sm90FwdTiles{128, 128, 3, true};
   if (hdim <= 128) return {128, 128, 2, true};
