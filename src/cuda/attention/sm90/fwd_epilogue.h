@@ -101,35 +101,18 @@ struct FwdEpilogue {
 
     Tensor rO = sm80::convert<Element>(acc_o);
     Tensor sO = make_tensor(make_smem_ptr(staging(smem, ms)), LayoutO{});
-    if constexpr (kPerWg) {
-      if (!p.varlen) {
-        const int wg = tid / 128, barrier = kBarrier + 1 + Mainloop::kConsumerWarpgroups + wg;
-        if (tid % 128 == 0) tma_store_wait<0>();  // this warpgroup's previous store has read it
-        cutlass::arch::NamedBarrier::sync(128, barrier);
-        copy(rO, thr.partition_C(sO));
-        cutlass::arch::fence_view_async_shared();
-        cutlass::arch::NamedBarrier::sync(128, barrier);
-        if (tid % 128 == 0) {
-          Tensor sW = make_tensor(make_smem_ptr(staging(smem, ms) + wg * 64 * kHeadDim),
-                                  LayoutStore{});
-          Tensor mO =
-              p.tma_o.get_tma_tensor(GmemShape{p.rows_q, p.head_dim, p.heads, p.tma_batch});
-          Tensor gO = local_tile(mO(_, _, w.head, w.batch), TileStore{},
-                                 make_coord(w.block * Mainloop::kConsumerWarpgroups + wg, _0{}));
-          auto c = p.tma_o.get_slice(_0{});
-          copy(p.tma_o, c.partition_S(sW), c.partition_D(gO));
-          tma_store_arrive();
-        }
-        return;
-      }
-      // varlen: all consumers meet below; every warpgroup's own store must have read sO first
-      if (tid % 128 == 0) tma_store_wait<0>();
-    }
-    if (tid == 0) tma_store_wait<0>();  // the previous tile's store has read sO
-    cutlass::arch::NamedBarrier::sync(kThreads, kBarrier);
+    // The threads that stage and store together: every consumer thread, or (kPerWg, dense)
+    // each warpgroup its own 64 rows, with its own named barrier and bulk store; `part` is the
+    // group's slice of the tile.
+    const bool own = kPerWg && !p.varlen;
+    const int group = own ? 128 : kThreads, part = own ? tid / 128 : 0;
+    const int barrier = own ? kBarrier + 1 + Mainloop::kConsumerWarpgroups + part : kBarrier;
+    const bool leader = own ? tid % 128 == 0 : tid == 0;
+    if (leader) tma_store_wait<0>();  // the group's previous store has read its part of sO
+    cutlass::arch::NamedBarrier::sync(group, barrier);
     copy(rO, thr.partition_C(sO));
     cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to the TMA engine
-    cutlass::arch::NamedBarrier::sync(kThreads, kBarrier);
+    cutlass::arch::NamedBarrier::sync(group, barrier);
     if (p.varlen) {  // the next tile's first barrier above orders these reads before its writes
       Tensor mO = make_tensor(make_gmem_ptr(p.o + sb.q_offset(p.o_stride, w.batch, w.head)),
                               make_shape(sb.seqlen_q, Int<kHeadDim>{}),
@@ -139,17 +122,20 @@ struct FwdEpilogue {
       if constexpr (Mainloop::kOInQ) Mainloop::release_q(ms);  // this thread's reads are done
       return;
     }
-    if (tid == 0) {
+    if (leader) {
+      Tensor sPart = make_tensor(make_smem_ptr(staging(smem, ms) + part * kStoreRows * kHeadDim),
+                                 LayoutStore{});
       Tensor mO = p.tma_o.get_tma_tensor(GmemShape{p.rows_q, p.head_dim, p.heads, p.tma_batch});
-      Tensor gO = local_tile(mO(_, _, w.head, w.batch), TileO{}, make_coord(w.block, _0{}));
+      Tensor gO = local_tile(mO(_, _, w.head, w.batch), TileStore{},
+                             make_coord(w.block * (kBlockM / kStoreRows) + part, _0{}));
       auto c = p.tma_o.get_slice(_0{});
-      copy(p.tma_o, c.partition_S(sO), c.partition_D(gO));
+      copy(p.tma_o, c.partition_S(sPart), c.partition_D(gO));
       tma_store_arrive();
     }
     // kOInQ: the next tile's Q may land in the buffer once the bulk store has read all of O (the
     // others have written their part and fenced it before the barrier above).
     if constexpr (Mainloop::kOInQ) {
-      if (tid == 0) tma_store_wait<0>();
+      if (leader) tma_store_wait<0>();
       Mainloop::release_q(ms);
     }
   }
