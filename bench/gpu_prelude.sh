@@ -11,6 +11,16 @@ stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$log/steps.txt"; }
 export PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 # Seconds left of a call that must end by 585 s (the device's 600 s limit less packing).
 left() { echo $(( 585 - ($(date +%s) - t0) )); }
+# memcheck, then racecheck, on the gtest filter $2 of the test binary $1 (SAN_EACH seconds each).
+sanitize() {
+  for tool in memcheck racecheck; do
+    stamp "$tool ($(left) s left)"
+    timeout "${SAN_EACH:-60}" compute-sanitizer --tool $tool --error-exitcode 9 "$1" \
+      --gtest_filter="$2" >"$log/$tool.log" 2>&1
+    stamp "rc=$?"
+    grep -E "SUMMARY|PASSED|FAILED" "$log/$tool.log"
+  done
+}
 # The forward of flashkit against torch SDPA flash + cudnn in one process (hdim 128 and 64,
 # seqlen 2k-16k; bench/attention.py --fwd-only), the Hopper forward's measurement; $1 names the
 # result file (<date>-<gpu>-$1.json).

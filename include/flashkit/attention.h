@@ -34,7 +34,7 @@ struct AttentionOptions {
   // probability used is threshold / 65536 with threshold = round(p * 65536) clamped to
   // [0, 65535], and kept values are scaled by 65536 / (65536 - threshold), the inverse of that
   // keep probability, so the output stays unbiased. Element (b, h, i, j) (i, j within the
-  // sequence) is decided by a 16-bit Philox4x32-10 draw keyed on (seed, offset, b, h, i, j)
+  // sequence) is decided by a 16-bit Philox4x32-7 draw keyed on (seed, offset, b, h, i, j)
   // (src/common/philox.h), so every backend and the backward draw the same mask.
   float dropout_p = 0.f;
   uint64_t dropout_seed = 0;

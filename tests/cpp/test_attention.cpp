@@ -287,17 +287,18 @@ TEST(Dropout, SixteenBitDrawLayout) {
   const uint64_t seed = 0x0123456789abcdefull, offset = 0x0000000500000007ull;
   // batch 1, head 2 of 3, row 10, columns 32..39 (col8 = 4)
   const Philox4 d = dropout_draws(seed, offset, 1, 2, 3, 10, 4);
-  const Philox4 raw = philox4x32_10(4, 10, 1 * 3 + 2, 7, 0x89abcdefu, 0x01234567u ^ 5u);
+  const Philox4 raw =
+      philox4x32<kDropoutPhiloxRounds>(4, 10, 1 * 3 + 2, 7, 0x89abcdefu, 0x01234567u ^ 5u);
   for (int w = 0; w < 4; ++w) EXPECT_EQ(d.x[w], raw.x[w]);
-  const uint32_t halves[8] = {0x4f0d, 0x5d6f, 0x00af, 0x3bd9, 0xc437, 0x38d3, 0xf7cf, 0xdad1};
+  const uint32_t halves[8] = {0x4764, 0x7475, 0x2ebc, 0x7539, 0xb60c, 0xa208, 0xbabe, 0xfea9};
   for (int c = 0; c < 8; ++c) {
     EXPECT_EQ(dropout_half(d, c), halves[c]) << "column " << c;
     EXPECT_EQ(dropout_half(d, c), (d.x[c / 2] >> (c % 2 ? 16 : 0)) & 0xFFFFu);
   }
-  // Half-way: columns 4, 6 and 7 are kept (>= 0x8000), the others dropped.
+  // Half-way: columns 4 to 7 are kept (>= 0x8000), the others dropped.
   const uint32_t thr = dropout_threshold(0.5f);
   EXPECT_EQ(thr, 0x8000u);
-  EXPECT_EQ(dropout_keep8(d, thr), 0xD0u);
+  EXPECT_EQ(dropout_keep8(d, thr), 0xF0u);
   for (int c = 0; c < 8; ++c)
     for (uint32_t t : {0u, 1u, 0x00AFu, 0x00B0u, 0x4F0Du, 0x8000u, 0xF7CFu, 0xFFFFu}) {
       const bool keep = halves[c] >= t;
@@ -373,22 +374,31 @@ TEST(Dropout, ScalesIndependentOfTileSplit) {
 
 TEST(Philox, MatchesRandom123KnownAnswers) {
   // Philox4x32-10 known-answer vectors from Random123's kat_vectors.
-  Philox4 a = philox4x32_10(0, 0, 0, 0, 0, 0);
+  Philox4 a = philox4x32<10>(0, 0, 0, 0, 0, 0);
   EXPECT_EQ(a.x[0], 0x6627e8d5u);
   EXPECT_EQ(a.x[1], 0xe169c58du);
   EXPECT_EQ(a.x[2], 0xbc57ac4cu);
   EXPECT_EQ(a.x[3], 0x9b00dbd8u);
-  Philox4 b = philox4x32_10(~0u, ~0u, ~0u, ~0u, ~0u, ~0u);
+  Philox4 b = philox4x32<10>(~0u, ~0u, ~0u, ~0u, ~0u, ~0u);
   EXPECT_EQ(b.x[0], 0x408f276du);
   EXPECT_EQ(b.x[1], 0x41c83b0eu);
   EXPECT_EQ(b.x[2], 0xa20bc7c6u);
   EXPECT_EQ(b.x[3], 0x6d5451fdu);
   Philox4 c =
-      philox4x32_10(0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u, 0x299f31d0u);
+      philox4x32<10>(0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u, 0x299f31d0u);
   EXPECT_EQ(c.x[0], 0xd16cfe09u);
   EXPECT_EQ(c.x[1], 0x94fdccebu);
   EXPECT_EQ(c.x[2], 0x5001e420u);
   EXPECT_EQ(c.x[3], 0x24126ea1u);
+  // Philox4x32-7 (dropout's rounds), same vectors and source.
+  const uint32_t kat7[3][4] = {{0x5f6fb709u, 0x0d893f64u, 0x4f121f81u, 0x4f730a48u},
+                               {0x5207ddc2u, 0x45165e59u, 0x4d8ee751u, 0x8c52f662u},
+                               {0x4dfccabau, 0x190a87f0u, 0xc47362bau, 0xb6b5242au}};
+  const Philox4 r7[3] = {
+      philox4x32<7>(0, 0, 0, 0, 0, 0), philox4x32<7>(~0u, ~0u, ~0u, ~0u, ~0u, ~0u),
+      philox4x32<7>(0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u, 0x299f31d0u)};
+  for (int v = 0; v < 3; ++v)
+    for (int w = 0; w < 4; ++w) EXPECT_EQ(r7[v].x[w], kat7[v][w]) << "vector " << v << " word " << w;
 }
 
 // FP8 (e4m3) inputs on the CPU: the fp32 forward of the dequantized inputs (descales applied),

@@ -448,6 +448,15 @@ TEST(AttentionGpuSm90, VariantsBothPaths) {
   for (const VariantCase& v : kVariants)
     if (v.softcap == 0.f && v.dropout_p == 0.f && v.block_q == 0)
       cases.push_back({variant_spec(DType::bf16, 256, v), !minimal});
+  // ALiBi's one-FFMA form (GeneralScores::fwd_scores_rows, hdim <= 128): more queries than keys
+  // (whole tiles above the diagonal, others below, the rest straddling it), a zero left window
+  // (every tile takes the above-diagonal form) and a long causal sequence (distances in the
+  // thousands, every tile below).
+  for (int d : {64, 128}) {
+    cases.push_back({variant_spec(DType::bf16, d, {"alibi_sq>sk", false, -1, -1, 0.f, 2}, 700, 300), true});
+    cases.push_back({variant_spec(DType::bf16, d, {"alibi_left0", false, 0, 150, 0.f, 1}, 333, 600), true});
+    cases.push_back({variant_spec(DType::bf16, d, {"alibi_causal_long", true, -1, -1, 0.f, 1}, 1100, 1300), true});
+  }
   check_both_paths(cases, 4400);
 }
 

@@ -52,14 +52,23 @@ struct OnlineSoftmax {
   // P V is still in flight): the new stats and P in s, and each row's O factor in alpha.
   template <class S>
   __device__ __forceinline__ void update_stats(S& s, float (&alpha)[kRows], float scale_log2) {
+    update_stats<false>(s, alpha, scale_log2, nullptr);
+  }
+  // kOff: the tile's scores are s(r, c) + off[r] (a per-thread row offset, e.g. ALiBi's row part
+  // from GeneralScores::fwd_scores_rows): added to the thread's row max before the quad max and
+  // folded into the exp2 FFMA, so it costs two instructions a row, none a score.
+  template <bool kOff, class S>
+  __device__ __forceinline__ void update_stats(S& s, float (&alpha)[kRows], float scale_log2,
+                                               const float* off) {
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      const float mx =
-          sm80::quad_max(row_reduce(s, r, -INFINITY, [](float a, float b) { return fmaxf(a, b); })) *
-          scale_log2;
+      float tmax = row_reduce(s, r, -INFINITY, [](float a, float b) { return fmaxf(a, b); });
+      if constexpr (kOff) tmax += off[r];
+      const float mx = sm80::quad_max(tmax) * scale_log2;
       alpha[r] = online_update_log2(stat[r], mx, float(kLazy));
       // A row that has seen only masked keys keeps m = -inf; exp2(-inf - 0) = 0 avoids NaN.
-      const float m_use = stat[r].m == -INFINITY ? 0.f : stat[r].m;
+      float m_use = stat[r].m == -INFINITY ? 0.f : stat[r].m;
+      if constexpr (kOff) m_use -= off[r] * scale_log2;
       CUTE_UNROLL
       for (int c = 0; c < cute::size<1>(s); ++c) s(r, c) = exp2f(s(r, c) * scale_log2 - m_use);
       stat[r].l += row_reduce(s, r, 0.f, [](float a, float b) { return a + b; });

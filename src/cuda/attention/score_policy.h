@@ -24,12 +24,16 @@ struct BlockRange {
   int begin, end;
 };
 
-// tanh as 1 - 2 / (e^{2|x|} + 1): absolute error ~1e-7 everywhere, which is what the softmax
-// sees (softcap * t). The build's --use_fast_math turns tanhf into tanh.approx.f32, whose 2^-11
-// relative error would shift a score by up to 5e-4 * softcap (0.015 at Gemma's softcap 30).
-__device__ __forceinline__ float tanh_abs_accurate(float x) {
-  const float e = __expf(2.f * fabsf(x));  // inf past |x| ~ 44: the quotient is then 0, t = 1
-  return copysignf(1.f - __fdividef(2.f, e + 1.f), x);
+// Softcap's tanh: the MUFU's tanh.approx.f32 (one MUFU op a score, as FlashAttention-2/3's
+// cutlass::fast_tanh), relative error <= 2^-10.99, so a capped score moves by at most
+// 5e-4 * |softcap * t| (0.015 at Gemma's softcap 30 where |t| ~ 1), a quarter of the bf16
+// rounding of that score in a framework's low-precision path (the tolerance rule's baseline).
+// Session 17 replaced 1 - 2 / (e^{2|x|} + 1) (EX2 + RCP: three MUFU ops a score with the
+// softmax's exp, which made the softcap forward MUFU-bound; bench/NOTES-attention.md).
+__device__ __forceinline__ float tanh_fast(float x) {
+  float t;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(x));
+  return t;
 }
 
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -58,6 +62,7 @@ template <bool kCausal_>
 struct PlainScores {
   static constexpr bool kCausal = kCausal_;
   static constexpr bool kPlain = true;        // masks only (tile shapes may assume it)
+  static constexpr bool kRowOffsets = false;  // see GeneralScores::fwd_scores_rows
   static constexpr bool kNarrowKeys = false;  // forward key steps: the tile config's full width
   static constexpr bool kHasBlockMask = false;
   struct Params {};
@@ -198,6 +203,7 @@ struct GeneralScores {
   static constexpr bool kHasSoftcap = kMods & mods::kSoftcap, kHasAlibi = kMods & mods::kAlibi;
   static constexpr bool kHasDropout = kMods & mods::kDropout;
   static constexpr bool kHasBlockMask = kMods & mods::kBlockSparse;
+  static constexpr bool kRowOffsets = kHasAlibi;  // the sm90 forward calls fwd_scores_rows
   // Forward key steps of half the plain width where the modifiers' registers would spill
   // (sm80/fwd_launch.h; ptxas numbers in bench/NOTES-attention.md).
   static constexpr bool kNarrowKeys =
@@ -388,21 +394,70 @@ struct GeneralScores {
   template <class S, class Coord>
   __device__ __forceinline__ void fwd_scores(S& s, const Coord& coord, int row0, int col0,
                                              bool mask, float) const {
+    softcap_scores(s);
+    if (kHasAlibi && slope != 0.f) alibi_per_element(s, coord, row0, col0);
+    if (mask) apply_masks(s, coord, row0, col0);
+  }
+  template <class S>
+  __device__ __forceinline__ void softcap_scores(S& s) const {
     if (kHasSoftcap && cap_in != 0.f) {
       CUTE_UNROLL
-      for (int i = 0; i < cute::size(s); ++i) s(i) = cap_out * tanh_abs_accurate(s(i) * cap_in);
+      for (int i = 0; i < cute::size(s); ++i) s(i) = cap_out * tanh_fast(s(i) * cap_in);
     }
-    if (kHasAlibi && slope != 0.f) {
-      // Distances as this thread's first column's plus a compile-time column offset: an FADD
-      // per score, not an I2F (which issues at the MUFU rate, like the softmax's exp).
-      const int col_base = cute::get<1>(coord(0, 0));
+  }
+
+  // ALiBi, -slope |dist| with dist = row + diag - col, per score. Distances as this thread's
+  // first column's plus a compile-time column offset: an FADD and an FFMA per score (no I2F,
+  // which issues at the MUFU rate like the softmax's exp).
+  template <class S, class Coord>
+  __device__ __forceinline__ void alibi_per_element(S& s, const Coord& coord, int row0,
+                                                    int col0) const {
+    const int col_base = cute::get<1>(coord(0, 0));
+    CUTE_UNROLL
+    for (int r = 0; r < cute::size<0>(s); ++r) {
+      const float dist0 = float(row0 + cute::get<0>(coord(r, 0)) + diag - col0 - col_base);
       CUTE_UNROLL
-      for (int r = 0; r < cute::size<0>(s); ++r) {
-        const float dist0 = float(row0 + cute::get<0>(coord(r, 0)) + diag - col0 - col_base);
+      for (int c = 0; c < cute::size<1>(s); ++c)
+        s(r, c) -= slope * fabsf(dist0 - float(cute::get<1>(coord(r, c)) - col_base));
+    }
+  }
+
+  // fwd_scores for a softmax that takes a per-row offset (OnlineSoftmax::update_stats with
+  // off): scores + off[r] are the modified scores. Where all of this thread's scores sit on one
+  // side of the diagonal (or the window keeps only that side visible, e.g. causal), ALiBi's
+  // |dist| is linear: -slope |D_r - k| = sgn slope k - sgn slope D_r with D_r the distance at
+  // the thread's first column and k a compile-time column offset, so each score takes one FFMA
+  // (an immediate k) and the row part goes to off[r], which the softmax adds to the row max and
+  // folds into its exp2 FFMA. Threads straddling the diagonal keep the per-element form, off 0.
+  template <class S, class Coord, int kR>
+  __device__ __forceinline__ void fwd_scores_rows(S& s, const Coord& coord, int row0, int col0,
+                                                  bool mask, float scale,
+                                                  float (&off)[kR]) const {
+    static_assert(kR == decltype(cute::size<0>(s))::value, "one offset per row of the tile");
+    CUTE_UNROLL
+    for (int r = 0; r < kR; ++r) off[r] = 0.f;
+    if (!kHasAlibi || slope == 0.f) return fwd_scores(s, coord, row0, col0, mask, scale);
+    softcap_scores(s);
+    // The thread's column and row spans (CuTe's row / column views of an accumulator list its
+    // rows and columns in increasing order).
+    constexpr int kCols = decltype(cute::size<1>(s))::value;
+    const int col_base = cute::get<1>(coord(0, 0));
+    const int c_lo = col0 + col_base, c_hi = col0 + cute::get<1>(coord(0, kCols - 1));
+    const int r_lo = row0 + cute::get<0>(coord(0, 0)) + diag;
+    const int r_hi = row0 + cute::get<0>(coord(kR - 1, 0)) + diag;
+    const bool below = right <= 0 || c_hi <= r_lo;  // every visible dist >= 0
+    const bool above = left <= 0 || c_lo >= r_hi;   // every visible dist <= 0
+    if (below || above) {
+      const float sl = below ? slope : -slope;
+      CUTE_UNROLL
+      for (int r = 0; r < kR; ++r) {
+        off[r] = -sl * float(row0 + cute::get<0>(coord(r, 0)) + diag - c_lo);
         CUTE_UNROLL
-        for (int c = 0; c < cute::size<1>(s); ++c)
-          s(r, c) -= slope * fabsf(dist0 - float(cute::get<1>(coord(r, c)) - col_base));
+        for (int c = 0; c < kCols; ++c)
+          s(r, c) = fmaf(sl, float(cute::get<1>(coord(r, c)) - col_base), s(r, c));
       }
+    } else {
+      alibi_per_element(s, coord, row0, col0);
     }
     if (mask) apply_masks(s, coord, row0, col0);
   }
@@ -562,7 +617,7 @@ struct GeneralScores {
         const int col = cute::get<1>(coord(r, c));
         float x = s(r, c), t = 0.f;
         if (kHasSoftcap && cap_in != 0.f) {
-          t = tanh_abs_accurate(x * cap_in);
+          t = tanh_fast(x * cap_in);
           x = cap_out * t;
         }
         if constexpr (kHasAlibi) {

@@ -193,6 +193,9 @@ struct FwdMainloop {
   static constexpr bool kExpsBeforePvWait = kTwoWarpgroups && FLASHKIT_SM90_FWD_PIN;
   static constexpr bool kSkipMaskedWg = FLASHKIT_SM90_FWD_WG_SKIP && Policy::kPlain &&
                                         Policy::kCausal && kConsumerWarpgroups == 3 && !kOInQ;
+  // ALiBi's row part folded into the softmax (GeneralScores::fwd_scores_rows) up to hdim 128; at
+  // hdim 256 its second copy of the score pass raised the spills from 12 to 84 bytes.
+  static constexpr bool kRowOffsets = Policy::kRowOffsets && kHeadDim <= 128;
   using Ring = TmaRing<kStages>;
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
@@ -410,6 +413,7 @@ struct FwdMainloop {
       Ring::consumer_wait(smem.k_ring, st.k);
       wgmma<true>(mma_qk, tSrQ, tSrK(_, _, _, st.k.stage), acc_s);
     };
+    float row_off[Softmax::kRows];  // the policy's row offsets of S_n (ALiBi), for its softmax
     auto scores_done = [&](auto& acc_s, int n, bool last, bool release_k = true) {
       if (release_k) {
         Ring::consumer_release(smem.k_ring, st.k);
@@ -420,7 +424,10 @@ struct FwdMainloop {
       if (last && !kOInQ) Ring::Barrier::arrive(&smem.q_empty);
       Tensor s = rowcol_view(acc_s);
       const bool masked = pol.template fwd_needs_mask<kBlockM, kBlockN>(w.block, n);
-      pol.fwd_scores(s, cS, row0, n * kBlockN, masked, p.scale);
+      if constexpr (kRowOffsets)
+        pol.fwd_scores_rows(s, cS, row0, n * kBlockN, masked, p.scale, row_off);
+      else
+        pol.fwd_scores(s, cS, row0, n * kBlockN, masked, p.scale);
     };
     // The online softmax of S_n (l sums P before dropout drops some of it, as on sm80).
     // fp8: S is (q / q_descale) (k / k_descale)^T; the descales join the softmax scale.
@@ -431,7 +438,7 @@ struct FwdMainloop {
     }
     auto softmax_of = [&](auto& acc_s, int n, float (&alpha)[Softmax::kRows]) {
       Tensor s = rowcol_view(acc_s);
-      softmax.update_stats(s, alpha, scale_log2);
+      softmax.template update_stats<kRowOffsets>(s, alpha, scale_log2, row_off);
       pol.fwd_dropout(s, cS, row0, n * kBlockN);
     };
     // O += P V_n; V_n's stage is freed by pv_done once the product has completed.

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Session 17: variants v3 (softcap on tanh.approx, Philox4x32-7, ALiBi's row part in the sm90
+# softmax; bench/NOTES-attention.md "Variants v3"). The test binary and the new extension come
+# built from the CPU machine in .ab/lib.tgz (bench/gpu-library.sh's way); .ab/base_so.tgz holds
+# the extension of the commit before (session 16's build) for a same-call A/B.
+# PART=tests: the variant / dropout / Hopper / small attention tests, the torch attention tests,
+#   memcheck + racecheck on the small variant tests.
+# PART=bench: bench/variants.py (softcap, ALiBi, dropout + plain) base / new / base / new, then
+#   the full variants sweep on the new build.
+# usage: OUT=/some/dir PART=tests|bench bench/gpu-s17.sh
+set -uo pipefail
+. "$(dirname "$0")/gpu_prelude.sh"
+tar xzf .ab/lib.tgz
+bin=build-dev/flashkit_gpu_tests
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$log/gpu.txt"
+if [ "${PART:-tests}" = tests ]; then
+  stamp "attention tests"
+  timeout 300 "$bin" --gtest_filter='AttentionGpuSm90*:AttentionGpuSmall.*:AttentionGpuFp8*:AttentionGpuVariants*:AttentionGpuDropout*:AttentionGpuBlockSparse*' >"$log/tests.log" 2>&1
+  stamp "rc=$?"
+  grep -E "^\[  FAILED|^\[  PASSED|tests ran|SKIPPED \]|Failure" "$log/tests.log" | tail -14
+  stamp "torch attention tests"
+  timeout 120 python3 -m pytest -q -x tests/python/test_torch_attention.py >"$log/pytest.log" 2>&1
+  stamp "rc=$?"
+  tail -3 "$log/pytest.log"
+  SAN_EACH=${SAN_EACH:-70} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
+  stamp "harness A/B: every .ab/ binary (hdim 64), cuDNN and flash in the same call"
+  mkdir -p "$out/ab" && OUT="$out/ab" HDIMS=64 timeout $(( $(left) - 5 )) bench/gpu-ab.sh >"$log/ab.log" 2>&1
+  stamp "rc=$?"
+  tail -12 "$log/ab.log"
+else
+  mkdir -p /tmp/basepkg && cp -r python/flashkit /tmp/basepkg/ && tar xzf .ab/base_so.tgz -C /tmp/basepkg/flashkit
+  for round in 1 2; do
+    for which in base new; do
+      pp=python; [ $which = base ] && pp=/tmp/basepkg
+      stamp "variants $which round $round"
+      PYTHONPATH=$pp:bench timeout 150 python3 bench/variants.py --variants softcap,alibi,dropout \
+        --out "$out/$which$round" >"$log/var-$which$round.log" 2>&1
+      stamp "rc=$?"
+      tail -9 "$log/var-$which$round.log"
+    done
+  done
+  stamp "full variants sweep, new ($(left) s left)"
+  timeout $(( $(left) - 5 )) python3 bench/variants.py --out "$out" >"$log/var-full.log" 2>&1
+  stamp "rc=$?"
+  tail -18 "$log/var-full.log"
+fi
+(cd "$out" && tar czf logs.tgz t && rm -rf t)
