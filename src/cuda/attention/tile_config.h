@@ -54,9 +54,6 @@ struct Sm90FwdTiles {
 constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool plain) {
   if (hdim <= 64)
     return plain ? Sm90FwdTiles{192, 128, 3, true} : Sm90FwdTiles{128, 128, 3, true};
-#ifdef AB_FWD128_BN  // A/B harness: wider key tiles at hdim 128 (O staged in Q's buffer)
-  if (hdim <= 128 && plain) return {128, AB_FWD128_BN, 2, true, true};
-#endif
   if (hdim <= 128) return {128, 128, 2, true};
   // hdim 256: score modifiers (window, ALiBi) take 64-key tiles: at 80 their state spills.
   return plain ? Sm90FwdTiles{128, 80, 2, true, true} : Sm90FwdTiles{128, 64, 2, true, true};

@@ -13,12 +13,6 @@
 #include "cuda/common/check.h"
 #include "cuda/common/smem_limit.h"
 
-// bench/NOTES-attention.md "What session 16 leaves": dense hdim 64 at 2k / 4k loses ~6% to the
-// fixed order's round robin over partial last query blocks; unmeasured, so off.
-#ifndef FLASHKIT_SM90_FWD_DYN_DENSE
-#define FLASHKIT_SM90_FWD_DYN_DENSE 0
-#endif
-
 namespace flashkit::cuda::attn {
 
 template <class Element, int kHeadDim, class Policy>
@@ -44,13 +38,12 @@ void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
     FK_CHECK_LAUNCH("attention forward (fp8 V transpose)");
   }
   // Causal tiles (of unequal cost), more than one a CTA: drawn from a counter, longest first in
-  // L2-sized groups of (head, batch) pairs (sm90/fwd_scheduler.h, tile_counters.h). With
-  // FLASHKIT_SM90_FWD_DYN_DENSE (A/B knob, off) dense tiles too when the last query block is
-  // partial (the grouped order hands those out last).
+  // L2-sized groups of (head, batch) pairs (sm90/fwd_scheduler.h, tile_counters.h). Dense tiles
+  // keep the fixed order, even where the last query block is partial (the counter measured 1-4%
+  // slower there: bench/NOTES-attention.md, session 17).
   const int tiles = num_blocks * a.heads * a.batch;
-  const bool uneven = reverse || (FLASHKIT_SM90_FWD_DYN_DENSE && a.seqlen_q % t.block_m != 0);
   unsigned* counter =
-      uneven && tiles > sms && !a.fixed_tile_order ? next_tile_counter(device, stream) : nullptr;
+      reverse && tiles > sms && !a.fixed_tile_order ? next_tile_counter(device, stream) : nullptr;
   const size_t kv_bytes = size_t(a.seqlen_k) * kHeadDim * 2 * sizeof(Element) /
                           size_t(a.heads / (a.kv_heads > 0 ? a.kv_heads : 1));
   auto params = Kernel::to_params(
