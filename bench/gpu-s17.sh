@@ -23,10 +23,6 @@ if [ "${PART:-tests}" = tests ]; then
   stamp "rc=$?"
   tail -3 "$log/pytest.log"
   SAN_EACH=${SAN_EACH:-70} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
-  stamp "harness A/B: every .ab/ binary (hdim 64), cuDNN and flash in the same call"
-  mkdir -p "$out/ab" && OUT="$out/ab" HDIMS=64 timeout $(( $(left) - 5 )) bench/gpu-ab.sh >"$log/ab.log" 2>&1
-  stamp "rc=$?"
-  tail -12 "$log/ab.log"
 else
   mkdir -p /tmp/basepkg && cp -r python/flashkit /tmp/basepkg/ && tar xzf .ab/base_so.tgz -C /tmp/basepkg/flashkit
   for round in 1 2; do
