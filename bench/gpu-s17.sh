@@ -15,7 +15,7 @@ bin=build-dev/flashkit_gpu_tests
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$log/gpu.txt"
 if [ "${PART:-tests}" = tests ]; then
   stamp "attention tests"
-  timeout 300 "$bin" --gtest_filter='AttentionGpuSm90*:AttentionGpuSmall.*:AttentionGpuFp8*:AttentionGpuVariants*:AttentionGpuDropout*:AttentionGpuBlockSparse*' >"$log/tests.log" 2>&1
+  timeout 300 "$bin" --gtest_filter='AttentionGpuSm90*:AttentionGpuSmall.*:AttentionGpuFp8*:*AttentionGpuVariants*:AttentionGpuDropout*:AttentionGpuBlockSparse*' >"$log/tests.log" 2>&1
   stamp "rc=$?"
   grep -E "^\[  FAILED|^\[  PASSED|tests ran|SKIPPED \]|Failure" "$log/tests.log" | tail -14
   stamp "torch attention tests"
@@ -29,7 +29,7 @@ else
     for which in base new; do
       pp=python; [ $which = base ] && pp=/tmp/basepkg
       stamp "variants $which round $round"
-      PYTHONPATH=$pp:bench timeout 150 python3 bench/variants.py --variants softcap,alibi,dropout \
+      PYTHONPATH=$pp:bench timeout 150 python3 bench/variants.py --variants "${VARIANTS:-softcap,alibi,dropout}" \
         --out "$out/$which$round" >"$log/var-$which$round.log" 2>&1
       stamp "rc=$?"
       tail -9 "$log/var-$which$round.log"

@@ -109,6 +109,12 @@ struct PlainScores {
     return n_block >= n_mask;
   }
 
+  // The forward's key order: loop position n computes key block n (last to first).
+  template <int kBlockM, int kBlockN>
+  __device__ __forceinline__ int key_order(int, const BlockRange&, int n) const {
+    return n;
+  }
+
   // s: raw scores q.k of the tile at (row0, col0) as (rows, cols); coord gives each element's
   // (row, col) within the tile. Masked scores become -inf; the softmax scales the rest.
   template <class S, class Coord>
@@ -364,6 +370,25 @@ struct GeneralScores {
     return needs_mask<kBlockM, kBlockN>(m_block, n_block);
   }
 
+  // The forward's key order (loop positions n run kr.end - 1 down to kr.begin). Plain: block n.
+  // ALiBi (without a block mask, whose skip scan walks blocks last to first): from the block of
+  // the query block's diagonal outward, rightwards then leftwards, so that each row meets its
+  // largest bias (0, on the diagonal) first and later blocks rarely raise its max; last to first,
+  // the blocks right of the diagonal raised it by slope * 128 a block, past the lazy rescale's
+  // 2^8 at slopes over ~0.04, so O was rescaled on most of them.
+  template <int kBlockM, int kBlockN>
+  __device__ __forceinline__ int key_order(int m_block, const BlockRange& kr, int n) const {
+    if constexpr (kHasAlibi && !kHasBlockMask) {
+      if (slope == 0.f) return n;
+      const int64_t diag_key = int64_t(m_block) * kBlockM + diag;  // the first row's diagonal
+      const int d = int(min64(max64(diag_key / kBlockN, kr.begin), kr.end - 1));
+      const int p = kr.end - 1 - n;  // 0 for the first block computed
+      return p < kr.end - d ? d + p : d - 1 - (p - (kr.end - d));
+    } else {
+      return n;
+    }
+  }
+
   // Row `row`'s visible keys as tile columns [lo, hi] (the tile starts at key col0), clamped to
   // [0, kClamp] / [-1, kClamp] (kClamp > any tile width) so the per-element compares stay in int.
   __device__ __forceinline__ void visible_cols(int row, int col0, int& lo, int& hi) const {
@@ -423,13 +448,14 @@ struct GeneralScores {
   }
 
   // fwd_scores for a softmax that takes a per-row offset (OnlineSoftmax::update_stats with
-  // off): scores + off[r] are the modified scores. Where all of this thread's scores sit on one
-  // side of the diagonal (or the window keeps only that side visible, e.g. causal), ALiBi's
-  // |dist| is linear: -slope |D_r - k| = sgn slope k - sgn slope D_r with D_r the distance at
-  // the thread's first column and k a compile-time column offset, so each score takes one FFMA
-  // (an immediate k) and the row part goes to off[r], which the softmax adds to the row max and
-  // folds into its exp2 FFMA. Threads straddling the diagonal keep the per-element form, off 0.
-  template <class S, class Coord, int kR>
+  // off): scores + off[r] are the modified scores. On an unmasked tile that lies wholly on one
+  // side of the diagonal (or whose window keeps only that side visible, e.g. causal), ALiBi's
+  // |dist| is linear: -slope |D_r - k| = sgn slope k - sgn slope D_r with D_r the distance at the
+  // thread's first column and k a compile-time column offset, so each score takes one FFMA (an
+  // immediate k) and the row part goes to off[r], which the softmax adds to the row max and folds
+  // into its exp2 FFMA. Masked tiles and tiles crossing the diagonal take the per-element form
+  // with the masks (off 0): one tile-uniform branch, the plain loop's shape (masks or not).
+  template <int kBlockM, int kBlockN, class S, class Coord, int kR>
   __device__ __forceinline__ void fwd_scores_rows(S& s, const Coord& coord, int row0, int col0,
                                                   bool mask, float scale,
                                                   float (&off)[kR]) const {
@@ -438,28 +464,22 @@ struct GeneralScores {
     for (int r = 0; r < kR; ++r) off[r] = 0.f;
     if (!kHasAlibi || slope == 0.f) return fwd_scores(s, coord, row0, col0, mask, scale);
     softcap_scores(s);
-    // The thread's column and row spans (CuTe's row / column views of an accumulator list its
-    // rows and columns in increasing order).
-    constexpr int kCols = decltype(cute::size<1>(s))::value;
-    const int col_base = cute::get<1>(coord(0, 0));
-    const int c_lo = col0 + col_base, c_hi = col0 + cute::get<1>(coord(0, kCols - 1));
-    const int r_lo = row0 + cute::get<0>(coord(0, 0)) + diag;
-    const int r_hi = row0 + cute::get<0>(coord(kR - 1, 0)) + diag;
-    const bool below = right <= 0 || c_hi <= r_lo;  // every visible dist >= 0
-    const bool above = left <= 0 || c_lo >= r_hi;   // every visible dist <= 0
-    if (below || above) {
+    const bool below = right <= 0 || col0 + kBlockN - 1 <= row0 + diag;  // every dist >= 0
+    const bool above = left <= 0 || col0 >= row0 + kBlockM - 1 + diag;   // every dist <= 0
+    if (!mask && (below || above)) {
       const float sl = below ? slope : -slope;
+      const int col_base = cute::get<1>(coord(0, 0));
       CUTE_UNROLL
       for (int r = 0; r < kR; ++r) {
-        off[r] = -sl * float(row0 + cute::get<0>(coord(r, 0)) + diag - c_lo);
+        off[r] = -sl * float(row0 + cute::get<0>(coord(r, 0)) + diag - col0 - col_base);
         CUTE_UNROLL
-        for (int c = 0; c < kCols; ++c)
+        for (int c = 0; c < cute::size<1>(s); ++c)
           s(r, c) = fmaf(sl, float(cute::get<1>(coord(r, c)) - col_base), s(r, c));
       }
     } else {
       alibi_per_element(s, coord, row0, col0);
+      if (mask) apply_masks(s, coord, row0, col0);
     }
-    if (mask) apply_masks(s, coord, row0, col0);
   }
 
   // Keep bits of the thread's tile elements, bit r * cols + c for element (r, c). A Philox call

@@ -293,6 +293,12 @@ struct FwdMainloop {
   __device__ static int next_live(const Policy& pol, const BlockRange& kr, int m_block, int n) {
     return pol.template prev_live<kBlockM, kBlockN>(m_block, n - 1, kr.begin);
   }
+  // The key block computed at loop position n (positions run as above): n itself, or the
+  // policy's order (GeneralScores::key_order: ALiBi from the diagonal outward). Producer and
+  // consumers map the same positions, so the ring's stages stay in step.
+  __device__ static int key_block(const Policy& pol, const BlockRange& kr, int m_block, int n) {
+    return pol.template key_order<kBlockM, kBlockN>(m_block, kr, n);
+  }
 
   // Producer (the whole warp: a block mask's skip scan is a warp ballot; `leader` issues every
   // wait and copy): Q once the consumers are done with the last one, then K and V of every live
@@ -359,12 +365,14 @@ struct FwdMainloop {
     for (bool first = true; n >= kr.begin; n = next_live(pol, kr, w.block, n), first = false) {
       if (leader) {
         uint64_t& kb = Ring::producer_acquire(smem.k_ring, st.k, kBytesKV);
-        copy(p.tma_k.with(kb), tKg(_, _, _, n), tKs(_, _, _, st.k.stage));
+        copy(p.tma_k.with(kb), tKg(_, _, _, key_block(pol, kr, w.block, n)),
+             tKs(_, _, _, st.k.stage));
       }
       if (kOInQ && first) load_q();
       if (leader) {
         uint64_t& vb = Ring::producer_acquire(smem.v_ring, st.v, kBytesKV);
-        copy(p.tma_v.with(vb), tVg(_, _, _, n), tVs(_, _, _, st.v.stage));
+        copy(p.tma_v.with(vb), tVg(_, _, _, key_block(pol, kr, w.block, n)),
+             tVs(_, _, _, st.v.stage));
       }
       st.k.advance();
       st.v.advance();
@@ -414,7 +422,7 @@ struct FwdMainloop {
       wgmma<true>(mma_qk, tSrQ, tSrK(_, _, _, st.k.stage), acc_s);
     };
     float row_off[Softmax::kRows];  // the policy's row offsets of S_n (ALiBi), for its softmax
-    auto scores_done = [&](auto& acc_s, int n, bool last, bool release_k = true) {
+    auto scores_done = [&](auto& acc_s, int pos, bool last, bool release_k = true) {
       if (release_k) {
         Ring::consumer_release(smem.k_ring, st.k);
         st.k.advance();
@@ -423,9 +431,11 @@ struct FwdMainloop {
       // warpgroup finishes the last P V and the epilogue (with kOInQ, once O's store has read it).
       if (last && !kOInQ) Ring::Barrier::arrive(&smem.q_empty);
       Tensor s = rowcol_view(acc_s);
+      const int n = key_block(pol, kr, w.block, pos);
       const bool masked = pol.template fwd_needs_mask<kBlockM, kBlockN>(w.block, n);
       if constexpr (kRowOffsets)
-        pol.fwd_scores_rows(s, cS, row0, n * kBlockN, masked, p.scale, row_off);
+        pol.template fwd_scores_rows<kBlockM, kBlockN>(s, cS, row0, n * kBlockN, masked,
+                                                       p.scale, row_off);
       else
         pol.fwd_scores(s, cS, row0, n * kBlockN, masked, p.scale);
     };
@@ -436,10 +446,10 @@ struct FwdMainloop {
       const int kv_head = w.head / (p.heads / p.kv_heads);
       scale_log2 *= p.q_descale.at(w.batch, kv_head) * p.k_descale.at(w.batch, kv_head);
     }
-    auto softmax_of = [&](auto& acc_s, int n, float (&alpha)[Softmax::kRows]) {
+    auto softmax_of = [&](auto& acc_s, int pos, float (&alpha)[Softmax::kRows]) {
       Tensor s = rowcol_view(acc_s);
       softmax.template update_stats<kRowOffsets>(s, alpha, scale_log2, row_off);
-      pol.fwd_dropout(s, cS, row0, n * kBlockN);
+      pol.fwd_dropout(s, cS, row0, key_block(pol, kr, w.block, pos) * kBlockN);
     };
     // O += P V_n; V_n's stage is freed by pv_done once the product has completed.
     auto pv = [&](auto& tOrP) {
