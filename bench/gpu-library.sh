@@ -15,14 +15,7 @@ set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 bin=${BIN:-build-dev/flashkit_gpu_tests}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$log/gpu.txt"
-stamp "sm90 + fp8 + small attention tests"
-timeout 200 "$bin" --gtest_filter='AttentionGpuSm90*:AttentionGpuSmall.*:AttentionGpuFp8*' >"$log/tests.log" 2>&1
-stamp "rc=$?"
-grep -E "^\[  FAILED|^\[  PASSED|tests ran|SKIPPED \]" "$log/tests.log" | tail -12
-stamp "torch attention tests"
-timeout 120 python3 -m pytest -q -x tests/python/test_torch_attention.py >"$log/pytest.log" 2>&1
-stamp "rc=$?"
-tail -3 "$log/pytest.log"
+library_tests "$bin" 'AttentionGpuSm90*:AttentionGpuSmall.*:AttentionGpuFp8*' 200
 stamp "bench/attention.py ($(left) s left)"
 timeout $(( $(left) - 2 * ${SAN_EACH:-60} - 10 )) python3 bench/attention.py --out "$out" --methods flashkit,flash,cudnn \
   --hdims 128,64,256 --seqlens 2048,4096,8192,16384 --name "${NAME:-attention-s16}" >"$log/attn.log" 2>&1

@@ -14,14 +14,7 @@ tar xzf .ab/lib.tgz
 bin=build-dev/flashkit_gpu_tests
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$log/gpu.txt"
 if [ "${PART:-tests}" = tests ]; then
-  stamp "attention tests"
-  timeout 300 "$bin" --gtest_filter='AttentionGpuSm90*:AttentionGpuSmall.*:AttentionGpuFp8*:*AttentionGpuVariants*:AttentionGpuDropout*:AttentionGpuBlockSparse*' >"$log/tests.log" 2>&1
-  stamp "rc=$?"
-  grep -E "^\[  FAILED|^\[  PASSED|tests ran|SKIPPED \]|Failure" "$log/tests.log" | tail -14
-  stamp "torch attention tests"
-  timeout 120 python3 -m pytest -q -x tests/python/test_torch_attention.py >"$log/pytest.log" 2>&1
-  stamp "rc=$?"
-  tail -3 "$log/pytest.log"
+  library_tests "$bin" 'AttentionGpuSm90*:AttentionGpuSmall.*:AttentionGpuFp8*:*AttentionGpuVariants*:AttentionGpuDropout*:AttentionGpuBlockSparse*' 300
   SAN_EACH=${SAN_EACH:-70} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
 else
   mkdir -p /tmp/basepkg && cp -r python/flashkit /tmp/basepkg/ && tar xzf .ab/base_so.tgz -C /tmp/basepkg/flashkit

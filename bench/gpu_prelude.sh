@@ -11,6 +11,18 @@ stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$log/steps.txt"; }
 export PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 # Seconds left of a call that must end by 585 s (the device's 600 s limit less packing).
 left() { echo $(( 585 - ($(date +%s) - t0) )); }
+# The carried test binary $1 on the gtest filter $2 ($3 seconds at most), then the torch attention
+# tests on the GPU.
+library_tests() {
+  stamp "attention tests"
+  timeout "$3" "$1" --gtest_filter="$2" >"$log/tests.log" 2>&1
+  stamp "rc=$?"
+  grep -E "^\[  FAILED|^\[  PASSED|tests ran|SKIPPED \]|Failure" "$log/tests.log" | tail -14
+  stamp "torch attention tests"
+  timeout 120 python3 -m pytest -q -x tests/python/test_torch_attention.py >"$log/pytest.log" 2>&1
+  stamp "rc=$?"
+  tail -3 "$log/pytest.log"
+}
 # memcheck, then racecheck, on the gtest filter $2 of the test binary $1 (SAN_EACH seconds each).
 sanitize() {
   for tool in memcheck racecheck; do
