@@ -35,7 +35,7 @@ FK_HD Philox4 philox4x32(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uin
 // Dropout's rounds: 7, as FlashAttention-2's and PyTorch's fused attention dropout. Salmon et
 // al. list Philox4x32-7 as passing TestU01's BigCrush (10 is their margin for general use); each
 // round is two 32x32->64 multiplies, the dropout kernels' costliest instructions (bench/NOTES-
-// attention.md, "Dropout v3"). The known-answer test checks the round function at R = 10.
+// attention.md, "Variants v3"). Known-answer tests check both 7 and 10 rounds.
 inline constexpr int kDropoutPhiloxRounds = 7;
 
 // Attention dropout: 16-bit draws. One Philox call serves the 8 consecutive columns 8*col8 ..
