@@ -10,9 +10,6 @@
 //   kLazy  — O and l are rescaled only when a row's max grows by more than kLazy (log2 units),
 //            and a warp whose rows all kept their max skips O's FMULs;
 //   kSkip  — with kLazy = 0: that skip alone (exact: every alpha of the warp is 1).
-//   kFmaExps — of every 8 columns, the last kFmaExps take their exponential on the FMA pipe
-//            (exp2_fma) instead of the MUFU: for score modifiers that keep the MUFU busy
-//            themselves (softcap's tanh), so that neither pipe waits for the other.
 #pragma once
 #include <cmath>
 
@@ -21,22 +18,7 @@
 
 namespace flashkit::cuda::attn {
 
-// 2^x on the FMA pipe: x = i + f, i = round(x) (the 1.5 * 2^23 trick), f in [-0.5, 0.5], 2^f by a
-// degree-3 polynomial (relative error 7.5e-5, under bf16 P's 2^-9), 2^i added to the exponent
-// bits. x < -125 (masked scores: -inf) gives 0, as ex2.approx.ftz's flush does below -126.
-__device__ __forceinline__ float exp2_fma(float x) {
-  constexpr float kRound = 12582912.f;  // 1.5 * 2^23: x + kRound has round(x) in its low bits
-  const float xc = fmaxf(x, -125.f);
-  const float t = __fadd_rn(xc, kRound);
-  const float f = __fsub_rn(xc, __fsub_rn(t, kRound));
-  const float p =
-      fmaf(fmaf(fmaf(0.055186376f, f, 0.24261236f), f, 0.69325829f), f, 0.99992794f);
-  const int i = __float_as_int(t) - __float_as_int(kRound);
-  const float r = __int_as_float(__float_as_int(p) + (i << 23));
-  return x < -125.f ? 0.f : r;
-}
-
-template <int kRows_, bool kTree = false, int kLazy = 0, bool kSkip = false, int kFmaExps = 0>
+template <int kRows_, bool kTree = false, int kLazy = 0, bool kSkip = false>
 struct OnlineSoftmax {
   static constexpr int kRows = kRows_;
   SoftmaxStat stat[kRows];  // m: running (possibly stale) max of scale * score in log2 units
@@ -88,10 +70,7 @@ struct OnlineSoftmax {
       float m_use = stat[r].m == -INFINITY ? 0.f : stat[r].m;
       if constexpr (kOff) m_use -= off[r] * scale_log2;
       CUTE_UNROLL
-      for (int c = 0; c < cute::size<1>(s); ++c) {
-        const float x = s(r, c) * scale_log2 - m_use;
-        s(r, c) = c % 8 >= 8 - kFmaExps ? exp2_fma(x) : exp2f(x);
-      }
+      for (int c = 0; c < cute::size<1>(s); ++c) s(r, c) = exp2f(s(r, c) * scale_log2 - m_use);
       stat[r].l += row_reduce(s, r, 0.f, [](float a, float b) { return a + b; });
     }
   }

@@ -63,7 +63,6 @@ struct PlainScores {
   static constexpr bool kCausal = kCausal_;
   static constexpr bool kPlain = true;        // masks only (tile shapes may assume it)
   static constexpr bool kRowOffsets = false;  // see GeneralScores::fwd_scores_rows
-  static constexpr int kFmaExps = 0;          // see GeneralScores
   static constexpr bool kNarrowKeys = false;  // forward key steps: the tile config's full width
   static constexpr bool kHasBlockMask = false;
   struct Params {};
@@ -211,9 +210,6 @@ struct GeneralScores {
   static constexpr bool kHasDropout = kMods & mods::kDropout;
   static constexpr bool kHasBlockMask = kMods & mods::kBlockSparse;
   static constexpr bool kRowOffsets = kHasAlibi;  // the sm90 forward calls fwd_scores_rows
-  // Softcap alone: its tanh doubles the MUFU's work a score, so the sm90 forward's softmax takes
-  // 3 of every 8 exponentials on the FMA pipe (OnlineSoftmax's kFmaExps).
-  static constexpr int kFmaExps = kMods == mods::kSoftcap ? 3 : 0;
   // Forward key steps of half the plain width where the modifiers' registers would spill
   // (sm80/fwd_launch.h; ptxas numbers in bench/NOTES-attention.md).
   static constexpr bool kNarrowKeys =

@@ -20,10 +20,6 @@
 #ifndef FLASHKIT_SM90_FWD_LAZY
 #define FLASHKIT_SM90_FWD_LAZY 8
 #endif
-// Exponentials on the FMA pipe where the policy asks (softcap: Policy::kFmaExps; 0 turns it off).
-#ifndef FLASHKIT_SM90_FWD_FMA_EXPS
-#define FLASHKIT_SM90_FWD_FMA_EXPS 1
-#endif
 // The fp8 forward's lazy rescale threshold (log2 units; 0: O and l rescaled whenever a row's max
 // grows). Off: with a stale max the largest P of a row is not 1 but up to 2^8, and its e4m3
 // rounding (up to 6%) lands on the key that dominates the row (an attention sink): measured rms
@@ -191,8 +187,7 @@ struct FwdMainloop {
   static constexpr bool kTwoWarpgroups = kConsumerWarpgroups == 2;
   static constexpr int kLazy = kFp8 ? FLASHKIT_SM90_FP8_LAZY : FLASHKIT_SM90_FWD_LAZY;
   using Softmax = OnlineSoftmax<2, kTwoWarpgroups && bool(FLASHKIT_SM90_FWD_TREE),
-                                 kTwoWarpgroups ? kLazy : 0, kFp8 && bool(FLASHKIT_SM90_FP8_SKIP),
-                                 FLASHKIT_SM90_FWD_FMA_EXPS ? Policy::kFmaExps : 0>;
+                                 kTwoWarpgroups ? kLazy : 0, kFp8 && bool(FLASHKIT_SM90_FP8_SKIP)>;
   // Keep wgmma.wait_group 0 (P V done) after the softmax's exponentials (see mma()); two
   // consumer warpgroups only (hdim 64's three at 160 registers spill with it).
   static constexpr bool kExpsBeforePvWait = kTwoWarpgroups && FLASHKIT_SM90_FWD_PIN;
