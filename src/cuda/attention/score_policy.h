@@ -88,8 +88,6 @@ struct PlainScores {
   template <class S, class Coord>
   __device__ __forceinline__ void fwd_dropout(S&, const Coord&, int, int) const {}
   __device__ __forceinline__ float fwd_out_scale() const { return 1.f; }
-  // Factor the forward's softmax scale takes on (GeneralScores: softcap's softcap / scale).
-  __device__ __forceinline__ float fwd_score_scale() const { return 1.f; }
 
   // Forward: key blocks of query block m, and the first one that needs an element mask (the
   // causal diagonal or the partial last block); blocks run last to first so masked ones come first.
@@ -425,22 +423,11 @@ struct GeneralScores {
     if (kHasAlibi && slope != 0.f) alibi_per_element(s, coord, row0, col0);
     if (mask) apply_masks(s, coord, row0, col0);
   }
-  // Softcap alone leaves its scores as t = tanh(scale s / softcap) and the forward's softmax
-  // scales them by softcap / scale as well (fwd_score_scale): one FMUL a score fewer on an
-  // issue-bound softmax turn. With other modifiers (ALiBi's distances, the all-in-one policy)
-  // the scores keep the softmax's unscaled units.
-  static constexpr bool kCapInScale = kMods == mods::kSoftcap;
-  __device__ __forceinline__ float fwd_score_scale() const {
-    return kCapInScale && cap_in != 0.f ? cap_out : 1.f;
-  }
   template <class S>
   __device__ __forceinline__ void softcap_scores(S& s) const {
     if (kHasSoftcap && cap_in != 0.f) {
       CUTE_UNROLL
-      for (int i = 0; i < cute::size(s); ++i) {
-        const float t = tanh_fast(s(i) * cap_in);
-        s(i) = kCapInScale ? t : cap_out * t;
-      }
+      for (int i = 0; i < cute::size(s); ++i) s(i) = cap_out * tanh_fast(s(i) * cap_in);
     }
   }
 

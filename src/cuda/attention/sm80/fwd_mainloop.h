@@ -133,7 +133,7 @@ struct FwdMainloop {
       const bool mask = pol.template fwd_needs_mask<kBlockM, kBlockN>(m_block, n);
       pol.fwd_scores(s, tScS, m_block * kBlockM, n * kBlockN, mask, p.scale);
       Tensor o = rowcol_view(acc_o);
-      softmax.update(s, o, p.scale_log2 * pol.fwd_score_scale());
+      softmax.update(s, o, p.scale_log2);
       pol.fwd_dropout(s, tScS, m_block * kBlockM, n * kBlockN);  // l above counts dropped P too
 
       Tensor rP = convert<Element>(acc_s);

@@ -441,7 +441,7 @@ struct FwdMainloop {
     };
     // The online softmax of S_n (l sums P before dropout drops some of it, as on sm80).
     // fp8: S is (q / q_descale) (k / k_descale)^T; the descales join the softmax scale.
-    float scale_log2 = p.scale_log2 * pol.fwd_score_scale();
+    float scale_log2 = p.scale_log2;
     if constexpr (kFp8) {
       const int kv_head = w.head / (p.heads / p.kv_heads);
       scale_log2 *= p.q_descale.at(w.batch, kv_head) * p.k_descale.at(w.batch, kv_head);
