@@ -28,7 +28,10 @@ struct AttentionOptions {
   // With causal set, window_right is capped at 0.
   int window_left = -1;
   int window_right = -1;
-  float softcap = 0.f;        // > 0: scores become softcap * tanh(scores / softcap)
+  // > 0: scores become softcap * tanh(scores / softcap). CUDA takes tanh from the hardware's
+  // tanh.approx.f32 (relative error <= 2^-11 on the tanh, as FlashAttention-2/3), the CPU from
+  // std::tanh.
+  float softcap = 0.f;
   TensorView alibi_slopes;    // fp32 [heads] or [batch, heads]; adds -slope*|i + sk - sq - j|
   // Dropout on P: probability of dropping, in [0, 1). It is quantised to 1/65536: the drop
   // probability used is threshold / 65536 with threshold = round(p * 65536) clamped to
