@@ -398,7 +398,8 @@ TEST(Philox, MatchesRandom123KnownAnswers) {
       philox4x32<7>(0, 0, 0, 0, 0, 0), philox4x32<7>(~0u, ~0u, ~0u, ~0u, ~0u, ~0u),
       philox4x32<7>(0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u, 0x299f31d0u)};
   for (int v = 0; v < 3; ++v)
-    for (int w = 0; w < 4; ++w) EXPECT_EQ(r7[v].x[w], kat7[v][w]) << "vector " << v << " word " << w;
+    for (int w = 0; w < 4; ++w)
+      EXPECT_EQ(r7[v].x[w], kat7[v][w]) << "vector " << v << " word " << w;
 }
 
 // FP8 (e4m3) inputs on the CPU: the fp32 forward of the dequantized inputs (descales applied),

@@ -452,11 +452,15 @@ TEST(AttentionGpuSm90, VariantsBothPaths) {
   // (whole tiles above the diagonal, others below, the rest straddling it), a zero left window
   // (every tile takes the above-diagonal form) and a long causal sequence (distances in the
   // thousands, every tile below).
-  for (int d : {64, 128}) {
-    cases.push_back({variant_spec(DType::bf16, d, {"alibi_sq>sk", false, -1, -1, 0.f, 2}, 700, 300), true});
-    cases.push_back({variant_spec(DType::bf16, d, {"alibi_left0", false, 0, 150, 0.f, 1}, 333, 600), true});
-    cases.push_back({variant_spec(DType::bf16, d, {"alibi_causal_long", true, -1, -1, 0.f, 1}, 1100, 1300), true});
-  }
+  const struct {
+    VariantCase v;
+    int sq, sk;
+  } alibi_sides[] = {{{"alibi_sq>sk", false, -1, -1, 0.f, 2}, 700, 300},
+                     {{"alibi_left0", false, 0, 150, 0.f, 1}, 333, 600},
+                     {{"alibi_causal_long", true, -1, -1, 0.f, 1}, 1100, 1300}};
+  for (int d : {64, 128})
+    for (const auto& a : alibi_sides)
+      cases.push_back({variant_spec(DType::bf16, d, a.v, a.sq, a.sk), true});
   check_both_paths(cases, 4400);
 }
 

@@ -28,8 +28,6 @@ struct BlockRange {
 // cutlass::fast_tanh), relative error <= 2^-10.99, so a capped score moves by at most
 // 5e-4 * |softcap * t| (0.015 at Gemma's softcap 30 where |t| ~ 1), a quarter of the bf16
 // rounding of that score in a framework's low-precision path (the tolerance rule's baseline).
-// Session 17 replaced 1 - 2 / (e^{2|x|} + 1) (EX2 + RCP: three MUFU ops a score with the
-// softmax's exp, which made the softcap forward MUFU-bound; bench/NOTES-attention.md).
 __device__ __forceinline__ float tanh_fast(float x) {
   float t;
   asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(x));
