@@ -132,6 +132,8 @@ def main():
     ap.add_argument("--flush", choices=["write", "read"], default="write")
     ap.add_argument("--headmajor", action="store_true")
     ap.add_argument("--variants", default="", help="comma list of SCHED@KNOB=VAL+KNOB=VAL (see top)")
+    ap.add_argument("--skip", default="", help="comma list of columns not timed (e.g. single,torch_efficient)")
+    ap.add_argument("--shapes", nargs="*", default=None, help="d,b,h,ctx ... instead of the sweep")
     args = ap.parse_args()
     global FLUSH_READ
     FLUSH_READ = args.flush == "read"
@@ -151,7 +153,10 @@ def main():
     rows = []
     t_start = time.time()
     todo = QUICK if args.quick else [(b, h, ctx, d) for (b, h, ctx) in SHAPES for d in HDIMS]
+    if args.shapes:
+        todo = [tuple(int(x) for x in s_.split(","))[1:] + (int(s_.split(",")[0]),) for s_ in args.shapes]
     variants = [parse_variant(s) for s in args.variants.split(",") if s]
+    skip = set(args.skip.split(",")) - {""}
     tag = gpu.replace("NVIDIA ", "").replace(" ", "-").lower()
     path = os.path.join(args.out, f"{DATE}-{tag}-decode.json")
     knobs = {k_: v_ for k_, v_ in os.environ.items() if k_.startswith("FLASHKIT_DECODE_")}
@@ -170,6 +175,8 @@ def main():
         row = {"batch": b, "heads": h, "kv_heads": h, "ctx": ctx, "hdim": d, "kv_bytes": kv_bytes, "us": {}}
         ref = None
         for sched in ["single", "split_kv", "flash_decoding", "lean", "auto"]:
+            if sched in skip:
+                continue
             if C is None:
                 row["us"]["flashkit_" + sched] = cli_us(b, h, ctx, d, sched)
                 continue
@@ -197,6 +204,8 @@ def main():
         for name, backend in [("torch_flash", SDPBackend.FLASH_ATTENTION),
                               ("torch_cudnn", SDPBackend.CUDNN_ATTENTION),
                               ("torch_efficient", SDPBackend.EFFICIENT_ATTENTION)]:
+            if name in skip:
+                continue
             try:
                 with sdpa_kernel(backend):
                     o = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt)
@@ -229,9 +238,9 @@ def main():
         best = min(v_ for n, v_ in u.items() if n.startswith("flashkit_") and v_ and "headmajor" not in n)
         print(f"d{d} b{b} h{h} ctx{ctx}: " + "  ".join(
             f"{n}={v_:.1f}us" if v_ else f"{n}=n/a" for n, v_ in u.items()) +
-            f"  best TB/s={kv_bytes / (best * 1e-6) / 1e12:.2f}  lean TB/s={row['TBps']['flashkit_lean']:.2f}"
-            f"  lean/split={u['flashkit_split_kv'] / u['flashkit_lean']:.2f}x"
-            f"  lean/fd={u['flashkit_flash_decoding'] / u['flashkit_lean']:.2f}x"
+            f"  best TB/s={kv_bytes / (best * 1e-6) / 1e12:.2f}  lean TB/s={row['TBps'].get('flashkit_lean') or math.nan:.2f}"
+            f"  lean/split={(u.get('flashkit_split_kv') or math.nan) / (u.get('flashkit_lean') or math.nan):.2f}x"
+            f"  lean/fd={(u.get('flashkit_flash_decoding') or math.nan) / (u.get('flashkit_lean') or math.nan):.2f}x"
             f"  cudnn/best={(u.get('torch_cudnn') or math.nan) / best:.2f}x"
             f"  maxdiff={max((row.get('max_diff_vs_single') or {0: 0}).values()):.2g}"
             f"  [{row.get('split_kv_plan', '')}]", flush=True)

@@ -20,9 +20,15 @@ struct Traits {
   static constexpr int kWarps = 4, kThreads = 128, kRows = kDecodeRowsPerBlock;
   // A stage holds kTokens keys: each warp takes 16 of every 64. Sizes aim at 2 CTAs per SM with
   // two 32 KiB stages in flight each; hdim 256 fits one CTA with two 64 KiB stages in flight.
-  static constexpr int kSub = D <= 64 ? 2 : 1;
+#ifndef FK_DECODE_SUB64  // A/B builds (bench/NOTES-decode.md, session 18)
+#define FK_DECODE_SUB64 2
+#endif
+#ifndef FK_DECODE_STAGES
+#define FK_DECODE_STAGES 3
+#endif
+  static constexpr int kSub = D <= 64 ? FK_DECODE_SUB64 : 1;
   static constexpr int kTokens = 64 * kSub;
-  static constexpr int kStages = 3;
+  static constexpr int kStages = FK_DECODE_STAGES;
   // cp.async: rows padded by 16 bytes (conflict-free fragments). TMA: D/64 unpadded slabs of
   // [kTokens][64] whose 128-byte rows hold chunk c at c ^ (row % 8), read conflict-free too.
   static constexpr int kPitch = kTma ? D : D + 8;

@@ -1,0 +1,29 @@
+"""Table of A/B decode runs (bench/gpu-s18.sh PART=ab): argv = result folders named r<round>-<variant>,
+each holding one bench/decode.py JSON; prints us per (shape, column) with one column per variant."""
+import glob
+import json
+import os
+import sys
+
+runs = {}
+for d in sys.argv[1:]:
+    f = glob.glob(os.path.join(d, "*-decode.json"))
+    if f:
+        runs[os.path.basename(d.rstrip("/"))] = json.load(open(f[0]))["rows"]
+names = list(runs)
+cols = ["flashkit_split_kv", "flashkit_lean", "flashkit_auto", "flashkit_split_kv_headmajor", "torch_cudnn"]
+shapes = []
+for rows in runs.values():
+    for r in rows:
+        key = (r["hdim"], r["batch"], r["heads"], r["ctx"])
+        if key not in shapes:
+            shapes.append(key)
+print("shape / column | " + " | ".join(n for n in names))
+for key in shapes:
+    for c in cols:
+        vals = []
+        for n in names:
+            r = next((r for r in runs[n] if (r["hdim"], r["batch"], r["heads"], r["ctx"]) == key), None)
+            u = r["us"].get(c) if r else None
+            vals.append(f"{u:7.1f}" if u else "      -")
+        print(f"d{key[0]} b{key[1]} h{key[2]} {key[3] // 1024}k {c.replace('flashkit_', '')} | " + " | ".join(vals))

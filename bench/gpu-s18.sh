@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Session 18's GPU calls (bench/NOTES-decode.md "d64 against cuDNN"). The library comes built from
+# the CPU machine in .ab/lib.tgz (bench/gpu-library.sh says how). PART=prof: Nsight Compute of
+# split-KV / Lean at hdim 64 and 128 (strided and head-major caches) next to cuDNN's kernel on the
+# same shapes, then bench/decode.py on the d64 shapes with A/B columns. PART=decode: the decode
+# GPU tests, sanitizers, the torch decode tests and bench/decode.py --quick (VARIANTS extra).
+# usage: tar xzf .ab/lib.tgz && OUT=/some/dir PART=prof|decode [VARIANTS=...] bench/gpu-s18.sh
+set -uo pipefail
+. "$(dirname "$0")/gpu_prelude.sh"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
+case "${PART:?set PART}" in
+prof)
+  stamp "ncu"
+  timeout 240 ncu --profile-from-start off --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats \
+    --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,lts__t_sectors_srcunit_tex_op_read.sum \
+    python3 bench/profile_decode.py --shapes 64,1,56,65536 128,1,56,65536 64,1,16,524288 \
+    --schedules split_kv,lean --headmajor --cudnn >"$log/ncu.txt" 2>&1
+  stamp "rc=$?"
+  grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|dram__bytes|lts__t_sector_hit|Grid Size|Block Size|Registers Per|Dynamic Shared|Achieved Occupancy|Memory Throughput|Waves Per SM" "$log/ncu.txt" | cut -c1-150 | head -150
+  ;;
+decode)
+  stamp "decode tests"
+  timeout 200 build-dev/flashkit_gpu_tests --gtest_filter='DecodeGpu*' >"$log/tests.log" 2>&1
+  stamp "rc=$?"
+  grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/tests.log" | tail -8
+  sanitize build-dev/flashkit_gpu_tests 'DecodeGpuSmall*'
+  timeout 90 python3 -m pytest -q -k "dense_and_paged or cuda_graph" tests/python/test_torch_decode.py \
+    >"$log/pytest.log" 2>&1; tail -2 "$log/pytest.log"
+  ;;
+ab)
+  # .ab/vars.tar.xz: build-dev/var/<name>/_C*.so, the extension built with A/B flags (session 18:
+  # decode stage shapes); each is timed by bench/decode.py on $SHAPES in turn, twice over.
+  tar xJf .ab/vars.tar.xz -C build-dev
+  so=$(ls python/flashkit/_C*.so); cp "$so" "$log/main_C.so"
+  for round in 1 2; do
+    for v in ${VARS:?}; do
+      cp build-dev/var/$v/_C*.so "$so"
+      stamp "round $round $v"
+      timeout 120 python3 bench/decode.py --out "$log/r$round-$v" --shapes $SHAPES --skip "${SKIP:-}" \
+        >"$log/r$round-$v.log" 2>&1
+      grep -E "Error|error" "$log/r$round-$v.log" | head -3
+    done
+  done
+  cp "$log/main_C.so" "$so"
+  python3 bench/ab_decode_table.py "$log"/r*-* | tee "$out/ab-table.txt"
+  (cd "$out" && tar czf logs.tgz t && rm -rf t); exit 0
+  ;;
+esac
+stamp "bench/decode.py ($(left) s left)"
+timeout $(( $(left) - 5 )) python3 bench/decode.py --out "$out" ${SHAPES:+--shapes $SHAPES} ${QUICK:+--quick} \
+  --headmajor --variants "${VARIANTS:-}" >"$log/decode.log" 2>&1
+stamp "rc=$?"
+grep -E "^d(64|128) " "$log/decode.log" | cut -c1-1200
+(cd "$out" && tar czf logs.tgz t && rm -rf t)
