@@ -11,7 +11,10 @@ for d in sys.argv[1:]:
     if f:
         runs[os.path.basename(d.rstrip("/"))] = json.load(open(f[0]))["rows"]
 names = list(runs)
-cols = ["flashkit_split_kv", "flashkit_lean", "flashkit_auto", "flashkit_split_kv_headmajor", "torch_cudnn"]
+cols = []
+for rows in runs.values():
+    for r in rows:
+        cols += [c for c in r["us"] if c not in cols]
 shapes = []
 for rows in runs.values():
     for r in rows:
@@ -26,4 +29,6 @@ for key in shapes:
             r = next((r for r in runs[n] if (r["hdim"], r["batch"], r["heads"], r["ctx"]) == key), None)
             u = r["us"].get(c) if r else None
             vals.append(f"{u:7.1f}" if u else "      -")
-        print(f"d{key[0]} b{key[1]} h{key[2]} {key[3] // 1024}k {c.replace('flashkit_', '')} | " + " | ".join(vals))
+        if any(v.strip() != "-" for v in vals):
+            name = c.replace("flashkit_", "").replace("FLASHKIT_DECODE_", "")
+            print(f"d{key[0]} b{key[1]} h{key[2]} {key[3] // 1024}k {name} | " + " | ".join(vals))

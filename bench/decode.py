@@ -88,6 +88,8 @@ def with_env(knobs, fn):
     global FLUSH_READ
     saved, flush_read = {k_: os.environ.get(k_) for k_ in knobs}, FLUSH_READ
     for k_, v_ in knobs.items():
+        if k_ == "layout":
+            continue
         if k_ == "flush":
             FLUSH_READ = v_ == "read"
         else:
@@ -97,7 +99,7 @@ def with_env(knobs, fn):
     finally:
         FLUSH_READ = flush_read
         for k_, v_ in saved.items():
-            if k_ == "flush":
+            if k_ in ("flush", "layout"):
                 continue
             if v_ is None:
                 os.environ.pop(k_, None)
@@ -199,6 +201,15 @@ def main():
                 if ref is not None:
                     row.setdefault("max_diff_vs_single", {})[sched + "_headmajor"] = (out.float() - ref.float()).abs().max().item()
             del khm, vhm
+            # cuDNN on flashkit's own [b, ctx, h, d] storage, viewed [b, h, ctx, d] (strided)
+            try:
+                ks, vs = k.transpose(1, 2), v.transpose(1, 2)
+                qs = q.transpose(1, 2)
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    row["us"]["torch_cudnn_strided"] = timed(
+                        lambda: torch.nn.functional.scaled_dot_product_attention(qs, ks, vs), flush)
+            except RuntimeError as e:
+                row.setdefault("errors", {})["torch_cudnn_strided"] = str(e).splitlines()[0][:160]
         # torch in its native contiguous [b, h, s, d] layout
         qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
         for name, backend in [("torch_flash", SDPBackend.FLASH_ATTENTION),
@@ -227,7 +238,11 @@ def main():
             def run_variant():
                 plan = C.make_decode_plan(b, 1, h, h, d, "bfloat16", [ctx] * b, schedule=sched, device="cuda")
                 row[spec + "_plan"] = repr(plan)
-                us = timed(lambda: C.decode(q, k, v, lens, None, out, lse, plan, 0.0, stream), flush)
+                kk, vv = k, v
+                if kn.get("layout") == "headmajor":  # the same values stored [b, h, ctx, d]
+                    kk = k.transpose(1, 2).contiguous().transpose(1, 2)
+                    vv = v.transpose(1, 2).contiguous().transpose(1, 2)
+                us = timed(lambda: C.decode(q, kk, vv, lens, None, out, lse, plan, 0.0, stream), flush)
                 row.setdefault("max_diff_vs_single", {})[spec] = (out.float() - ref.float()).abs().max().item()
                 return us
             row["us"][spec] = with_env(kn, run_variant)

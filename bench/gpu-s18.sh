@@ -31,13 +31,20 @@ decode)
 ab)
   # .ab/vars.tar.xz: build-dev/var/<name>/_C*.so, the extension built with A/B flags (session 18:
   # decode stage shapes); each is timed by bench/decode.py on $SHAPES in turn, twice over.
-  tar xJf .ab/vars.tar.xz -C build-dev
+  tar xJf .ab/vars.tar.xz
+  if [ -n "${TESTS:-}" ]; then
+    stamp "decode tests"
+    timeout 200 build-dev/flashkit_gpu_tests --gtest_filter='DecodeGpu*' >"$log/tests.log" 2>&1
+    stamp "rc=$?"
+    grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/tests.log" | tail -8
+  fi
   so=$(ls python/flashkit/_C*.so); cp "$so" "$log/main_C.so"
   for round in 1 2; do
     for v in ${VARS:?}; do
       cp build-dev/var/$v/_C*.so "$so"
       stamp "round $round $v"
       timeout 120 python3 bench/decode.py --out "$log/r$round-$v" --shapes $SHAPES --skip "${SKIP:-}" \
+        ${HEADMAJOR:+--headmajor} --variants "${VARIANTS:-}" \
         >"$log/r$round-$v.log" 2>&1
       grep -E "Error|error" "$log/r$round-$v.log" | head -3
     done

@@ -227,3 +227,21 @@ TEST(DecodePlan, ErrorsNameTheArgument) {
   EXPECT_EQ(msg(p, {1, 2}, {1, 1}).rfind("problem.page_size:", 0), 0u);
   EXPECT_THROW(parse_schedule("fast"), Error);
 }
+
+// `auto`: Lean where FlashDecoding's rule leaves a ragged last wave (272 tiles on 264 slots keep
+// one split: a second wave of 8 CTAs), split-KV at hdim 64 where its waves are full (the 8k
+// anchor: 4 splits, 224 CTAs), Lean at hdim 128, single when no tile has two LeanTiles.
+TEST(DecodePlan, AutoPicksLeanForARaggedLastWave) {
+  const DeviceInfo h200{132, 2};
+  auto pick = [&](int batch, int heads, int hdim, int len) {
+    DecodeProblem p;
+    p.batch = batch, p.q_len = 1, p.num_q_heads = p.num_kv_heads = heads, p.hdim = hdim;
+    return make_decode_plan(p, std::vector<int>(batch, len), h200, DecodeSchedule::automatic).schedule;
+  };
+  EXPECT_EQ(pick(17, 16, 64, 32768), DecodeSchedule::lean);
+  EXPECT_EQ(pick(1, 56, 64, 8192), DecodeSchedule::split_kv);
+  EXPECT_EQ(pick(1, 56, 64, 65536), DecodeSchedule::split_kv);
+  EXPECT_EQ(pick(9, 32, 128, 16384), DecodeSchedule::lean);
+  EXPECT_EQ(pick(1, 56, 128, 65536), DecodeSchedule::lean);
+  EXPECT_EQ(pick(4, 8, 64, 200), DecodeSchedule::single);
+}

@@ -75,6 +75,9 @@ DeviceInfo decode_device_info(const DecodeProblem& problem, int device) {
   if ((problem.dtype == DType::bf16 || problem.dtype == DType::f16) &&
       (problem.hdim == 64 || problem.hdim == 128 || problem.hdim == 256))
     ctas = with_kernels(problem.dtype, problem.hdim, CtasPerSm{});
+  // A/B knob: FLASHKIT_DECODE_CTAS_PER_SM=n plans for at most n CTAs a SM (Lean's grid, the
+  // split rule's capacity); the hardware may still co-schedule more split-KV CTAs.
+  if (const int n = env_int("FLASHKIT_DECODE_CTAS_PER_SM", 0); n > 0) ctas = std::min(ctas, n);
   FK_CUDA_CHECK(cudaSetDevice(current));
   return DeviceInfo{sms, ctas};
 }
