@@ -37,6 +37,9 @@ ab)
     timeout 200 build-dev/flashkit_gpu_tests --gtest_filter='DecodeGpu*' >"$log/tests.log" 2>&1
     stamp "rc=$?"
     grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/tests.log" | tail -8
+    sanitize build-dev/flashkit_gpu_tests 'DecodeGpuSmall*'
+    timeout 90 python3 -m pytest -q -k "dense_and_paged or cuda_graph" tests/python/test_torch_decode.py \
+      >"$log/pytest.log" 2>&1; tail -2 "$log/pytest.log"
   fi
   so=$(ls python/flashkit/_C*.so); cp "$so" "$log/main_C.so"
   for round in 1 2; do

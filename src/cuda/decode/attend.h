@@ -18,13 +18,15 @@ template <class T, int D, bool kTma>
 struct Traits {
   static_assert(D % 64 == 0 && D <= 256, "hdim must be 64, 128 or 256");
   static constexpr int kWarps = 4, kThreads = 128, kRows = kDecodeRowsPerBlock;
-  // A stage holds kTokens keys: each warp takes 16 of every 64. Sizes aim at 2 CTAs per SM with
-  // two 32 KiB stages in flight each; hdim 256 fits one CTA with two 64 KiB stages in flight.
-#ifndef FK_DECODE_SUB64  // A/B builds (bench/NOTES-decode.md, session 18)
-#define FK_DECODE_SUB64 2
+  // A stage holds kTokens keys: each warp takes 16 of every 64. hdim 128: three 32 KiB stages, two
+  // CTAs a SM; hdim 64: two 16 KiB stages, four CTAs a SM (the registers' limit), measured 2-4%
+  // faster than three 32 KiB stages at >= 64k and level elsewhere (bench/NOTES-decode.md, session
+  // 18); hdim 256 fits one CTA with two 64 KiB stages in flight.
+#ifndef FK_DECODE_SUB64  // A/B builds: 64-token groups a stage at hdim 64
+#define FK_DECODE_SUB64 1
 #endif
-#ifndef FK_DECODE_STAGES
-#define FK_DECODE_STAGES 3
+#ifndef FK_DECODE_STAGES  // A/B builds: ring depth at every hdim (default: 2 at hdim 64, else 3)
+#define FK_DECODE_STAGES (D <= 64 ? 2 : 3)
 #endif
   static constexpr int kSub = D <= 64 ? FK_DECODE_SUB64 : 1;
   static constexpr int kTokens = 64 * kSub;

@@ -147,7 +147,15 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   const bool tma_allowed = env_int("FLASHKIT_DECODE_TMA", 1) != 0;
   const int box = tma_allowed ? with_kernels(pr.dtype, pr.hdim, TmaBox{plan}) : 0;
   p.kv_box = decoding::encode_kv_maps(p, k, v, box, env_int("FLASHKIT_DECODE_L2_PROMO", -1)) ? box : 0;
-  p.kv_evict_first = plan.row_blocks == 1 && env_int("FLASHKIT_DECODE_EVICT_FIRST", 1) != 0;
+  // Evict-first only where it measured faster (bench/NOTES-decode.md, session 18, H200): a head's
+  // token rows 256 bytes or wider (hdim 128: 471 vs 530 us at b1 h56 64k), or a head's tokens
+  // adjacent (head-major caches); hdim 64 rows strided over the heads lose with it (243 vs 254,
+  // 135 vs 150 us at b3 h40 16k). FLASHKIT_DECODE_EVICT_FIRST=0 / 1 forces it off / on.
+  const bool rows_wide = pr.hdim * 2 >= 256;
+  const bool head_contiguous = k.stride[1] == pr.hdim && v.stride[1] == pr.hdim;
+  const int evict_env = env_int("FLASHKIT_DECODE_EVICT_FIRST", -1);
+  p.kv_evict_first = plan.row_blocks == 1 &&
+                     (evict_env < 0 ? rows_wide || head_contiguous : evict_env != 0);
   p.l2_prefetch = env_int("FLASHKIT_DECODE_L2_PREFETCH", 0);
 
   with_kernels(pr.dtype, pr.hdim, Launch{p, plan.schedule, stream});
