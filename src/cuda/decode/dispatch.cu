@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <cstdlib>
 
 #include "api/validate.h"
@@ -41,6 +42,17 @@ auto with_kernels(DType dt, int hdim, Fn&& fn) {
     case 256: return bf ? fn.template operator()<__nv_bfloat16, 256>() : fn.template operator()<__half, 256>();
   }
   detail::fail("q: expected hdim 64, 128 or 256 on the GPU, got ", hdim);
+}
+
+// The device's L2 size in bytes, looked up once per device.
+double l2_bytes(int device) {
+  static std::atomic<int> known[64];
+  int bytes = device >= 0 && device < 64 ? known[device].load() : 0;
+  if (bytes == 0) {
+    FK_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device));
+    if (device >= 0 && device < 64) known[device].store(bytes);
+  }
+  return bytes;
 }
 
 struct CtasPerSm {
@@ -147,15 +159,19 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   const bool tma_allowed = env_int("FLASHKIT_DECODE_TMA", 1) != 0;
   const int box = tma_allowed ? with_kernels(pr.dtype, pr.hdim, TmaBox{plan}) : 0;
   p.kv_box = decoding::encode_kv_maps(p, k, v, box, env_int("FLASHKIT_DECODE_L2_PROMO", -1)) ? box : 0;
-  // Evict-first only where it measured faster (bench/NOTES-decode.md, session 18, H200): a head's
-  // token rows 256 bytes or wider (hdim 128: 471 vs 530 us at b1 h56 64k), or a head's tokens
-  // adjacent (head-major caches); hdim 64 rows strided over the heads lose with it (243 vs 254,
-  // 135 vs 150 us at b3 h40 16k). FLASHKIT_DECODE_EVICT_FIRST=0 / 1 forces it off / on.
+  // Evict-first where it measured faster (bench/NOTES-decode.md, session 18, H200): a head's
+  // token rows 256 bytes or wider (hdim 128: 471 vs 530 us at b1 h56 64k), a head's tokens
+  // adjacent (head-major caches), or K/V of at most four L2s (hdim 64 b1 h56 8k: 42.4 vs 45.2 us;
+  // the L2's dirty lines stay out of the call). Longer hdim-64 streams of rows strided over the
+  // heads are 3-10% faster with normal priority (64k 233 vs 247, b3 h40 16k 133 vs 140).
+  // FLASHKIT_DECODE_EVICT_FIRST=0 / 1 forces it off / on.
   const bool rows_wide = pr.hdim * 2 >= 256;
   const bool head_contiguous = k.stride[1] == pr.hdim && v.stride[1] == pr.hdim;
+  const double kv_bytes = 4.0 * plan.total_iters * plan.lean_tile * pr.hdim;  // K and V, 2 B each
+  const bool short_stream = kv_bytes <= 4.0 * l2_bytes(device);
   const int evict_env = env_int("FLASHKIT_DECODE_EVICT_FIRST", -1);
   p.kv_evict_first = plan.row_blocks == 1 &&
-                     (evict_env < 0 ? rows_wide || head_contiguous : evict_env != 0);
+                     (evict_env < 0 ? rows_wide || head_contiguous || short_stream : evict_env != 0);
   p.l2_prefetch = env_int("FLASHKIT_DECODE_L2_PREFETCH", 0);
 
   with_kernels(pr.dtype, pr.hdim, Launch{p, plan.schedule, stream});
