@@ -14,10 +14,13 @@ prof)
   timeout 240 ncu --profile-from-start off --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats \
     --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,lts__t_sectors_srcunit_tex_op_read.sum \
-    python3 bench/profile_decode.py --shapes 64,1,56,65536 128,1,56,65536 64,1,16,524288 \
-    --schedules split_kv,lean --headmajor --cudnn >"$log/ncu.txt" 2>&1
+    python3 bench/profile_decode.py --shapes ${PROF_SHAPES:-64,1,56,65536 128,1,56,65536 64,1,16,524288} \
+    --schedules ${PROF_SCHED:-split_kv,lean} --headmajor --cudnn >"$log/ncu.txt" 2>&1
   stamp "rc=$?"
-  grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|dram__bytes|lts__t_sector_hit|Grid Size|Block Size|Registers Per|Dynamic Shared|Achieved Occupancy|Memory Throughput|Waves Per SM" "$log/ncu.txt" | cut -c1-150 | head -150
+  grep -E '^  [a-z_c].*\(|Elapsed Cycles|SM Active Cycles|^    Duration|DRAM Throughput|Grid Size' "$log/ncu.txt" | \
+    awk '/\(/{name=substr($0,1,100)} /Elapsed/{e=$NF} /Duration/{d=$NF} /DRAM Th/{m=$NF}
+         /SM Active/{gsub(",","",e); a=$NF; gsub(",","",a)}
+         /Grid Size/{printf "%-100s dur=%s dram=%s%% grid=%s active=%.3f\n", name, d, m, $NF, a/e}'
   ;;
 decode)
   stamp "decode tests"

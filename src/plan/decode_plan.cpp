@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "api/validate.h"
 #include "flashkit/plan.h"
@@ -72,12 +73,24 @@ int choose_num_splits(int64_t tiles, int capacity, int max_splits) {
   return 1;
 }
 
-// split_kv only, with FLASHKIT_DECODE_SPLIT_RULE=wave (an A/B knob, read at every plan): the most
-// splits that keep tiles x splits within one wave of co-resident CTAs, instead of FA2's rule
-// above. flash_decoding always keeps FA2's rule: it is the FlashDecoding baseline.
-bool one_wave_split_rule() {
+// split_kv's splits (flash_decoding always keeps FA2's rule above: it is the FlashDecoding
+// baseline). Where the kernel fits more than two CTAs a SM (hdim 64's 2 x 16 KB ring: four), one
+// wave of two CTAs a SM (splits = 2 SMs / tiles, at least 1; cuDNN's decode grid): on an H200 at
+// hdim 64 that was 3-6% faster than FA2's rule over the four a SM (b1 h56 64k 234 vs 250 us, 16 h
+// 512k 492 vs 514, 8k 42.0 vs 43.3; bench/NOTES-decode.md, session 18); at hdim 128 (two a SM) FA2's
+// rule stays (its one-wave split measured 4% slower in v6). FLASHKIT_DECODE_SPLIT_RULE (an A/B
+// knob read at every plan): `fa2` or `wave` (one wave of the co-resident CTAs) force a rule.
+int split_kv_splits(int64_t tiles, const DeviceInfo& dev, int max_splits) {
   const char* e = std::getenv("FLASHKIT_DECODE_SPLIT_RULE");
-  return e && std::strcmp(e, "wave") == 0;
+  const std::string rule = e ? e : "";
+  const int64_t capacity = static_cast<int64_t>(dev.sm_count) * dev.ctas_per_sm;
+  auto wave = [&](int64_t cap) {
+    return static_cast<int>(std::clamp<int64_t>(cap / tiles, 1, std::max(1, max_splits)));
+  };
+  if (rule == "wave") return wave(capacity);
+  if (rule != "fa2" && dev.ctas_per_sm > 2) return wave(int64_t{dev.sm_count} * 2);
+  return choose_num_splits(tiles, static_cast<int>(std::min<int64_t>(capacity, INT32_MAX)),
+                           max_splits);
 }
 
 // Which CTA holds iteration `it` when `total` iterations are dealt to `grid` CTAs, the first
@@ -135,8 +148,7 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
     // it was level or up to 12% faster, split-KV at hdim <= 64 (Lean 2-15% slower: two pipeline
     // restarts and a host reduce a CTA) and at hdim 256 (not measured).
     const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(capacity, INT32_MAX));
-    const int64_t split_grid =
-        num_tiles * choose_num_splits(num_tiles, static_cast<int>(cap), std::min(max_iters, 128));
+    const int64_t split_grid = num_tiles * split_kv_splits(num_tiles, dev, std::min(max_iters, 128));
     const int64_t waves = (split_grid + cap - 1) / cap;
     const bool ragged_wave = split_grid * 10 < waves * cap * 8;
     const bool lean_wins = ragged_wave || (problem.hdim > 64 && problem.hdim <= 128);
@@ -151,10 +163,10 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
       plan.tiles[i].host_cta = plan.tiles[i].finishing_cta = static_cast<int>(i);
   } else if (is_split_kv(schedule)) {
     const int max_splits = std::min(max_iters, 128);
-    int p = choose_num_splits(num_tiles, static_cast<int>(std::min<int64_t>(capacity, INT32_MAX)),
-                              max_splits);
-    if (schedule == DecodeSchedule::split_kv && one_wave_split_rule())
-      p = static_cast<int>(std::clamp<int64_t>(capacity / num_tiles, 1, max_splits));
+    const int p = schedule == DecodeSchedule::split_kv
+                      ? split_kv_splits(num_tiles, dev, max_splits)
+                      : choose_num_splits(num_tiles, static_cast<int>(std::min<int64_t>(capacity, INT32_MAX)),
+                                          max_splits);
     plan.num_splits = p;
     plan.grid = static_cast<int>(num_tiles * p);
     plan.num_partial_slots = plan.grid;
