@@ -140,17 +140,17 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
     fail("problem: batch x kv heads x row blocks x splits exceeds 2^31 CTAs");
 
   if (schedule == DecodeSchedule::automatic) {
-    // Every tile a single LeanTile: nothing to split. Otherwise Lean wherever FlashDecoding's
-    // split rule leaves its last wave of CTAs less than 80% full (it keeps one split once the
-    // tiles fill 80% of a wave, e.g. 272 tiles on 264 slots: a second wave of 8 CTAs, each
-    // streaming a whole head alone); there Lean's equal shares were 1.06-1.20x faster (H100 and
-    // H200, bench/NOTES-decode.md). Elsewhere, from the H200 sweeps: Lean at hdim 65-128, where
+    // Every tile a single LeanTile: nothing to split. Otherwise Lean wherever split-KV's CTAs
+    // need two or more waves and those waves are less than 80% full (FA2's rule keeps one split
+    // once the tiles fill 80% of a wave, e.g. 272 tiles on 264 slots: a second wave of 8 CTAs,
+    // each streaming a whole head alone); there Lean's equal shares were 1.06-1.20x faster (H100
+    // and H200, bench/NOTES-decode.md). One partial wave is no tail: its CTAs all run at once. Elsewhere, from the H200 sweeps: Lean at hdim 65-128, where
     // it was level or up to 12% faster, split-KV at hdim <= 64 (Lean 2-15% slower: two pipeline
     // restarts and a host reduce a CTA) and at hdim 256 (not measured).
     const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(capacity, INT32_MAX));
     const int64_t split_grid = num_tiles * split_kv_splits(num_tiles, dev, std::min(max_iters, 128));
     const int64_t waves = (split_grid + cap - 1) / cap;
-    const bool ragged_wave = split_grid * 10 < waves * cap * 8;
+    const bool ragged_wave = waves >= 2 && split_grid * 10 < waves * cap * 8;
     const bool lean_wins = ragged_wave || (problem.hdim > 64 && problem.hdim <= 128);
     schedule = max_iters == 1 ? DecodeSchedule::single
                               : lean_wins ? DecodeSchedule::lean : DecodeSchedule::split_kv;

@@ -252,4 +252,13 @@ TEST(DecodePlan, AutoPicksLeanForARaggedLastWave) {
   EXPECT_EQ(pick(9, 32, 128, 16384), DecodeSchedule::lean);
   EXPECT_EQ(pick(1, 56, 128, 65536), DecodeSchedule::lean);
   EXPECT_EQ(pick(4, 8, 64, 200), DecodeSchedule::single);
+  // hdim 64's kernel fits four CTAs a SM: split-KV's one wave of two a SM (56 x 4 = 224 CTAs;
+  // 272 tiles x 1) is a single partial wave, no tail, so split-KV stays.
+  const DeviceInfo four{132, 4};
+  DecodeProblem p;
+  p.batch = 1, p.q_len = 1, p.num_q_heads = p.num_kv_heads = 56, p.hdim = 64;
+  EXPECT_EQ(make_decode_plan(p, {8192}, four, DecodeSchedule::automatic).schedule, DecodeSchedule::split_kv);
+  p.batch = 17, p.num_q_heads = p.num_kv_heads = 16;
+  EXPECT_EQ(make_decode_plan(p, std::vector<int>(17, 32768), four, DecodeSchedule::automatic).schedule,
+            DecodeSchedule::split_kv);
 }
