@@ -176,6 +176,10 @@ def main():
         lse = torch.empty(b, h, 1, device=dev, dtype=torch.float32)
         row = {"batch": b, "heads": h, "kv_heads": h, "ctx": ctx, "hdim": d, "kv_bytes": kv_bytes, "us": {}}
         ref = None
+        if C is not None:  # the first column timed on fresh tensors ran up to 7% slow (NOTES-decode.md,
+            # session 18): one untimed pass of split-KV's batches first
+            plan = C.make_decode_plan(b, 1, h, h, d, "bfloat16", [ctx] * b, schedule="split_kv", device="cuda")
+            timed(lambda: C.decode(q, k, v, lens, None, out, lse, plan, 0.0, stream), flush)
         for sched in ["single", "split_kv", "flash_decoding", "lean", "auto"]:
             if sched in skip:
                 continue
