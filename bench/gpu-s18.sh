@@ -2,12 +2,24 @@
 # Session 18's GPU calls (bench/NOTES-decode.md "d64 against cuDNN"). The library comes built from
 # the CPU machine in .ab/lib.tgz (bench/gpu-library.sh says how). PART=prof: Nsight Compute of
 # split-KV / Lean at hdim 64 and 128 (strided and head-major caches) next to cuDNN's kernel on the
-# same shapes, then bench/decode.py on the d64 shapes with A/B columns. PART=decode: the decode
-# GPU tests, sanitizers, the torch decode tests and bench/decode.py --quick (VARIANTS extra).
-# usage: tar xzf .ab/lib.tgz && OUT=/some/dir PART=prof|decode [VARIANTS=...] bench/gpu-s18.sh
+# same shapes (PROF_SHAPES, PROF_SCHED), then bench/decode.py on SHAPES with VARIANTS columns.
+# PART=decode: the decode GPU tests, sanitizers, the torch decode tests, then the same bench.
+# PART=ab: extensions built with A/B flags (.ab/vars.tar.xz, build-dev/var/<name>/_C*.so, VARS
+# names them) timed in turn by bench/decode.py on SHAPES, ROUNDS times (TESTS=1: the tests first).
+# usage: tar xzf .ab/lib.tgz && OUT=/some/dir PART=prof|decode|ab [SHAPES=...] bench/gpu-s18.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
+# The decode GPU tests, memcheck / racecheck on the small ones, the torch decode tests.
+decode_tests() {
+  stamp "decode tests"
+  timeout 200 build-dev/flashkit_gpu_tests --gtest_filter='DecodeGpu*' >"$log/tests.log" 2>&1
+  stamp "rc=$?"
+  grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/tests.log" | tail -8
+  sanitize build-dev/flashkit_gpu_tests 'DecodeGpuSmall*'
+  timeout 90 python3 -m pytest -q -k "dense_and_paged or cuda_graph" tests/python/test_torch_decode.py \
+    >"$log/pytest.log" 2>&1; tail -2 "$log/pytest.log"
+}
 case "${PART:?set PART}" in
 prof)
   stamp "ncu"
@@ -23,29 +35,15 @@ prof)
          /Grid Size/{printf "%-100s dur=%s dram=%s%% grid=%s active=%.3f\n", name, d, m, $NF, a/e}'
   ;;
 decode)
-  stamp "decode tests"
-  timeout 200 build-dev/flashkit_gpu_tests --gtest_filter='DecodeGpu*' >"$log/tests.log" 2>&1
-  stamp "rc=$?"
-  grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/tests.log" | tail -8
-  sanitize build-dev/flashkit_gpu_tests 'DecodeGpuSmall*'
-  timeout 90 python3 -m pytest -q -k "dense_and_paged or cuda_graph" tests/python/test_torch_decode.py \
-    >"$log/pytest.log" 2>&1; tail -2 "$log/pytest.log"
+  decode_tests
   ;;
 ab)
-  # .ab/vars.tar.xz: build-dev/var/<name>/_C*.so, the extension built with A/B flags (session 18:
-  # decode stage shapes); each is timed by bench/decode.py on $SHAPES in turn, twice over.
   tar xJf .ab/vars.tar.xz
   if [ -n "${TESTS:-}" ]; then
-    stamp "decode tests"
-    timeout 200 build-dev/flashkit_gpu_tests --gtest_filter='DecodeGpu*' >"$log/tests.log" 2>&1
-    stamp "rc=$?"
-    grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/tests.log" | tail -8
-    sanitize build-dev/flashkit_gpu_tests 'DecodeGpuSmall*'
-    timeout 90 python3 -m pytest -q -k "dense_and_paged or cuda_graph" tests/python/test_torch_decode.py \
-      >"$log/pytest.log" 2>&1; tail -2 "$log/pytest.log"
+    decode_tests
   fi
   so=$(ls python/flashkit/_C*.so); cp "$so" "$log/main_C.so"
-  for round in 1 2; do
+  for round in ${ROUNDS:-1 2}; do
     for v in ${VARS:?}; do
       cp build-dev/var/$v/_C*.so "$so"
       stamp "round $round $v"
