@@ -176,6 +176,7 @@ def main():
     p.add_argument("--quick", action="store_true", help="flashkit and flash only, seqlen 2k and 8k")
     p.add_argument("--methods", default="flashkit,flash,cudnn,efficient,math")
     p.add_argument("--fwd-only", action="store_true", help="time the forward only, no memory sweep")
+    p.add_argument("--no-memory", action="store_true", help="no memory sweep")
     p.add_argument("--name", default="attention", help="file name after <date>-<gpu>-")
     p.add_argument("--hdims", default="64,128,256", help="head dims to time")
     p.add_argument("--seqlens", default=",".join(map(str, SEQLENS)), help="sequence lengths to time")
@@ -191,7 +192,7 @@ def main():
         seqlens = [int(x) for x in args.seqlens.split(",")]
         speed = measure_speed([int(x) for x in args.hdims.split(",")], seqlens, args.methods.split(","),
                               args.fwd_only)
-        memory = [] if args.fwd_only else measure_memory(seqlens)
+        memory = [] if args.fwd_only or args.no_memory else measure_memory(seqlens)
     res = {"gpu": gpu, "torch": torch.__version__, "dtype": "bf16", "tokens": TOKENS, "hidden": HIDDEN,
            "flops": "4*b*h*s*s*d (/2 causal); bwd x2.5; fwd+bwd x3.5", "speed": speed, "memory": memory,
            "seconds": round(time.time() - t0, 1)}

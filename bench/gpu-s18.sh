@@ -57,6 +57,32 @@ ab)
   python3 bench/ab_decode_table.py "$log"/r*-* | tee "$out/ab-table.txt"
   (cd "$out" && tar czf logs.tgz t && rm -rf t); exit 0
   ;;
+attnab)
+  # The sm80 backward A/B: build-dev/var/$V (its test binary and extension, from .ab/vars.tar.xz)
+  # tested (both paths, sm80 forced, sanitizers), then bench/attention.py flashkit-sm80 vs torch
+  # flash with main's extension (base) and $V's in turn, ROUNDS times.
+  tar xJf .ab/vars.tar.xz
+  bin=build-dev/var/${V:?}/flashkit_gpu_tests
+  stamp "attention tests ($V)"
+  timeout 300 $bin --gtest_filter='AttentionGpu.*:AttentionGpuSmall.*:-*Fp8*' >"$log/tests.log" 2>&1
+  stamp "rc=$?"; grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/tests.log" | tail -6
+  FLASHKIT_ATTENTION_PATH=sm80 timeout 200 $bin --gtest_filter='AttentionGpu.*' >"$log/tests80.log" 2>&1
+  stamp "sm80 forced rc=$?"; grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/tests80.log" | tail -6
+  sanitize $bin 'AttentionGpuSmall.Sm90AndSm80Paths:AttentionGpuSmall.Sm90AndSm80BackwardDeterministic'
+  so=$(ls python/flashkit/_C*.so); cp "$so" "$log/main_C.so"
+  for round in ${ROUNDS:-1 2}; do
+    for v in base $V; do
+      if [ $v = base ]; then cp "$log/main_C.so" "$so"; else cp build-dev/var/$v/_C*.so "$so"; fi
+      stamp "round $round $v"
+      timeout 150 python3 bench/attention.py --methods flashkit-sm80,flash --hdims ${HDIMS:-64,128} \
+        --seqlens ${SEQLENS:-2048,8192} --no-memory --out "$log/r$round-$v" --name sm80-$v >"$log/r$round-$v.log" 2>&1
+      grep -E "Error|error" "$log/r$round-$v.log" | head -3
+    done
+  done
+  cp "$log/main_C.so" "$so"
+  python3 bench/ab_attention_table.py "$log"/r*-* | tee "$out/ab-table.txt"
+  (cd "$out" && tar czf logs.tgz t && rm -rf t); exit 0
+  ;;
 esac
 stamp "bench/decode.py ($(left) s left)"
 timeout $(( $(left) - 5 )) python3 bench/decode.py --out "$out" ${SHAPES:+--shapes $SHAPES} ${QUICK:+--quick} \

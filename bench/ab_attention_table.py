@@ -1,0 +1,34 @@
+"""Table of A/B attention runs (bench/gpu-s18.sh PART=attnab): argv = result folders named
+r<round>-<variant>, each holding one bench/attention.py JSON; prints bwd (and fwd) TFLOP/s of
+every method per (hdim, causal, seqlen), one column per folder, and flashkit-sm80 / flash."""
+import glob
+import json
+import os
+import sys
+
+runs = {}
+for d in sys.argv[1:]:
+    f = glob.glob(os.path.join(d, "*.json"))
+    if f:
+        runs[os.path.basename(d.rstrip("/"))] = json.load(open(f[0]))["speed"]
+names = list(runs)
+keys = []
+for rows in runs.values():
+    for r in rows:
+        k = (r["hdim"], r["causal"], r["seqlen"])
+        if k not in keys:
+            keys.append(k)
+print("bwd TFLOP/s (fwd) | " + " | ".join(names))
+for k in keys:
+    for m in ("flashkit-sm80", "flash"):
+        cells = []
+        for n in names:
+            r = next((r for r in runs[n] if (r["hdim"], r["causal"], r["seqlen"]) == k and r["method"] == m), None)
+            cells.append(f"{r.get('bwd_tflops') or 0:6.1f} ({r.get('fwd_tflops') or 0:5.1f})" if r else "-")
+        print(f"d{k[0]} {'causal' if k[1] else 'dense '} {k[2]:5d} {m:13s} | " + " | ".join(cells))
+    ratios = []
+    for n in names:
+        a = next((r for r in runs[n] if (r["hdim"], r["causal"], r["seqlen"]) == k and r["method"] == "flashkit-sm80"), None)
+        b = next((r for r in runs[n] if (r["hdim"], r["causal"], r["seqlen"]) == k and r["method"] == "flash"), None)
+        ratios.append(f"{a['bwd_tflops'] / b['bwd_tflops']:.3f}" if a and b and a.get("bwd_tflops") and b.get("bwd_tflops") else "-")
+    print(f"d{k[0]} {'causal' if k[1] else 'dense '} {k[2]:5d} bwd ratio     | " + " | ".join(ratios))
