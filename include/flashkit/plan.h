@@ -17,12 +17,14 @@ namespace flashkit {
 enum class DecodeSchedule : uint8_t {
   automatic,       // resolved by make_decode_plan to one of the four below
   single,          // one CTA per (sequence, KV head, row block) walking its whole cache
-  split_kv,        // FlashDecoding's splits per sequence, merged by each tile's last split CTA
-  flash_decoding,  // the same splits, merged by a second launch (merge_states): FlashDecoding
+  split_kv,        // splits per sequence, merged by each tile's last split CTA; FA2's split rule,
+                   // or one wave of two CTAs a SM where the kernel fits more (hdim 64)
+  flash_decoding,  // FA2's splits, merged by a second launch (merge_states): FlashDecoding
   lean,            // LeanAttention: persistent stream-K over LeanTiles, host-CTA reduction
 };
 const char* schedule_name(DecodeSchedule s);
-// split_kv and flash_decoding share their plan (splits) and their kernel; only the merge differs.
+// split_kv and flash_decoding share their kernel and, at two CTAs a SM or fewer, their splits; the
+// merge differs.
 constexpr bool is_split_kv(DecodeSchedule s) {
   return s == DecodeSchedule::split_kv || s == DecodeSchedule::flash_decoding;
 }

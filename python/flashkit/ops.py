@@ -215,8 +215,9 @@ def make_decode_plan(q, k_cache, kv_lengths, block_table=None, *, schedule="auto
                      ctas_per_sm=0):
     """A DecodePlan for decode(q, k_cache, ...) over caches holding at most kv_lengths[b] tokens
     (host integers: a list, NumPy array or CPU tensor). Only shapes, dtype and device of q and
-    k_cache are read. schedule: "auto", "single", "split_kv" (FlashDecoding's splits merged in
-    the kernel), "flash_decoding" (the same splits and a separate merge kernel) or "lean". A plan
+    k_cache are read. schedule: "auto", "single", "split_kv" (splits merged in the kernel;
+    FlashDecoding's rule, or one wave of two CTAs a SM where more fit, as at hdim 64),
+    "flash_decoding" (FlashDecoding's splits and a separate merge kernel) or "lean". A plan
     is reusable for every call with cache_seqlens <= kv_lengths (e.g. all layers of a decode
     step, or several steps when planned for lengths rounded up). On the GPU run it once before capturing a CUDA
     graph: its first use copies it to the device."""
