@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "api/validate.h"
@@ -77,9 +76,9 @@ int choose_num_splits(int64_t tiles, int capacity, int max_splits) {
 // baseline). Where the kernel fits more than two CTAs a SM (hdim 64's 2 x 16 KB ring: four), one
 // wave of two CTAs a SM (splits = 2 SMs / tiles, at least 1; cuDNN's decode grid): on an H200 at
 // hdim 64 that was 3-6% faster than FA2's rule over the four a SM (b1 h56 64k 234 vs 250 us, 16 h
-// 512k 492 vs 514, 8k 42.0 vs 43.3; bench/NOTES-decode.md, session 18); at hdim 128 (two a SM) FA2's
-// rule stays (its one-wave split measured 4% slower in v6). FLASHKIT_DECODE_SPLIT_RULE (an A/B
-// knob read at every plan): `fa2` or `wave` (one wave of the co-resident CTAs) force a rule.
+// 512k 492 vs 514, 8k 42.0 vs 43.3; bench/NOTES-decode.md, session 18); at hdim 128 (two a SM)
+// FA2's rule stays (its one-wave split measured 4% slower in v6). FLASHKIT_DECODE_SPLIT_RULE (an
+// A/B knob read at every plan): `fa2` or `wave` (one wave of the co-resident CTAs) force a rule.
 int split_kv_splits(int64_t tiles, const DeviceInfo& dev, int max_splits) {
   const char* e = std::getenv("FLASHKIT_DECODE_SPLIT_RULE");
   const std::string rule = e ? e : "";
@@ -144,11 +143,13 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
     // need two or more waves and those waves are less than 80% full (FA2's rule keeps one split
     // once the tiles fill 80% of a wave, e.g. 272 tiles on 264 slots: a second wave of 8 CTAs,
     // each streaming a whole head alone); there Lean's equal shares were 1.06-1.20x faster (H100
-    // and H200, bench/NOTES-decode.md). One partial wave is no tail: its CTAs all run at once. Elsewhere, from the H200 sweeps: Lean at hdim 65-128, where
-    // it was level or up to 12% faster, split-KV at hdim <= 64 (Lean 2-15% slower: two pipeline
-    // restarts and a host reduce a CTA) and at hdim 256 (not measured).
+    // and H200, bench/NOTES-decode.md). One partial wave is no tail: its CTAs all run at once.
+    // Elsewhere, from the H200 sweeps: Lean at hdim 65-128, where it was level or up to 12% faster,
+    // split-KV at hdim <= 64 (Lean 2-15% slower: two pipeline restarts and a host reduce a CTA) and
+    // at hdim 256 (not measured).
     const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(capacity, INT32_MAX));
-    const int64_t split_grid = num_tiles * split_kv_splits(num_tiles, dev, std::min(max_iters, 128));
+    const int64_t split_grid =
+        num_tiles * split_kv_splits(num_tiles, dev, std::min(max_iters, 128));
     const int64_t waves = (split_grid + cap - 1) / cap;
     const bool ragged_wave = waves >= 2 && split_grid * 10 < waves * cap * 8;
     const bool lean_wins = ragged_wave || (problem.hdim > 64 && problem.hdim <= 128);
@@ -163,10 +164,11 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
       plan.tiles[i].host_cta = plan.tiles[i].finishing_cta = static_cast<int>(i);
   } else if (is_split_kv(schedule)) {
     const int max_splits = std::min(max_iters, 128);
-    const int p = schedule == DecodeSchedule::split_kv
-                      ? split_kv_splits(num_tiles, dev, max_splits)
-                      : choose_num_splits(num_tiles, static_cast<int>(std::min<int64_t>(capacity, INT32_MAX)),
-                                          max_splits);
+    const int p =
+        schedule == DecodeSchedule::split_kv
+            ? split_kv_splits(num_tiles, dev, max_splits)
+            : choose_num_splits(num_tiles, static_cast<int>(std::min<int64_t>(capacity, INT32_MAX)),
+                                max_splits);
     plan.num_splits = p;
     plan.grid = static_cast<int>(num_tiles * p);
     plan.num_partial_slots = plan.grid;

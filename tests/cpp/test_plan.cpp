@@ -140,7 +140,8 @@ TEST(DecodePlan, FlashDecodingSharesSplitKvPlan) {
     if (c.dev.ctas_per_sm > 2) {  // split_kv: one wave of two CTAs a SM (FA2's rule in b)
       int64_t tiles = static_cast<int64_t>(a.tiles.size()), iters = 1;
       for (int l : c.lengths) iters = std::max<int64_t>(iters, (l + a.lean_tile - 1) / a.lean_tile);
-      const int64_t want = std::clamp<int64_t>(2 * c.dev.sm_count / tiles, 1, std::min<int64_t>(iters, 128));
+      const int64_t want =
+          std::clamp<int64_t>(2 * c.dev.sm_count / tiles, 1, std::min<int64_t>(iters, 128));
       ASSERT_EQ(a.num_splits, want) << i;
       ASSERT_EQ(check_decode_plan(a), "") << i;
       continue;
@@ -244,7 +245,8 @@ TEST(DecodePlan, AutoPicksLeanForARaggedLastWave) {
   auto pick = [&](int batch, int heads, int hdim, int len) {
     DecodeProblem p;
     p.batch = batch, p.q_len = 1, p.num_q_heads = p.num_kv_heads = heads, p.hdim = hdim;
-    return make_decode_plan(p, std::vector<int>(batch, len), h200, DecodeSchedule::automatic).schedule;
+    return make_decode_plan(p, std::vector<int>(batch, len), h200, DecodeSchedule::automatic)
+        .schedule;
   };
   EXPECT_EQ(pick(17, 16, 64, 32768), DecodeSchedule::lean);
   EXPECT_EQ(pick(1, 56, 64, 8192), DecodeSchedule::split_kv);
@@ -257,8 +259,10 @@ TEST(DecodePlan, AutoPicksLeanForARaggedLastWave) {
   const DeviceInfo four{132, 4};
   DecodeProblem p;
   p.batch = 1, p.q_len = 1, p.num_q_heads = p.num_kv_heads = 56, p.hdim = 64;
-  EXPECT_EQ(make_decode_plan(p, {8192}, four, DecodeSchedule::automatic).schedule, DecodeSchedule::split_kv);
-  p.batch = 17, p.num_q_heads = p.num_kv_heads = 16;
-  EXPECT_EQ(make_decode_plan(p, std::vector<int>(17, 32768), four, DecodeSchedule::automatic).schedule,
+  EXPECT_EQ(make_decode_plan(p, {8192}, four, DecodeSchedule::automatic).schedule,
             DecodeSchedule::split_kv);
+  p.batch = 17, p.num_q_heads = p.num_kv_heads = 16;
+  EXPECT_EQ(
+      make_decode_plan(p, std::vector<int>(17, 32768), four, DecodeSchedule::automatic).schedule,
+      DecodeSchedule::split_kv);
 }

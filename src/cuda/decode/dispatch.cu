@@ -170,8 +170,9 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   const double kv_bytes = 4.0 * plan.total_iters * plan.lean_tile * pr.hdim;  // K and V, 2 B each
   const bool short_stream = kv_bytes <= 4.0 * l2_bytes(device);
   const int evict_env = env_int("FLASHKIT_DECODE_EVICT_FIRST", -1);
-  p.kv_evict_first = plan.row_blocks == 1 &&
-                     (evict_env < 0 ? rows_wide || head_contiguous || short_stream : evict_env != 0);
+  p.kv_evict_first =
+      plan.row_blocks == 1 &&
+      (evict_env < 0 ? rows_wide || head_contiguous || short_stream : evict_env != 0);
   p.l2_prefetch = env_int("FLASHKIT_DECODE_L2_PREFETCH", 0);
 
   with_kernels(pr.dtype, pr.hdim, Launch{p, plan.schedule, stream});
