@@ -3,12 +3,13 @@
 // growing scores (the conditional rescale), NaN in every cache row past the lengths;
 // results independent of the CTA count (Lean, split-KV, FlashDecoding); repeated runs and
 // CUDA-graph replays (Lean's epoch-reset flags, split-KV's self-resetting arrival counters,
-// FlashDecoding's two launches); decode while another
+// FlashDecoding's two launches); the cp.async loader; decode while another
 // kernel holds part of the GPU; merge_states; GPU-only errors.
 // Tests named *Small* also run under compute-sanitizer (tests/gpu/run).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <set>
 #include <vector>
 
@@ -80,10 +81,28 @@ TEST(DecodeGpu, DenseRaggedGqaEveryDtypeAndHdim) {
 }
 
 TEST(DecodeGpu, PagedPageSizes) {
-  for (int ps : {1, 16, 64, 256})
-    sweep(DecodeCase{.batch = 3, .q_len = 1, .hq = 8, .hkv = 8, .d = 128, .dtype = DType::bf16,
-                     .page_size = ps, .lens = {3000, 17, 1200}, .seed = static_cast<uint64_t>(ps)},
-          "page " + std::to_string(ps));
+  for (int d : {64, 128})  // hdim 64: 64-token stages of two or more page boxes, or one
+    for (int ps : {1, 16, 64, 256})
+      sweep(DecodeCase{.batch = 3, .q_len = 1, .hq = 8, .hkv = 8, .d = d, .dtype = DType::bf16,
+                       .page_size = ps, .lens = {3000, 17, 1200},
+                       .seed = static_cast<uint64_t>(ps + d)},
+            "d" + std::to_string(d) + " page " + std::to_string(ps));
+}
+
+// The cp.async loader (the one sm80-class GPUs run; FLASHKIT_DECODE_TMA=0 selects it on Hopper):
+// dense ragged GQA at every hdim, and paged.
+TEST(DecodeGpu, CpAsyncLoader) {
+  struct ScopedEnv {
+    ScopedEnv() { setenv("FLASHKIT_DECODE_TMA", "0", 1); }
+    ~ScopedEnv() { unsetenv("FLASHKIT_DECODE_TMA"); }
+  } env;
+  for (int d : {64, 128, 256})
+    sweep(DecodeCase{.batch = 3, .q_len = 1, .hq = 16, .hkv = 4, .d = d, .dtype = DType::bf16,
+                     .lens = {2500, 1, 700}, .seed = static_cast<uint64_t>(40 + d)},
+          "cp.async d" + std::to_string(d));
+  sweep(DecodeCase{.batch = 2, .q_len = 3, .hq = 8, .hkv = 2, .d = 64, .dtype = DType::f16,
+                   .page_size = 16, .lens = {1500, 90}, .seed = 47},
+        "cp.async paged");
 }
 
 TEST(DecodeGpu, QueryTokensAndMqa) {
