@@ -1,16 +1,13 @@
 """Table of A/B attention runs (bench/gpu-s18.sh PART=attnab): argv = result folders named
 r<round>-<variant>, each holding one bench/attention.py JSON; prints bwd (and fwd) TFLOP/s of
 every method per (hdim, causal, seqlen), one column per folder, and flashkit-sm80 / flash."""
-import glob
-import json
 import os
 import sys
 
-runs = {}
-for d in sys.argv[1:]:
-    f = glob.glob(os.path.join(d, "*.json"))
-    if f:
-        runs[os.path.basename(d.rstrip("/"))] = json.load(open(f[0]))["speed"]
+sys.path.insert(0, os.path.dirname(__file__))
+from ab_decode_table import load_runs  # noqa: E402
+
+runs = load_runs(sys.argv[1:], "*.json", "speed")
 names = list(runs)
 keys = []
 for rows in runs.values():

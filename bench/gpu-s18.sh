@@ -20,6 +20,29 @@ decode_tests() {
   timeout 90 python3 -m pytest -q -k "dense_and_paged or cuda_graph" tests/python/test_torch_decode.py \
     >"$log/pytest.log" 2>&1; tail -2 "$log/pytest.log"
 }
+# Extensions in turn (base = main's, else build-dev/var/<name>), ROUNDS times: swaps the .so in,
+# runs "$1" with the round and the name, restores main's.
+ab_rounds() {
+  local fn=$1; shift
+  local so; so=$(ls python/flashkit/_C*.so); cp "$so" "$log/main_C.so"
+  for round in ${ROUNDS:-1 2}; do
+    for v in "$@"; do
+      if [ "$v" = base ]; then cp "$log/main_C.so" "$so"; else cp build-dev/var/$v/_C*.so "$so"; fi
+      stamp "round $round $v"
+      $fn "$round" "$v" >"$log/r$round-$v.log" 2>&1
+      grep -E "Error|error" "$log/r$round-$v.log" | head -3
+    done
+  done
+  cp "$log/main_C.so" "$so"
+}
+decode_run() {
+  timeout 120 python3 bench/decode.py --out "$log/r$1-$2" --shapes $SHAPES --skip "${SKIP:-}" \
+    ${HEADMAJOR:+--headmajor} --variants "${VARIANTS:-}"
+}
+attention_run() {
+  timeout 150 python3 bench/attention.py --methods flashkit-sm80,flash --hdims ${HDIMS:-64,128} \
+    --seqlens ${SEQLENS:-2048,8192} --no-memory --out "$log/r$1-$2" --name sm80-$2
+}
 case "${PART:?set PART}" in
 prof)
   stamp "ncu"
@@ -42,18 +65,7 @@ ab)
   if [ -n "${TESTS:-}" ]; then
     decode_tests
   fi
-  so=$(ls python/flashkit/_C*.so); cp "$so" "$log/main_C.so"
-  for round in ${ROUNDS:-1 2}; do
-    for v in ${VARS:?}; do
-      cp build-dev/var/$v/_C*.so "$so"
-      stamp "round $round $v"
-      timeout 120 python3 bench/decode.py --out "$log/r$round-$v" --shapes $SHAPES --skip "${SKIP:-}" \
-        ${HEADMAJOR:+--headmajor} --variants "${VARIANTS:-}" \
-        >"$log/r$round-$v.log" 2>&1
-      grep -E "Error|error" "$log/r$round-$v.log" | head -3
-    done
-  done
-  cp "$log/main_C.so" "$so"
+  ab_rounds decode_run ${VARS:?}
   python3 bench/ab_decode_table.py "$log"/r*-* | tee "$out/ab-table.txt"
   (cd "$out" && tar czf logs.tgz t && rm -rf t); exit 0
   ;;
@@ -69,17 +81,7 @@ attnab)
   FLASHKIT_ATTENTION_PATH=sm80 timeout 200 $bin --gtest_filter='AttentionGpu.*' >"$log/tests80.log" 2>&1
   stamp "sm80 forced rc=$?"; grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/tests80.log" | tail -6
   sanitize $bin 'AttentionGpuSmall.Sm90AndSm80Paths:AttentionGpuSmall.Sm90AndSm80BackwardDeterministic'
-  so=$(ls python/flashkit/_C*.so); cp "$so" "$log/main_C.so"
-  for round in ${ROUNDS:-1 2}; do
-    for v in base $V; do
-      if [ $v = base ]; then cp "$log/main_C.so" "$so"; else cp build-dev/var/$v/_C*.so "$so"; fi
-      stamp "round $round $v"
-      timeout 150 python3 bench/attention.py --methods flashkit-sm80,flash --hdims ${HDIMS:-64,128} \
-        --seqlens ${SEQLENS:-2048,8192} --no-memory --out "$log/r$round-$v" --name sm80-$v >"$log/r$round-$v.log" 2>&1
-      grep -E "Error|error" "$log/r$round-$v.log" | head -3
-    done
-  done
-  cp "$log/main_C.so" "$so"
+  ab_rounds attention_run base $V
   python3 bench/ab_attention_table.py "$log"/r*-* | tee "$out/ab-table.txt"
   (cd "$out" && tar czf logs.tgz t && rm -rf t); exit 0
   ;;
