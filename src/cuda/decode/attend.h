@@ -18,19 +18,17 @@ template <class T, int D, bool kTma>
 struct Traits {
   static_assert(D % 64 == 0 && D <= 256, "hdim must be 64, 128 or 256");
   static constexpr int kWarps = 4, kThreads = 128, kRows = kDecodeRowsPerBlock;
-  // A stage holds kTokens keys: each warp takes 16 of every 64. hdim 128: three 32 KiB stages, two
-  // CTAs a SM; hdim 64: two 16 KiB stages, four CTAs a SM (the registers' limit), measured 2-4%
-  // faster than three 32 KiB stages at >= 64k and level elsewhere (bench/NOTES-decode.md, session
-  // 18); hdim 256 fits one CTA with two 64 KiB stages in flight.
-#ifndef FK_DECODE_SUB64  // A/B builds: 64-token groups a stage at hdim 64
-#define FK_DECODE_SUB64 1
-#endif
-#ifndef FK_DECODE_STAGES  // A/B builds: ring depth at every hdim (default: 2 at hdim 64, else 3)
-#define FK_DECODE_STAGES (D <= 64 ? 2 : 3)
-#endif
-  static constexpr int kSub = D <= 64 ? FK_DECODE_SUB64 : 1;
-  static constexpr int kTokens = 64 * kSub;
+  // A stage holds kTokens = 64 keys, 16 a warp. hdim 128: three 32 KiB stages, two CTAs a SM;
+  // hdim 64: two 16 KiB stages, four CTAs a SM (the registers' limit), measured 2-4% faster than
+  // three stages of 128 keys at >= 64k and level elsewhere (bench/NOTES-decode.md, session 18);
+  // hdim 256 fits one CTA with two 64 KiB stages in flight. FK_DECODE_STAGES overrides the ring
+  // depth at every hdim (A/B builds).
+  static constexpr int kTokens = 64;
+#ifdef FK_DECODE_STAGES
   static constexpr int kStages = FK_DECODE_STAGES;
+#else
+  static constexpr int kStages = D <= 64 ? 2 : 3;
+#endif
   // cp.async: rows padded by 16 bytes (conflict-free fragments). TMA: D/64 unpadded slabs of
   // [kTokens][64] whose 128-byte rows hold chunk c at c ^ (row % 8), read conflict-free too.
   static constexpr int kPitch = kTma ? D : D + 8;
@@ -264,11 +262,9 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
       if (chunk + kStages - 1 < sg.chunks) issue(chunk + kStages - 1);
       cp_async_commit();
     }
-#pragma unroll
-    for (int sub = 0; sub < Tr::kSub; ++sub) {
-      const int first = sub * 64 + warp * 16;  // this warp's keys in the stage
-      const int tok0 = sg.lo + chunk * Tr::kTokens + first;
-      if (tok0 >= sg.hi) break;  // warp-uniform: this warp's remaining tokens are past the end
+    const int first = warp * 16;  // this warp's keys in the stage
+    const int tok0 = sg.lo + chunk * Tr::kTokens + first;
+    if (tok0 < sg.hi) {  // warp-uniform: else this warp's tokens are past the end
       const T* ks = pipe + stage * Tr::kStageElems;
       T* vs = pipe + stage * Tr::kStageElems + Tr::kTileElems;
       if constexpr (kTma) {
