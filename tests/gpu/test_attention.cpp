@@ -17,6 +17,7 @@
 #include "common/philox.h"
 #include "device_tensor.h"
 #include "flashkit/errors.h"
+#include "scoped_env.h"
 
 using namespace flashkit;
 using namespace flashkit::testing;
@@ -201,18 +202,8 @@ AttentionSpec spec(DType dt, int b, int sq, int sk, int h, int hk, int d, bool c
 }
 
 // Sets FLASHKIT_ATTENTION_PATH (which kernels run: auto, sm80 or sm90) for a scope.
-class ScopedPath {
- public:
-  explicit ScopedPath(const char* path) {
-    if (const char* old = getenv(kVar)) old_ = old, had_ = true;
-    setenv(kVar, path, 1);
-  }
-  ~ScopedPath() { had_ ? setenv(kVar, old_.c_str(), 1) : unsetenv(kVar); }
-
- private:
-  static constexpr const char* kVar = "FLASHKIT_ATTENTION_PATH";
-  std::string old_;
-  bool had_ = false;
+struct ScopedPath : ScopedEnv {
+  explicit ScopedPath(const char* path) : ScopedEnv("FLASHKIT_ATTENTION_PATH", path) {}
 };
 
 bool hopper_device() {

@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <set>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "device_tensor.h"
 #include "flashkit/decode.h"
 #include "flashkit/errors.h"
+#include "scoped_env.h"
 
 using namespace flashkit;
 using namespace flashkit::testing;
@@ -92,10 +92,7 @@ TEST(DecodeGpu, PagedPageSizes) {
 // The cp.async loader (the one sm80-class GPUs run; FLASHKIT_DECODE_TMA=0 selects it on Hopper):
 // dense ragged GQA at every hdim, and paged.
 TEST(DecodeGpu, CpAsyncLoader) {
-  struct ScopedEnv {
-    ScopedEnv() { setenv("FLASHKIT_DECODE_TMA", "0", 1); }
-    ~ScopedEnv() { unsetenv("FLASHKIT_DECODE_TMA"); }
-  } env;
+  const ScopedEnv cp_async("FLASHKIT_DECODE_TMA", "0");
   for (int d : {64, 128, 256})
     sweep(DecodeCase{.batch = 3, .q_len = 1, .hq = 16, .hkv = 4, .d = d, .dtype = DType::bf16,
                      .lens = {2500, 1, 700}, .seed = static_cast<uint64_t>(40 + d)},
