@@ -147,11 +147,10 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
     // Elsewhere, from the H200 sweeps: Lean at hdim 65-128, where it was level or up to 12% faster,
     // split-KV at hdim <= 64 (Lean 2-15% slower: two pipeline restarts and a host reduce a CTA) and
     // at hdim 256 (not measured).
-    const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(capacity, INT32_MAX));
     const int64_t split_grid =
         num_tiles * split_kv_splits(num_tiles, dev, std::min(max_iters, 128));
-    const int64_t waves = (split_grid + cap - 1) / cap;
-    const bool ragged_wave = waves >= 2 && split_grid * 10 < waves * cap * 8;
+    const int64_t waves = (split_grid + capacity - 1) / capacity;  // capacity >= 1 (checked)
+    const bool ragged_wave = waves >= 2 && split_grid * 10 < waves * capacity * 8;
     const bool lean_wins = ragged_wave || (problem.hdim > 64 && problem.hdim <= 128);
     schedule = max_iters == 1 ? DecodeSchedule::single
                               : lean_wins ? DecodeSchedule::lean : DecodeSchedule::split_kv;
