@@ -168,6 +168,51 @@ TEST(MasGpuSmall, StagedRowsEachDtype) {
   }
 }
 
+// The band kernel (v18: texts of 1 to 256 rows, contiguous 16-byte aligned rows, sm_80 on): every
+// rows-a-lane count (1, 2, 4, 8) at both ends of its range, each dtype, rows whose last 16-byte
+// piece is partial (a padded view: the tail copy), ragged lengths with tx == ty and tx == 1,
+// -inf / NaN cells, both path layouts the kernel writes itself (rows, columns), and a mel too
+// long for its shared memory (the staged kernel then). Durations only and non-dense paths:
+// NonDensePathAndDurationsOnly (T = 90).
+TEST(MasGpuSmall, BandKernelShapes) {
+  std::mt19937_64 rng(115);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), -kInf};
+  int round = 0;
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (auto [B, T, S] : {std::tuple<int64_t, int64_t, int64_t>{3, 1, 37},
+                           std::tuple<int64_t, int64_t, int64_t>{4, 32, 133},
+                           std::tuple<int64_t, int64_t, int64_t>{3, 33, 70},
+                           std::tuple<int64_t, int64_t, int64_t>{5, 64, 301},
+                           std::tuple<int64_t, int64_t, int64_t>{3, 65, 66},
+                           std::tuple<int64_t, int64_t, int64_t>{4, 128, 517},
+                           std::tuple<int64_t, int64_t, int64_t>{3, 129, 390},
+                           std::tuple<int64_t, int64_t, int64_t>{2, 256, 1031}}) {
+      const int64_t es = dt == DType::f32 ? 4 : 2, Sp = (S * es + 15) / 16 * 16 / es + 8;
+      std::vector<int32_t> tx, ty;
+      random_lengths(rng, B, T, S, tx, ty);
+      HostTensor storage(dt, {B, T, Sp});
+      storage.fill_normal(rng, -2.f, 1.f);
+      if (round++ % 2 == 1) storage.fill_int(rng, -2, 0);
+      std::uniform_int_distribution<int64_t> cell(0, storage.numel() - 1);
+      for (int64_t i = 0; i < storage.numel() / 50; ++i) storage.set(cell(rng), specials[i % 2]);
+      const TensorView v =
+          TensorView::strided(storage.data(), dt, {B, T, S}, {T * Sp, Sp, 1});
+      expect_gpu_equals_cpu(storage, v, tx, ty, -1e9f, DType::f32, false, "band, rows path");
+      expect_gpu_equals_cpu(storage, v, tx, ty, -kInf, DType::u8, true, "band, columns path");
+    }
+  // Whole rows (no tail), a long mel: 8 rows a lane with the ring wrapping many times, and a
+  // mel whose decision words leave no room for 8 rows a lane (the staged kernel).
+  for (auto [B, T, S] : {std::tuple<int64_t, int64_t, int64_t>{2, 200, 1700},
+                         std::tuple<int64_t, int64_t, int64_t>{2, 160, 6400}}) {
+    HostTensor v(DType::f32, {B, T, S});
+    v.fill_normal(rng, -2.f, 1.f);
+    std::vector<int32_t> tx, ty;
+    random_lengths(rng, B, T, S, tx, ty);
+    tx[0] = static_cast<int32_t>(T), ty[0] = static_cast<int32_t>(S);
+    expect_gpu_equals_cpu(v, tx, ty, -1e9f, "band, long mel");
+  }
+}
+
 TEST(MasGpuSmall, StridedViewsAndPathDtypes) {
   std::mt19937_64 rng(103);
   const int64_t B = 4, T = 70, S = 150;

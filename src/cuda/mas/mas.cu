@@ -14,6 +14,7 @@
 #include "cuda/common/check.h"
 #include "cuda/common/smem_limit.h"
 #include "cuda/common/workspace.h"
+#include "cuda/mas/band.cuh"
 #include "cuda/mas/forward.cuh"
 #include "cuda/mas/launch.h"
 #include "cuda/mas/output.cuh"
@@ -104,6 +105,7 @@ struct Tuning {
   bool fused_split = true;  // the fused mode's own split and rows a lane (v15)
   int fused_k = 0;          // the fused mode's rows a lane, 1, 2 or 4; 0: by the rule
   bool early_zeros = true;  // v17: the separate path kernel zeroes beside the DP (sm_90)
+  int band = -1;            // v18: the band kernel where it applies (-1: by use_band's rule)
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -123,6 +125,7 @@ const Tuning& tuning() {
     }
     if (const char* e = std::getenv("FLASHKIT_MAS_EARLY_ZEROS"))
       t.early_zeros = std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_BAND")) t.band = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_FUSED_SPLIT"))
       t.fused_split = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_SPLIT_ROWS")) {
@@ -195,6 +198,38 @@ void launch_rows(const Params& p, int B, cudaStream_t stream) {
     launch_kernel<S, 4, kNB4, kVec>(p, B, stream);
   else
     launch_kernel<S, 8, 2, kVec>(p, B, stream);
+}
+
+// The band kernel (band.cuh, v18) for R rows a lane: one DP warp, and three more that zero the
+// path meanwhile when the kernel writes it.
+template <Src S, int R>
+void launch_band_rows(const Params& p, int B, cudaStream_t stream) {
+  constexpr auto kernel = mas_forward_band<S, R>;
+  ensure_smem_limit<kernel>(kMaxDynSmem);
+  kernel<<<B, p.path != nullptr ? 128 : 32, band_smem_bytes(R, p.S), stream>>>(p);
+  FK_CHECK_LAUNCH("mas_forward_band");
+}
+template <Src S>
+void launch_band(const Params& p, int B, cudaStream_t stream) {
+  switch (band_rows_per_lane(p.T)) {
+    case 1:
+      return launch_band_rows<S, 1>(p, B, stream);
+    case 2:
+      return launch_band_rows<S, 2>(p, B, stream);
+    case 4:
+      return launch_band_rows<S, 4>(p, B, stream);
+    default:
+      return launch_band_rows<S, 8>(p, B, stream);
+  }
+}
+
+// The band kernel takes texts of 1 to 256 rows whose rows are contiguous and 16-byte aligned
+// (vec), from sm_80 on (cp.async), where its ring and decision words fit the shared memory.
+// FLASHKIT_MAS_BAND=0: the staged kernel instead (the A/B), =1: as the rule (it only applies
+// where it can run).
+bool use_band(const Gpu& gpu, int T, int S, bool vec) {
+  if (tuning().band == 0 || gpu.major < 8 || !vec || T < 1 || T > kBandMaxText) return false;
+  return band_smem_bytes(band_rows_per_lane(T), S) <= kMaxDynSmem;
 }
 
 template <Src S>
@@ -476,6 +511,20 @@ void monotonic_alignment_search(const TensorView& value, const TensorView& text_
   p.value = value.data, p.vb = value.stride[0], p.vx = value.stride[1], p.vy = value.stride[2];
   choose_l2(p, int64_t{B} * T * 32 * es, es);
   prepare_path(p, s, stream);
+  if (use_band(gpu, T, S, vec)) {
+    switch (value.dtype) {
+      case DType::f16:
+        launch_band<Src::f16>(p, B, stream);
+        break;
+      case DType::bf16:
+        launch_band<Src::bf16>(p, B, stream);
+        break;
+      default:
+        launch_band<Src::f32>(p, B, stream);
+        break;
+    }
+    return finish(p, s, B, path, gpu, opts, stream);
+  }
   switch (value.dtype) {
     case DType::f16:
       launch_forward<Src::f16>(p, B, vec, stream);

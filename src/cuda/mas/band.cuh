@@ -1,0 +1,240 @@
+// The band kernel (v18; texts up to 256 rows, 16-byte aligned rows): one warp runs the DP of
+// an item in band coordinates with a lane skew, so no shuffle sits on a frame's chain and every
+// lane reads the same frames at each step. Included by src/cuda/mas/mas.cu only.
+//
+// Cell (x, k) of the band is frame y = x + k, k in [0, ty - tx]; it reads (x, k - 1) (Cython's
+// v_cur, neg at k = 0: the x == y rule) and (x - 1, k) (v_prev; row -1 is 0 at k = 0, else neg).
+// Lane l owns rows R l .. R l + R - 1 and at step s computes the R x R tile of their cells k in
+// [R (s - l), R (s - l) + R): the rows above it (lane l - 1's last row, same k) were computed at
+// step s - 1 and shuffled at its end, so within a step only the tile's own diagonal is a chain.
+// Tile row r, column f is frame y = R s + r + f for every lane: a step reads frames R s ..
+// R s + 2R - 2 of all rows, so the likelihood streams through a ring of 128-byte row segments in
+// frame order (cp.async, one commit group a segment, 4 whole rows a warp instruction). The
+// decision bits go to shared memory as words (frame / 32, row) with bit frame % 32, as the staged
+// kernel's, and backtrack_one_lane walks them.
+#pragma once
+#include "cuda/mas/device.cuh"
+#include "cuda/mas/path_writer.cuh"
+#include "cuda/mas/staged.cuh"
+
+namespace flashkit::cuda::mas_kernels {
+
+constexpr int kBandMaxText = 256;
+constexpr int kBandSegBytes = 128;  // bytes of each row in one segment
+// A row's place in a slot: 128 bytes + 16 of padding, rows in the order (r, lane), so the 32
+// lanes' 16-byte reads of one tile row fall in 8 different 16-byte bank groups (conflict-free).
+constexpr int kBandRowStride = kBandSegBytes + 16;
+
+// Rows a lane (and frames a step) for T rows: 1, 2, 4, 8.
+__host__ __device__ constexpr int band_rows_per_lane(int T) {
+  return T <= 32 ? 1 : T <= 64 ? 2 : T <= 128 ? 4 : 8;
+}
+__host__ __device__ constexpr int band_slot_bytes(int R) { return 32 * R * kBandRowStride; }
+// Ring slots: 8 segments up to 64 rows (at most 72 KB), 6 at 128 (108 KB), 4 at 256 (144 KB).
+__host__ __device__ constexpr int band_segments(int R) { return R <= 2 ? 8 : R == 4 ? 6 : 4; }
+// Dynamic shared memory: the ring, then the decision words [ceil(S / 32)][32 R].
+__host__ __device__ constexpr int band_smem_bytes(int R, int S) {
+  return band_segments(R) * band_slot_bytes(R) + (S + 31) / 32 * 32 * R * 4;
+}
+
+// 16 bytes from global src (16-byte aligned) to shared dst, of which the first n (0 .. 16) are
+// read and the rest zero-filled; n = 16: the plain copy.
+__device__ __forceinline__ void band_copy16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(dst), "l"(src)
+               : "memory");
+}
+__device__ __forceinline__ void band_copy16_n(uint32_t dst, const void* src, uint32_t n) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n)
+               : "memory");
+}
+
+template <Src S, int R>
+__global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
+  using T = typename Chunk<S>::T;
+  constexpr int kEs = sizeof(T), F = R;
+  constexpr int kSegFrames = kBandSegBytes / kEs;  // 32 (fp32) or 64 (16-bit)
+  constexpr int kSpg = kSegFrames / F;             // steps a segment
+  constexpr int kPiece = F * kEs;                  // bytes of a row a step reads
+  constexpr int kWords = kPiece < 4 ? 1 : kPiece / 4;
+  constexpr int kNW = kSegFrames / 32;  // decision words of a row a segment spans
+  constexpr int kRows = 32 * R;
+  constexpr int kSlot = band_slot_bytes(R), kSeg = band_segments(R);
+  static_assert(kSpg >= 1 && kSegFrames % F == 0, "a step's frames inside one segment");
+  extern __shared__ uint4 s_dyn[];
+  __shared__ int32_t s_start[kBandMaxText];
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, b = blockIdx.x;
+  char* const ring = reinterpret_cast<char*>(s_dyn);
+  uint32_t* const bits = reinterpret_cast<uint32_t*>(ring + kSeg * kSlot);
+  const char* item = static_cast<const char*>(p.value) + b * p.vb * kEs;
+  const int row_bytes = p.S * kEs;
+
+  // Segment g (bytes 128 g .. 128 g + 127 of each row < T) into slot g % kSeg, one commit group:
+  // lane t copies 16-byte piece u = t % 8 of rows q + 4 i (q = t / 8), i.e. 4 whole 128-byte
+  // rows a warp instruction. Row x = R l + r sits at place r * 32 + l of the slot.
+  const int q = lane >> 3, u = lane & 7;
+  const int copies = p.T > q ? (p.T - q + 3) / 4 : 0;  // i with row q + 4 i < T
+  const int lane_place = R <= 4 ? (q % R) * 32 + q / R : q * 32;
+  const uint32_t dst0 = smem_addr(ring) + lane_place * kBandRowStride + 16 * u;
+  const char* src0 = item + static_cast<int64_t>(q) * p.vx * kEs + 16 * u;
+  const int64_t step4 = 4 * p.vx * kEs;
+  auto issue = [&](int g) {
+    const int off = g * kBandSegBytes;
+    const uint32_t dst = dst0 + (g % kSeg) * kSlot;
+    const char* src = src0 + off;
+    if (off + kBandSegBytes <= row_bytes) {
+#pragma unroll
+      for (int i = 0; i < 8 * R; ++i, src += step4) {
+        const int place = R <= 4 ? (4 / R) * i : 4 * (i & 1) * 32 + (i >> 1);
+        if (i < copies) band_copy16(dst + place * kBandRowStride, src);
+      }
+    } else {
+      const int n = min(max(row_bytes - off - 16 * u, 0), 16);
+#pragma unroll
+      for (int i = 0; i < 8 * R; ++i, src += step4) {
+        const int place = R <= 4 ? (4 / R) * i : 4 * (i & 1) * 32 + (i >> 1);
+        if (i < copies && n > 0) band_copy16_n(dst + place * kBandRowStride, src, n);
+      }
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  // Rows < T and bytes < S exist whatever the lengths are: the first segments go out now.
+  if (warp == 0)
+#pragma unroll 1
+    for (int g = 0; g < kSeg - 1; ++g) issue(g);
+
+  const int2 len = item_lengths(p, b);
+  const int tx = len.x, ty = len.y;
+  const bool valid = tx >= 0 && tx <= p.T && ty >= 0 && ty <= p.S && tx <= ty;
+  int32_t* start = p.start + static_cast<size_t>(b) * p.Tw;
+  int32_t* dur = p.dur + b * p.db;
+  for (int x = (valid ? tx : 0) + tid; x < p.T; x += blockDim.x) start[x] = 0, dur[x * p.dx] = 0;
+  if (tid == 0) p.bad[b] = valid ? 0 : 1;
+  char* item_path = p.path != nullptr ? p.path + b * p.pb * p.pes : nullptr;
+  const int64_t path_bytes = static_cast<int64_t>(p.T) * p.S * p.pes;
+  const int zero_threads = static_cast<int>(blockDim.x) - 32;
+
+  if (!valid || tx == 0) {  // an all-zero path; the copies in flight land before the CTA leaves
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    if (item_path != nullptr) zero_bytes(item_path, 0, path_bytes, tid, blockDim.x);
+    return;
+  }
+
+  if (warp > 0) {
+    if (item_path != nullptr) zero_bytes(item_path, 0, path_bytes, tid - 32, zero_threads);
+  } else {
+    const float neg = p.neg;
+    const int nch = (ty - tx + F) / F;          // chunks of the band's ty - tx + 1 columns
+    const int nsteps = nch + (tx + R - 1) / R - 1;  // the last live lane's last chunk
+    const int nblocks = (nsteps + kSpg) / kSpg;  // steps -1 .. nsteps - 1, kSpg a block
+    float qlast[R];  // Q[x, k - 1] of the lane's rows at its next chunk's first column
+    float up[F];     // Q[R lane - 1, k] of the next step (lane 0: row -1)
+#pragma unroll
+    for (int r = 0; r < R; ++r) qlast[r] = neg;
+#pragma unroll
+    for (int f = 0; f < F; ++f) up[f] = lane == 0 && f == 0 ? 0.f : neg;
+    uint32_t pa[R][kWords], pb[R][kWords];  // pieces s and s + 1 of the lane's rows
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int w = 0; w < kWords; ++w) pa[r][w] = pb[r][w] = 0;
+    // Decision words: [0] the previous segment's last word, [m] word m - 1 of this segment's.
+    uint32_t acc[R][kNW + 1];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int m = 0; m <= kNW; ++m) acc[r][m] = 0;
+    auto store_words = [&](int wi, int m) {  // word wi of the lane's rows from acc[.][m]
+      if (wi < 0 || wi >= p.W) return;
+      uint32_t* dst = bits + wi * kRows + R * lane;
+      if constexpr (R == 1) {
+        dst[0] = acc[0][m];
+      } else if constexpr (R == 2) {
+        *reinterpret_cast<uint2*>(dst) = make_uint2(acc[0][m], acc[1][m]);
+      } else {
+#pragma unroll
+        for (int r = 0; r < R; r += 4)
+          *reinterpret_cast<uint4*>(dst + r) =
+              make_uint4(acc[r][m], acc[r + 1][m], acc[r + 2][m], acc[r + 3][m]);
+      }
+    };
+    const char* lane_ring = ring + lane * kBandRowStride;
+#pragma unroll 1
+    for (int g = 0; g < nblocks; ++g) {
+      stage_wait<kSeg - 2>();  // this lane's copies of segment g have landed
+      __syncwarp();  // every lane's have, and every lane has read slot (g - 1) % kSeg
+      if (g + kSeg - 1 < nblocks)
+        issue(g + kSeg - 1);
+      else
+        asm volatile("cp.async.commit_group;" ::: "memory");
+      const char* slot = lane_ring + (g % kSeg) * kSlot;
+#pragma unroll
+      for (int j = 0; j < kSpg; ++j) {
+        const int s = g * kSpg + j - 1;  // this step; it reads piece s + 1 = piece j of segment g
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const char* src = slot + r * 32 * kBandRowStride + j * kPiece;
+#pragma unroll
+          for (int w = 0; w < kWords; ++w) pa[r][w] = pb[r][w];
+          if constexpr (kPiece == 2) {
+            pb[r][0] = *reinterpret_cast<const uint16_t*>(src);
+          } else if constexpr (kPiece == 4) {
+            pb[r][0] = *reinterpret_cast<const uint32_t*>(src);
+          } else if constexpr (kPiece == 8) {
+            const uint2 v = *reinterpret_cast<const uint2*>(src);
+            pb[r][0] = v.x, pb[r][1] = v.y;
+          } else {
+#pragma unroll
+            for (int w = 0; w < kWords; w += 4) {
+              const uint4 v = *reinterpret_cast<const uint4*>(src + 4 * w);
+              pb[r][w] = v.x, pb[r][w + 1] = v.y, pb[r][w + 2] = v.z, pb[r][w + 3] = v.w;
+            }
+          }
+        }
+        if (s >= 0) {
+          float q[R][F];
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int f = 0; f < F; ++f) {
+              const int e = r + f;  // frame R s + e: piece s element e, or piece s + 1's e - F
+              const float v = e < F ? Chunk<S>::get(pa[r], e) : Chunk<S>::get(pb[r], e - F);
+              const int fr = F * (j - 1) + e + 32;  // frame - 32 (kSpg g - 1) in this block
+              q[r][f] = cell_pred(r > 0 ? q[r - 1][f] : up[f], f > 0 ? q[r][f - 1] : qlast[r], v,
+                                  acc[r][fr >> 5], 1u << (fr & 31));
+            }
+          const bool started = s >= lane;  // else the tile lies before the band: k < 0
+#pragma unroll
+          for (int r = 0; r < R; ++r) qlast[r] = started ? q[r][F - 1] : neg;
+#pragma unroll
+          for (int f = 0; f < F; ++f) {
+            const float t = shfl_up1(q[R - 1][f]);
+            up[f] = lane == 0 ? neg : t;
+          }
+        }
+        // The previous segment's last word is complete after step j = 0, word m after j = 32 m / F.
+        if (j == 0) store_words(g * kNW - 1, 0);
+#pragma unroll
+        for (int m = 1; m < kNW; ++m)
+          if (j == 32 * m / F) store_words(g * kNW + m - 1, m);
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        acc[r][0] = acc[r][kNW];
+#pragma unroll
+        for (int m = 1; m <= kNW; ++m) acc[r][m] = 0;
+      }
+    }
+    store_words(nblocks * kNW - 1, 0);
+    asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives the CTA
+  }
+  __syncthreads();  // the decision words (warp 0) and the path's zeros (the other warps)
+  if (tid == 0) backtrack_one_lane(bits, kRows, tx, ty, s_start);
+  __syncthreads();
+  write_runs(s_start, start, tx, ty, dur, p.dx, item_path, p.px, p.py, p.pes, p.one, tid,
+             blockDim.x);
+}
+
+}  // namespace flashkit::cuda::mas_kernels
