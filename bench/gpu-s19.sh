@@ -29,5 +29,71 @@ mas)
   done
   [ "${SWEEP:-1}" = 1 ] && mas_sweep 120
   ;;
+mas2)  # v18b: tests (2 DP warps by default, then 1), sanitizers, band 2 / 1 warps vs staged, overhead
+  gtest mas 'MasGpu*' 240
+  ENVS=FLASHKIT_MAS_BAND_WARPS=1 gtest mas_w1 'MasGpuSmall.BandKernelShapes:MasGpuSmall.NanAndInfCells:MasGpuSmall.StagedRowsEachDtype' 90
+  SAN_EACH=${SAN_EACH:-90} sanitize "$bin" 'MasGpuSmall.BandKernelShapes:MasGpuSmall.NanAndInfCells'
+  for r in ${ROUNDS:-1 2}; do
+    for knobs in "" "FLASHKIT_MAS_BAND_WARPS=1" "FLASHKIT_MAS_BAND=0"; do
+      env $knobs timeout 60 python3 bench/profile_mas.py --reps 20 --Ts ${TS:-128,256} >"$log/p.log" 2>&1
+      grep -E "drop-in|kernels|Error|error" "$log/p.log" | sed "s/^/[r$r ${knobs:-band 2 warps}] /"
+    done
+  done
+  stamp "overhead"
+  timeout 120 python3 bench/mas_overhead.py --Ts 128,256 >"$log/ovh.log" 2>&1
+  stamp "rc=$?"; cat "$log/ovh.log" | tail -8
+  [ "${SWEEP:-1}" = 1 ] && mas_sweep 120
+  ;;
+mas3)  # v18b fixed: tests, racecheck, phase clocks (FLASHKIT_MAS_TRACE), A/B
+  gtest mas 'MasGpuSmall.BandKernelShapes:MasGpuSmall.NanAndInfCells:MasGpuSmall.StagedRowsEachDtype:MasGpuSmall.LongMelBitsInGlobalMemory:MasGpuSmall.NonDensePathAndDurationsOnly:MasGpuSmall.RandomTieHeavyAndInfEachNeg' 120
+  SAN_EACH=60 sanitize "$bin" 'MasGpuSmall.BandKernelShapes'
+  for knobs in "" "FLASHKIT_MAS_BAND_WARPS=1"; do
+    env $knobs FLASHKIT_MAS_TRACE=1 timeout 60 python3 bench/profile_mas.py --once --Ts ${TS:-128,256} 2>&1 | \
+      grep "band trace" | sed "s/^/[${knobs:-2 warps}] /"
+  done
+  for r in ${ROUNDS:-1}; do
+    for knobs in "" "FLASHKIT_MAS_BAND_WARPS=1" "FLASHKIT_MAS_BAND=0"; do
+      env $knobs timeout 60 python3 bench/profile_mas.py --reps 20 --Ts ${TS:-128,256} >"$log/p.log" 2>&1
+      grep -E "drop-in|kernels|Error|error" "$log/p.log" | sed "s/^/[r$r ${knobs:-band 2 warps}] /"
+    done
+  done
+  ;;
+mas4)  # backtrack A/B (phase clocks), then band (1 warp) vs staged, ROUNDS rounds
+  for knobs in "FLASHKIT_MAS_BAND_WARPS=1" "FLASHKIT_MAS_BAND_WARPS=1 FLASHKIT_MAS_BAND_BACKTRACK=0"; do
+    env $knobs FLASHKIT_MAS_TRACE=1 timeout 60 python3 bench/profile_mas.py --once --Ts ${TS:-128,256} 2>&1 | \
+      grep "band trace" | sed "s/^/[$knobs] /"
+  done
+  for r in ${ROUNDS:-1 2}; do
+    for knobs in "FLASHKIT_MAS_BAND_WARPS=1" "FLASHKIT_MAS_BAND_WARPS=1 FLASHKIT_MAS_BAND_BACKTRACK=0" "FLASHKIT_MAS_BAND=0"; do
+      env $knobs timeout 60 python3 bench/profile_mas.py --reps 20 --Ts ${TS:-128,256} >"$log/p.log" 2>&1
+      grep -E "drop-in|kernels|Error|error" "$log/p.log" | sed "s/^/[r$r $knobs] /"
+    done
+  done
+  ;;
+final)  # v18 as kept (one warp, T <= 128): tests, sanitizers, phase clocks, A/B, the sweep
+  gtest mas 'MasGpu*' 240
+  SAN_EACH=90 sanitize "$bin" 'MasGpuSmall.BandKernelShapes:MasGpuSmall.NanAndInfCells:MasGpuSmall.NonDensePathAndDurationsOnly'
+  FLASHKIT_MAS_TRACE=1 timeout 60 python3 bench/profile_mas.py --once --Ts 32,64,128 2>&1 | grep "band trace"
+  for r in ${ROUNDS:-1 2}; do
+    for knobs in "" "FLASHKIT_MAS_BAND=0"; do
+      env $knobs timeout 60 python3 bench/profile_mas.py --reps 30 --Ts ${TS:-32,64,128} >"$log/p.log" 2>&1
+      grep -E "drop-in|kernels|Error|error" "$log/p.log" | sed "s/^/[r$r ${knobs:-band}] /"
+    done
+  done
+  timeout 60 python3 bench/mas_overhead.py --Ts 128 >"$log/ovh.log" 2>&1; tail -3 "$log/ovh.log"
+  mas_sweep 120
+  ;;
+ncu)  # stall reasons per SASS line of the band kernel at T = NCU_T (one call, kernels with path)
+  for t in ${NCU_T:-128}; do
+    stamp "ncu T=$t ${ENVS:-}"
+    env ${ENVS:-} timeout 120 ncu --kernel-name regex:${KERNEL:-mas_forward_band} --launch-count 1 \
+      --section SpeedOfLight --section WarpStateStats --section SourceCounters --section LaunchStats \
+      --section InstructionStats --import-source yes -o "$log/band$t" \
+      python3 bench/profile_mas.py --once --Ts $t >"$log/ncu$t.log" 2>&1
+    stamp "rc=$?"
+    ncu_unpack band$t sass
+    grep -E "Duration|Elapsed Cycles|Warp Cycles Per Issued|Issued Ipc|Executed Instructions  |Stall|No Instruction" "$log/band$t-details.txt" | head -30
+  done
+  ;;
 esac
 (cd "$out" && tar czf logs.tgz t && rm -rf t)

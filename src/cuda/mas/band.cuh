@@ -1,10 +1,10 @@
-// The band kernel (v18; texts up to 256 rows, 16-byte aligned rows): one warp runs the DP of
+// The band kernel (v18; texts up to 128 rows, 16-byte aligned rows): one warp runs the DP of
 // an item in band coordinates with a lane skew, so no shuffle sits on a frame's chain and every
 // lane reads the same frames at each step. Included by src/cuda/mas/mas.cu only.
 //
 // Cell (x, k) of the band is frame y = x + k, k in [0, ty - tx]; it reads (x, k - 1) (Cython's
 // v_cur, neg at k = 0: the x == y rule) and (x - 1, k) (v_prev; row -1 is 0 at k = 0, else neg).
-// Lane l owns rows R l .. R l + R - 1 and at step s computes the R x R tile of their cells k in
+// Lane l owns rows R l .. R l + R - 1 (R = 1, 2, 4) and at step s computes the R x R tile of k in
 // [R (s - l), R (s - l) + R): the rows above it (lane l - 1's last row, same k) were computed at
 // step s - 1 and shuffled at its end, so within a step only the tile's own diagonal is a chain.
 // Tile row r, column f is frame y = R s + r + f for every lane: a step reads frames R s ..
@@ -19,22 +19,19 @@
 
 namespace flashkit::cuda::mas_kernels {
 
-constexpr int kBandMaxText = 256;
+constexpr int kBandMaxText = 128;
 constexpr int kBandSegBytes = 128;  // bytes of each row in one segment
 // A row's place in a slot: 128 bytes + 16 of padding, rows in the order (r, lane), so the 32
 // lanes' 16-byte reads of one tile row fall in 8 different 16-byte bank groups (conflict-free).
 constexpr int kBandRowStride = kBandSegBytes + 16;
+constexpr int kBandSegments = 8;  // segments in the ring (147 KB at 4 rows a lane)
 
-// Rows a lane (and frames a step) for T rows: 1, 2, 4, 8.
-__host__ __device__ constexpr int band_rows_per_lane(int T) {
-  return T <= 32 ? 1 : T <= 64 ? 2 : T <= 128 ? 4 : 8;
-}
+// Rows a lane (and frames a step) for T rows: 1, 2, 4.
+__host__ __device__ constexpr int band_rows_per_lane(int T) { return T <= 32 ? 1 : T <= 64 ? 2 : 4; }
 __host__ __device__ constexpr int band_slot_bytes(int R) { return 32 * R * kBandRowStride; }
-// Ring slots: 8 segments up to 64 rows (at most 72 KB), 6 at 128 (108 KB), 4 at 256 (144 KB).
-__host__ __device__ constexpr int band_segments(int R) { return R <= 2 ? 8 : R == 4 ? 6 : 4; }
 // Dynamic shared memory: the ring, then the decision words [ceil(S / 32)][32 R].
 __host__ __device__ constexpr int band_smem_bytes(int R, int S) {
-  return band_segments(R) * band_slot_bytes(R) + (S + 31) / 32 * 32 * R * 4;
+  return kBandSegments * band_slot_bytes(R) + (S + 31) / 32 * 32 * R * 4;
 }
 
 // 16 bytes from global src (16-byte aligned) to shared dst, of which the first n (0 .. 16) are
@@ -58,7 +55,7 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
   constexpr int kWords = kPiece < 4 ? 1 : kPiece / 4;
   constexpr int kNW = kSegFrames / 32;  // decision words of a row a segment spans
   constexpr int kRows = 32 * R;
-  constexpr int kSlot = band_slot_bytes(R), kSeg = band_segments(R);
+  constexpr int kSlot = band_slot_bytes(R), kSeg = kBandSegments;
   static_assert(kSpg >= 1 && kSegFrames % F == 0, "a step's frames inside one segment");
   extern __shared__ uint4 s_dyn[];
   __shared__ int32_t s_start[kBandMaxText];
@@ -66,6 +63,12 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, b = blockIdx.x;
+  // FLASHKIT_MAS_TRACE (mas.cu): clock64 at the phases, CTA 0, thread 0.
+  int64_t* const trace = p.trace != nullptr && b == 0 && tid == 0 ? p.trace : nullptr;
+  auto stamp = [&](int i) {
+    if (trace != nullptr) trace[i] = clock64();
+  };
+  stamp(0);
   char* const ring = reinterpret_cast<char*>(s_dyn);
   uint32_t* const bits = reinterpret_cast<uint32_t*>(ring + kSeg * kSlot);
   const char* item = static_cast<const char*>(p.value) + b * p.vb * kEs;
@@ -73,10 +76,10 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
 
   // Segment g (bytes 128 g .. 128 g + 127 of each row < T) into slot g % kSeg, one commit group:
   // lane t copies 16-byte piece u = t % 8 of rows q + 4 i (q = t / 8), i.e. 4 whole 128-byte
-  // rows a warp instruction. Row x = R l + r sits at place r * 32 + l of the slot.
+  // rows a warp instruction. Row R l + r sits at place r * 32 + l of the slot.
   const int q = lane >> 3, u = lane & 7;
   const int copies = p.T > q ? (p.T - q + 3) / 4 : 0;  // i with row q + 4 i < T
-  const int lane_place = R <= 4 ? (q % R) * 32 + q / R : q * 32;
+  const int lane_place = (q % R) * 32 + q / R;
   const uint32_t dst0 = smem_addr(ring) + lane_place * kBandRowStride + 16 * u;
   const char* src0 = item + static_cast<int64_t>(q) * p.vx * kEs + 16 * u;
   const int64_t step4 = 4 * p.vx * kEs;
@@ -86,17 +89,13 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
     const char* src = src0 + off;
     if (off + kBandSegBytes <= row_bytes) {
 #pragma unroll
-      for (int i = 0; i < 8 * R; ++i, src += step4) {
-        const int place = R <= 4 ? (4 / R) * i : 4 * (i & 1) * 32 + (i >> 1);
-        if (i < copies) band_copy16(dst + place * kBandRowStride, src);
-      }
+      for (int i = 0; i < 8 * R; ++i, src += step4)
+        if (i < copies) band_copy16(dst + (4 / R) * i * kBandRowStride, src);
     } else {
       const int n = min(max(row_bytes - off - 16 * u, 0), 16);
 #pragma unroll
-      for (int i = 0; i < 8 * R; ++i, src += step4) {
-        const int place = R <= 4 ? (4 / R) * i : 4 * (i & 1) * 32 + (i >> 1);
-        if (i < copies && n > 0) band_copy16_n(dst + place * kBandRowStride, src, n);
-      }
+      for (int i = 0; i < 8 * R; ++i, src += step4)
+        if (i < copies && n > 0) band_copy16_n(dst + (4 / R) * i * kBandRowStride, src, n);
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
@@ -104,8 +103,10 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
   if (warp == 0)
 #pragma unroll 1
     for (int g = 0; g < kSeg - 1; ++g) issue(g);
+  stamp(1);
 
   const int2 len = item_lengths(p, b);
+  stamp(2);
   const int tx = len.x, ty = len.y;
   const bool valid = tx >= 0 && tx <= p.T && ty >= 0 && ty <= p.S && tx <= ty;
   int32_t* start = p.start + static_cast<size_t>(b) * p.Tw;
@@ -126,15 +127,15 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
     if (item_path != nullptr) zero_bytes(item_path, 0, path_bytes, tid - 32, zero_threads);
   } else {
     const float neg = p.neg;
-    const int nch = (ty - tx + F) / F;          // chunks of the band's ty - tx + 1 columns
+    const int nch = (ty - tx + F) / F;              // chunks of the band's ty - tx + 1 columns
     const int nsteps = nch + (tx + R - 1) / R - 1;  // the last live lane's last chunk
-    const int nblocks = (nsteps + kSpg) / kSpg;  // steps -1 .. nsteps - 1, kSpg a block
+    const int nblocks = (nsteps + kSpg) / kSpg;      // steps -1 .. nsteps - 1, kSpg a block
     float qlast[R];  // Q[x, k - 1] of the lane's rows at its next chunk's first column
     float up[F];     // Q[R lane - 1, k] of the next step (lane 0: row -1)
 #pragma unroll
     for (int r = 0; r < R; ++r) qlast[r] = neg;
 #pragma unroll
-    for (int f = 0; f < F; ++f) up[f] = lane == 0 && f == 0 ? 0.f : neg;
+    for (int f = 0; f < F; ++f) up[f] = neg;
     uint32_t pa[R][kWords], pb[R][kWords];  // pieces s and s + 1 of the lane's rows
 #pragma unroll
     for (int r = 0; r < R; ++r)
@@ -154,10 +155,7 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
       } else if constexpr (R == 2) {
         *reinterpret_cast<uint2*>(dst) = make_uint2(acc[0][m], acc[1][m]);
       } else {
-#pragma unroll
-        for (int r = 0; r < R; r += 4)
-          *reinterpret_cast<uint4*>(dst + r) =
-              make_uint4(acc[r][m], acc[r + 1][m], acc[r + 2][m], acc[r + 3][m]);
+        *reinterpret_cast<uint4*>(dst) = make_uint4(acc[0][m], acc[1][m], acc[2][m], acc[3][m]);
       }
     };
     const char* lane_ring = ring + lane * kBandRowStride;
@@ -186,11 +184,8 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
             const uint2 v = *reinterpret_cast<const uint2*>(src);
             pb[r][0] = v.x, pb[r][1] = v.y;
           } else {
-#pragma unroll
-            for (int w = 0; w < kWords; w += 4) {
-              const uint4 v = *reinterpret_cast<const uint4*>(src + 4 * w);
-              pb[r][w] = v.x, pb[r][w + 1] = v.y, pb[r][w + 2] = v.z, pb[r][w + 3] = v.w;
-            }
+            const uint4 v = *reinterpret_cast<const uint4*>(src);
+            pb[r][0] = v.x, pb[r][1] = v.y, pb[r][2] = v.z, pb[r][3] = v.w;
           }
         }
         if (s >= 0) {
@@ -209,10 +204,12 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
 #pragma unroll
           for (int r = 0; r < R; ++r) qlast[r] = started ? q[r][F - 1] : neg;
 #pragma unroll
-          for (int f = 0; f < F; ++f) {
+          for (int f = 0; f < F; ++f) {  // the lane above's last row; lane 0: row -1, neg
             const float t = shfl_up1(q[R - 1][f]);
             up[f] = lane == 0 ? neg : t;
           }
+        } else if (lane == 0) {
+          up[0] = 0.f;  // row -1 at k = 0 (Cython's y == 0 case), for step 0
         }
         // The previous segment's last word is complete after step j = 0, word m after j = 32 m / F.
         if (j == 0) store_words(g * kNW - 1, 0);
@@ -228,13 +225,17 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
       }
     }
     store_words(nblocks * kNW - 1, 0);
-    asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives the CTA
+    stamp(3);
   }
+  asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives the CTA
   __syncthreads();  // the decision words (warp 0) and the path's zeros (the other warps)
+  stamp(4);
   if (tid == 0) backtrack_one_lane(bits, kRows, tx, ty, s_start);
+  stamp(5);
   __syncthreads();
   write_runs(s_start, start, tx, ty, dur, p.dx, item_path, p.px, p.py, p.pes, p.one, tid,
              blockDim.x);
+  stamp(6);
 }
 
 }  // namespace flashkit::cuda::mas_kernels

@@ -92,7 +92,9 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
 // kernel's rows a lane (where the CTA's rows allow it), FLASHKIT_MAS_SPLIT_ROWS=n splits items
 // over a cluster down to n rows a CTA (default 256), FLASHKIT_MAS_FUSED_SPLIT=0 gives the fused
 // mode the unfused split and rows a lane (choose_split), FLASHKIT_MAS_EARLY_ZEROS=0 runs the
-// separate path kernel after the DP instead of beside it (finish). Unset: the choices below. (Measured and
+// separate path kernel after the DP instead of beside it (finish), FLASHKIT_MAS_BAND=0 keeps the
+// staged kernel where the band kernel would run (use_band), FLASHKIT_MAS_TRACE=1 prints the band
+// kernel's phase clocks (syncs every call). Unset: the choices below. (Measured and
 // removed, bench/NOTES-mas.md v14: a lane-skewed staged loop and cell_pred on the register path.)
 struct Tuning {
   int l2_blocks = -1, l2_group = 1;
@@ -105,7 +107,7 @@ struct Tuning {
   bool fused_split = true;  // the fused mode's own split and rows a lane (v15)
   int fused_k = 0;          // the fused mode's rows a lane, 1, 2 or 4; 0: by the rule
   bool early_zeros = true;  // v17: the separate path kernel zeroes beside the DP (sm_90)
-  int band = -1;            // v18: the band kernel where it applies (-1: by use_band's rule)
+  bool band = true;         // v18: the band kernel where use_band allows it
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -206,8 +208,28 @@ template <Src S, int R>
 void launch_band_rows(const Params& p, int B, cudaStream_t stream) {
   constexpr auto kernel = mas_forward_band<S, R>;
   ensure_smem_limit<kernel>(kMaxDynSmem);
-  kernel<<<B, p.path != nullptr ? 128 : 32, band_smem_bytes(R, p.S), stream>>>(p);
+  // FLASHKIT_MAS_TRACE=1 (measuring only: syncs the stream): CTA 0's phase clocks, printed.
+  static const bool tracing = std::getenv("FLASHKIT_MAS_TRACE") != nullptr;
+  static int64_t* trace = nullptr;
+  Params q = p;
+  if (tracing) {
+    if (trace == nullptr) FK_CUDA_CHECK(cudaMalloc(&trace, 8 * sizeof(int64_t)));
+    FK_CUDA_CHECK(cudaMemsetAsync(trace, 0, 8 * sizeof(int64_t), stream));
+    q.trace = trace;
+  }
+  kernel<<<B, p.path != nullptr ? 128 : 32, band_smem_bytes(R, p.S), stream>>>(q);
   FK_CHECK_LAUNCH("mas_forward_band");
+  if (tracing) {
+    int64_t h[8];
+    FK_CUDA_CHECK(cudaMemcpyAsync(h, trace, sizeof(h), cudaMemcpyDeviceToHost, stream));
+    FK_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::fprintf(stderr,
+                 "band trace T=%d R=%d: issue %lld, lengths %lld, dp %lld, barrier %lld, "
+                 "backtrack %lld, runs %lld cycles\n",
+                 p.T, R, static_cast<long long>(h[1] - h[0]), static_cast<long long>(h[2] - h[1]),
+                 static_cast<long long>(h[3] - h[2]), static_cast<long long>(h[4] - h[3]),
+                 static_cast<long long>(h[5] - h[4]), static_cast<long long>(h[6] - h[5]));
+  }
 }
 template <Src S>
 void launch_band(const Params& p, int B, cudaStream_t stream) {
@@ -216,19 +238,19 @@ void launch_band(const Params& p, int B, cudaStream_t stream) {
       return launch_band_rows<S, 1>(p, B, stream);
     case 2:
       return launch_band_rows<S, 2>(p, B, stream);
-    case 4:
-      return launch_band_rows<S, 4>(p, B, stream);
     default:
-      return launch_band_rows<S, 8>(p, B, stream);
+      return launch_band_rows<S, 4>(p, B, stream);
   }
 }
 
-// The band kernel takes texts of 1 to 256 rows whose rows are contiguous and 16-byte aligned
+// The band kernel takes texts of 1 to 128 rows whose rows are contiguous and 16-byte aligned
 // (vec), from sm_80 on (cp.async), where its ring and decision words fit the shared memory.
-// FLASHKIT_MAS_BAND=0: the staged kernel instead (the A/B), =1: as the rule (it only applies
-// where it can run).
+// Measured (bench/NOTES-mas.md v18, H200): 0.8-0.9x the staged kernel's time at T = 64 and 128,
+// 1.05-1.15x at T = 256 (8 rows a lane: a 64-cell step on one warp), and two DP warps (v18b) were
+// slower still, so longer texts keep the staged kernel. FLASHKIT_MAS_BAND=0: the staged kernel
+// at every length (the A/B).
 bool use_band(const Gpu& gpu, int T, int S, bool vec) {
-  if (tuning().band == 0 || gpu.major < 8 || !vec || T < 1 || T > kBandMaxText) return false;
+  if (!tuning().band || gpu.major < 8 || !vec || T < 1 || T > kBandMaxText) return false;
   return band_smem_bytes(band_rows_per_lane(T), S) <= kMaxDynSmem;
 }
 
