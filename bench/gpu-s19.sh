@@ -83,6 +83,40 @@ final)  # v18 as kept (one warp, T <= 128): tests, sanitizers, phase clocks, A/B
   timeout 60 python3 bench/mas_overhead.py --Ts 128 >"$log/ovh.log" 2>&1; tail -3 "$log/ovh.log"
   mas_sweep 120
   ;;
+w2)  # v18d: two DP warps past 128 rows: tests, racecheck, clocks, ncu of the 2-warp kernel, A/B
+  gtest mas 'MasGpuSmall.BandKernelShapes:MasGpuSmall.NanAndInfCells:MasGpuSmall.StagedRowsEachDtype:MasGpuSmall.RandomTieHeavyAndInfEachNeg' 120
+  ENVS=FLASHKIT_MAS_BAND_WARPS=2 gtest mas_w2 'MasGpuSmall.BandKernelShapes' 60
+  SAN_EACH=60 sanitize "$bin" 'MasGpuSmall.BandKernelShapes'
+  for knobs in "" "FLASHKIT_MAS_BAND_WARPS=2"; do
+    env $knobs FLASHKIT_MAS_TRACE=1 timeout 60 python3 bench/profile_mas.py --once --Ts 128,256 2>&1 | \
+      grep "band trace" | sed "s/^/[${knobs:-default}] /"
+  done
+  stamp "ncu T=256 durations"
+  timeout 120 ncu --kernel-name regex:mas_forward_band --launch-skip 1 --launch-count 1 \
+    --section SpeedOfLight --section WarpStateStats --section SourceCounters \
+    --import-source yes -o "$log/w2" python3 bench/profile_mas.py --once --Ts 256 >"$log/ncuw2.log" 2>&1
+  stamp "rc=$?"
+  ncu_unpack w2 sass
+  for knobs in "" "FLASHKIT_MAS_BAND=0"; do
+    env $knobs timeout 60 python3 bench/profile_mas.py --reps 30 --Ts 256 >"$log/p.log" 2>&1
+    grep -E "drop-in|kernels|Error|error" "$log/p.log" | sed "s/^/[${knobs:-band}] /"
+  done
+  ;;
+ab)  # band (defaults) vs staged, ROUNDS rounds at TS, then the sweep (SWEEP=1)
+  for r in ${ROUNDS:-1 2}; do
+    for knobs in "" "FLASHKIT_MAS_BAND=0"; do
+      env $knobs timeout 60 python3 bench/profile_mas.py --reps 30 --Ts ${TS:-128,256} >"$log/p.log" 2>&1
+      grep -E "drop-in|kernels|Error|error" "$log/p.log" | sed "s/^/[r$r ${knobs:-band}] /"
+    done
+  done
+  timeout 90 python3 bench/mas_overhead.py --Ts 128,256 >"$log/ovh.log" 2>&1; tail -4 "$log/ovh.log"
+  FLASHKIT_MAS_BAND=0 timeout 90 python3 bench/mas_overhead.py --Ts 128,256 >"$log/ovh0.log" 2>&1; tail -4 "$log/ovh0.log" | sed "s/^/[staged] /"
+  [ "${SWEEP:-1}" = 1 ] && mas_sweep 120
+  ;;
+check)  # the final build: every MAS GPU test, sanitizers on the small band ones
+  gtest mas 'MasGpu*' 240
+  SAN_EACH=90 sanitize "$bin" 'MasGpuSmall.BandKernelShapes:MasGpuSmall.NanAndInfCells:MasGpuSmall.NonDensePathAndDurationsOnly'
+  ;;
 ncu)  # stall reasons per SASS line of the band kernel at T = NCU_T (one call, kernels with path)
   for t in ${NCU_T:-128}; do
     stamp "ncu T=$t ${ENVS:-}"

@@ -168,9 +168,9 @@ TEST(MasGpuSmall, StagedRowsEachDtype) {
   }
 }
 
-// The band kernel (v18: texts of 1 to 128 rows, contiguous 16-byte aligned rows, sm_80 on): every
-// rows-a-lane count (1, 2, 4) at both ends of its range and the staged kernel just past it (129,
-// 256), each dtype, rows whose last 16-byte
+// The band kernel (v18: texts of 1 to 256 rows, contiguous 16-byte aligned rows, sm_80 on): every
+// rows-a-lane count (1, 2, 4) at both ends of its range on one DP warp and on two (129, 256: the
+// ring between the warps), each dtype, rows whose last 16-byte
 // piece is partial (a padded view: the tail copy), ragged lengths with tx == ty and tx == 1,
 // -inf / NaN cells, both path layouts the kernel writes itself (rows, columns), and a mel too
 // long for its shared memory (the staged kernel then). Durations only and non-dense paths:
@@ -201,9 +201,10 @@ TEST(MasGpuSmall, BandKernelShapes) {
       expect_gpu_equals_cpu(storage, v, tx, ty, -1e9f, DType::f32, false, "band, rows path");
       expect_gpu_equals_cpu(storage, v, tx, ty, -kInf, DType::u8, true, "band, columns path");
     }
-  // Whole rows (no tail), a long mel: 4 rows a lane with the ring wrapping many times, and a
-  // mel whose decision words leave no room for the ring (the staged kernel).
+  // Whole rows (no tail), a long mel: 4 rows a lane with the rings wrapping many times (one warp,
+  // two), and a mel whose decision words leave no room for the ring (the staged kernel).
   for (auto [B, T, S] : {std::tuple<int64_t, int64_t, int64_t>{2, 120, 2800},
+                         std::tuple<int64_t, int64_t, int64_t>{2, 250, 1500},
                          std::tuple<int64_t, int64_t, int64_t>{2, 100, 13000}}) {
     HostTensor v(DType::f32, {B, T, S});
     v.fill_normal(rng, -2.f, 1.f);

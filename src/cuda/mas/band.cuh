@@ -1,6 +1,7 @@
-// The band kernel (v18; texts up to 128 rows, 16-byte aligned rows): one warp runs the DP of
-// an item in band coordinates with a lane skew, so no shuffle sits on a frame's chain and every
-// lane reads the same frames at each step. Included by src/cuda/mas/mas.cu only.
+// The band kernel (v18; texts up to 256 rows, 16-byte aligned rows): one warp (two past 128 rows,
+// v18d) runs the DP of an item in band coordinates with a lane skew, so no shuffle sits on a
+// frame's chain and every lane reads the same frames at each step. Included by
+// src/cuda/mas/mas.cu only.
 //
 // Cell (x, k) of the band is frame y = x + k, k in [0, ty - tx]; it reads (x, k - 1) (Cython's
 // v_cur, neg at k = 0: the x == y rule) and (x - 1, k) (v_prev; row -1 is 0 at k = 0, else neg).
@@ -19,19 +20,27 @@
 
 namespace flashkit::cuda::mas_kernels {
 
-constexpr int kBandMaxText = 128;
+constexpr int kBandMaxText = 256;
 constexpr int kBandSegBytes = 128;  // bytes of each row in one segment
 // A row's place in a slot: 128 bytes + 16 of padding, rows in the order (r, lane), so the 32
 // lanes' 16-byte reads of one tile row fall in 8 different 16-byte bank groups (conflict-free).
 constexpr int kBandRowStride = kBandSegBytes + 16;
-constexpr int kBandSegments = 8;  // segments in the ring (147 KB at 4 rows a lane)
+constexpr int kBandRingBytes = 150 * 1024;  // the DP warps' likelihood rings together
+constexpr int kBandStages = 8;              // stages of the ring between two DP warps
 
-// Rows a lane (and frames a step) for T rows: 1, 2, 4.
-__host__ __device__ constexpr int band_rows_per_lane(int T) { return T <= 32 ? 1 : T <= 64 ? 2 : 4; }
+// Rows a lane (and frames a step) for T rows on NW DP warps: 1, 2, 4.
+__host__ __device__ constexpr int band_rows_per_lane(int T, int NW = 1) {
+  return T <= 32 * NW ? 1 : T <= 64 * NW ? 2 : 4;
+}
 __host__ __device__ constexpr int band_slot_bytes(int R) { return 32 * R * kBandRowStride; }
-// Dynamic shared memory: the ring, then the decision words [ceil(S / 32)][32 R].
-__host__ __device__ constexpr int band_smem_bytes(int R, int S) {
-  return kBandSegments * band_slot_bytes(R) + (S + 31) / 32 * 32 * R * 4;
+// Segments in a DP warp's ring: 8, or what kBandRingBytes allows (4 at R = 4 on 2 warps).
+__host__ __device__ constexpr int band_segments(int R, int NW) {
+  return kBandRingBytes / (NW * band_slot_bytes(R)) < 8 ? kBandRingBytes / (NW * band_slot_bytes(R))
+                                                         : 8;
+}
+// Dynamic shared memory: the rings, then the decision words [ceil(S / 32)][32 R NW].
+__host__ __device__ constexpr int band_smem_bytes(int R, int NW, int S) {
+  return NW * band_segments(R, NW) * band_slot_bytes(R) + (S + 31) / 32 * 32 * R * NW * 4;
 }
 
 // 16 bytes from global src (16-byte aligned) to shared dst, of which the first n (0 .. 16) are
@@ -45,8 +54,14 @@ __device__ __forceinline__ void band_copy16_n(uint32_t dst, const void* src, uin
                : "memory");
 }
 
-template <Src S, int R>
-__global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
+// NW = 2 DP warps (v18d): warp w owns rows 32 R w .. 32 R (w + 1) - 1 and runs the same loop on
+// its own steps (its tile frames offset by 32 R w, so its segments are its own); lane 0 of warp 1
+// takes the row above from warp 0's lane 31 through a shared-memory ring of kBandStages stages of
+// kSpg chunks with a full / empty mbarrier pair per stage (lane 31 stores a chunk a step and
+// arrives on full at the end of the block that completes a stage; lane 0 reads a chunk a step
+// and arrives on empty at the end of its block). Warp 1 runs 32 / kSpg + 1 blocks behind.
+template <Src S, int R, int NW>
+__global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params p) {
   using T = typename Chunk<S>::T;
   constexpr int kEs = sizeof(T), F = R;
   constexpr int kSegFrames = kBandSegBytes / kEs;  // 32 (fp32) or 64 (16-bit)
@@ -55,36 +70,45 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
   constexpr int kWords = kPiece < 4 ? 1 : kPiece / 4;
   constexpr int kNW = kSegFrames / 32;  // decision words of a row a segment spans
   constexpr int kRows = 32 * R;
-  constexpr int kSlot = band_slot_bytes(R), kSeg = kBandSegments;
+  constexpr int kSlot = band_slot_bytes(R), kSeg = band_segments(R, NW);
+  constexpr int kXChunks = kBandStages * kSpg;  // chunks of the ring between warps
   static_assert(kSpg >= 1 && kSegFrames % F == 0, "a step's frames inside one segment");
+  static_assert(NW == 1 || (32 % kSpg == 0 && kRows % kSegFrames == 0), "warp 1's frames");
   extern __shared__ uint4 s_dyn[];
   __shared__ int32_t s_start[kBandMaxText];
+  __shared__ __align__(16) float s_x[NW > 1 ? kXChunks * F : 4];
+  __shared__ uint64_t s_xfull[kBandStages], s_xempty[kBandStages];
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, b = blockIdx.x;
-  // FLASHKIT_MAS_TRACE (mas.cu): clock64 at the phases, CTA 0, thread 0.
-  int64_t* const trace = p.trace != nullptr && b == 0 && tid == 0 ? p.trace : nullptr;
+  const bool dp = warp < NW;
+  // FLASHKIT_MAS_TRACE (mas.cu): clock64 at the phases, CTA 0, lane 0 of each DP warp.
+  int64_t* const trace = p.trace != nullptr && b == 0 && lane == 0 && dp ? p.trace + 8 * warp : nullptr;
   auto stamp = [&](int i) {
     if (trace != nullptr) trace[i] = clock64();
   };
   stamp(0);
-  char* const ring = reinterpret_cast<char*>(s_dyn);
-  uint32_t* const bits = reinterpret_cast<uint32_t*>(ring + kSeg * kSlot);
+  char* const ring = reinterpret_cast<char*>(s_dyn) + (dp ? warp : 0) * kSeg * kSlot;
+  uint32_t* const bits =
+      reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(s_dyn) + NW * kSeg * kSlot);
+  const int row0 = dp ? kRows * warp : 0;  // the warp's first row
+  const int gofs = row0 / kSegFrames;      // its block g reads segment g + gofs (frames + row0)
   const char* item = static_cast<const char*>(p.value) + b * p.vb * kEs;
   const int row_bytes = p.S * kEs;
+  if (NW > 1 && tid < kBandStages) mbar_init(&s_xfull[tid], 1), mbar_init(&s_xempty[tid], 1);
 
   // Segment g (bytes 128 g .. 128 g + 127 of each row < T) into slot g % kSeg, one commit group:
   // lane t copies 16-byte piece u = t % 8 of rows q + 4 i (q = t / 8), i.e. 4 whole 128-byte
-  // rows a warp instruction. Row R l + r sits at place r * 32 + l of the slot.
+  // rows a warp instruction. Row row0 + R l + r sits at place r * 32 + l of the warp's slot.
   const int q = lane >> 3, u = lane & 7;
-  const int copies = p.T > q ? (p.T - q + 3) / 4 : 0;  // i with row q + 4 i < T
+  const int copies = p.T > row0 + q ? (p.T - row0 - q + 3) / 4 : 0;  // i with a row < T
   const int lane_place = (q % R) * 32 + q / R;
   const uint32_t dst0 = smem_addr(ring) + lane_place * kBandRowStride + 16 * u;
-  const char* src0 = item + static_cast<int64_t>(q) * p.vx * kEs + 16 * u;
+  const char* src0 = item + static_cast<int64_t>(row0 + q) * p.vx * kEs + 16 * u;
   const int64_t step4 = 4 * p.vx * kEs;
   auto issue = [&](int g) {
-    const int off = g * kBandSegBytes;
+    const int off = (g + gofs) * kBandSegBytes;
     const uint32_t dst = dst0 + (g % kSeg) * kSlot;
     const char* src = src0 + off;
     if (off + kBandSegBytes <= row_bytes) {
@@ -100,9 +124,10 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
   // Rows < T and bytes < S exist whatever the lengths are: the first segments go out now.
-  if (warp == 0)
+  if (dp)
 #pragma unroll 1
     for (int g = 0; g < kSeg - 1; ++g) issue(g);
+  if (NW > 1) __syncthreads();  // the ring's mbarriers (item_lengths' barrier follows reads)
   stamp(1);
 
   const int2 len = item_lengths(p, b);
@@ -115,7 +140,7 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
   if (tid == 0) p.bad[b] = valid ? 0 : 1;
   char* item_path = p.path != nullptr ? p.path + b * p.pb * p.pes : nullptr;
   const int64_t path_bytes = static_cast<int64_t>(p.T) * p.S * p.pes;
-  const int zero_threads = static_cast<int>(blockDim.x) - 32;
+  const int zero_threads = static_cast<int>(blockDim.x) - 32 * NW;
 
   if (!valid || tx == 0) {  // an all-zero path; the copies in flight land before the CTA leaves
     asm volatile("cp.async.wait_all;" ::: "memory");
@@ -123,13 +148,16 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
     return;
   }
 
-  if (warp > 0) {
-    if (item_path != nullptr) zero_bytes(item_path, 0, path_bytes, tid - 32, zero_threads);
-  } else {
+  if (!dp) {
+    if (item_path != nullptr) zero_bytes(item_path, 0, path_bytes, tid - 32 * NW, zero_threads);
+  } else if (row0 < tx) {
     const float neg = p.neg;
-    const int nch = (ty - tx + F) / F;              // chunks of the band's ty - tx + 1 columns
-    const int nsteps = nch + (tx + R - 1) / R - 1;  // the last live lane's last chunk
-    const int nblocks = (nsteps + kSpg) / kSpg;      // steps -1 .. nsteps - 1, kSpg a block
+    const int nch = (ty - tx + F) / F;  // chunks of the band's ty - tx + 1 columns
+    const int nsteps = nch + min((tx - row0 + R - 1) / R, 32) - 1;  // the last live lane's last
+    const int nblocks = (nsteps + kSpg) / kSpg;  // steps -1 .. nsteps - 1, kSpg a block
+    const int maxst = (nch - 1) / kSpg;          // the ring's last stage with a live chunk
+    const bool from_warp = NW > 1 && warp > 0;
+    const bool to_warp = NW > 1 && warp == 0 && kRows < tx;
     float qlast[R];  // Q[x, k - 1] of the lane's rows at its next chunk's first column
     float up[F];     // Q[R lane - 1, k] of the next step (lane 0: row -1)
 #pragma unroll
@@ -149,7 +177,7 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
       for (int m = 0; m <= kNW; ++m) acc[r][m] = 0;
     auto store_words = [&](int wi, int m) {  // word wi of the lane's rows from acc[.][m]
       if (wi < 0 || wi >= p.W) return;
-      uint32_t* dst = bits + wi * kRows + R * lane;
+      uint32_t* dst = bits + wi * (kRows * NW) + row0 + R * lane;
       if constexpr (R == 1) {
         dst[0] = acc[0][m];
       } else if constexpr (R == 2) {
@@ -167,6 +195,14 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
         issue(g + kSeg - 1);
       else
         asm volatile("cp.async.commit_group;" ::: "memory");
+      // Lane 0 of warp 1 reads stage g of the ring in this block; lane 31 of warp 0 stores stage
+      // xst (chunks s - 31 of its steps) once warp 1 has freed its slots.
+      const bool x_wait = from_warp && g <= maxst;
+      if (x_wait) mbar_wait(&s_xfull[g % kBandStages], (g / kBandStages) & 1);
+      const int xst = g - 32 / kSpg;
+      const bool x_send = to_warp && xst >= 0 && xst <= maxst;
+      if (x_send && xst >= kBandStages)
+        mbar_wait(&s_xempty[xst % kBandStages], ((xst / kBandStages) & 1) ^ 1);
       const char* slot = lane_ring + (g % kSeg) * kSlot;
 #pragma unroll
       for (int j = 0; j < kSpg; ++j) {
@@ -203,20 +239,39 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
           const bool started = s >= lane;  // else the tile lies before the band: k < 0
 #pragma unroll
           for (int r = 0; r < R; ++r) qlast[r] = started ? q[r][F - 1] : neg;
+          if (x_send && lane == 31) {  // chunk s - 31 of the warp's last row, into stage xst
+            float* d = s_x + ((s - 31) % kXChunks) * F;
 #pragma unroll
-          for (int f = 0; f < F; ++f) {  // the lane above's last row; lane 0: row -1, neg
-            const float t = shfl_up1(q[R - 1][f]);
-            up[f] = lane == 0 ? neg : t;
+            for (int f = 0; f < F; ++f) d[f] = q[R - 1][f];
           }
-        } else if (lane == 0) {
-          up[0] = 0.f;  // row -1 at k = 0 (Cython's y == 0 case), for step 0
+          // The lane above's last row; lane 0: row -1 (neg) or, in warp 1, warp 0's last row.
+          float in[F];
+#pragma unroll
+          for (int f = 0; f < F; ++f) in[f] = neg;
+          if (from_warp && lane == 0 && s + 1 < nch)  // only lane 0 reads (and frees) the ring
+#pragma unroll
+            for (int f = 0; f < F; ++f) in[f] = s_x[((s + 1) % kXChunks) * F + f];
+#pragma unroll
+          for (int f = 0; f < F; ++f) {
+            const float t = shfl_up1(q[R - 1][f]);
+            up[f] = lane == 0 ? in[f] : t;
+          }
+        } else if (lane == 0) {  // for step 0: row -1 at k = 0 (Cython's y == 0), warp 1's chunk 0
+          if (from_warp) {
+#pragma unroll
+            for (int f = 0; f < F; ++f) up[f] = s_x[f];
+          } else {
+            up[0] = 0.f;
+          }
         }
         // The previous segment's last word is complete after step j = 0, word m after j = 32 m / F.
-        if (j == 0) store_words(g * kNW - 1, 0);
+        if (j == 0) store_words((g + gofs) * kNW - 1, 0);
 #pragma unroll
         for (int m = 1; m < kNW; ++m)
-          if (j == 32 * m / F) store_words(g * kNW + m - 1, m);
+          if (j == 32 * m / F) store_words((g + gofs) * kNW + m - 1, m);
       }
+      if (x_wait && lane == 0) mbar_arrive(&s_xempty[g % kBandStages]);
+      if (x_send && lane == 31) mbar_arrive(&s_xfull[xst % kBandStages]);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         acc[r][0] = acc[r][kNW];
@@ -224,13 +279,13 @@ __global__ void __launch_bounds__(128, 1) mas_forward_band(const Params p) {
         for (int m = 1; m <= kNW; ++m) acc[r][m] = 0;
       }
     }
-    store_words(nblocks * kNW - 1, 0);
+    store_words((nblocks + gofs) * kNW - 1, 0);
     stamp(3);
   }
   asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives the CTA
   __syncthreads();  // the decision words (warp 0) and the path's zeros (the other warps)
   stamp(4);
-  if (tid == 0) backtrack_one_lane(bits, kRows, tx, ty, s_start);
+  if (tid == 0) backtrack_one_lane(bits, kRows * NW, tx, ty, s_start);
   stamp(5);
   __syncthreads();
   write_runs(s_start, start, tx, ty, dur, p.dx, item_path, p.px, p.py, p.pes, p.one, tid,

@@ -108,6 +108,7 @@ struct Tuning {
   int fused_k = 0;          // the fused mode's rows a lane, 1, 2 or 4; 0: by the rule
   bool early_zeros = true;  // v17: the separate path kernel zeroes beside the DP (sm_90)
   bool band = true;         // v18: the band kernel where use_band allows it
+  int band_warps = 0;       // v18d: FLASHKIT_MAS_BAND_WARPS (band_warps)
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -128,6 +129,7 @@ const Tuning& tuning() {
     if (const char* e = std::getenv("FLASHKIT_MAS_EARLY_ZEROS"))
       t.early_zeros = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_BAND")) t.band = std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_BAND_WARPS")) t.band_warps = std::atoi(e);
     if (const char* e = std::getenv("FLASHKIT_MAS_FUSED_SPLIT"))
       t.fused_split = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_SPLIT_ROWS")) {
@@ -204,54 +206,71 @@ void launch_rows(const Params& p, int B, cudaStream_t stream) {
 
 // The band kernel (band.cuh, v18) for R rows a lane: one DP warp, and three more that zero the
 // path meanwhile when the kernel writes it.
-template <Src S, int R>
+template <Src S, int R, int NW>
 void launch_band_rows(const Params& p, int B, cudaStream_t stream) {
-  constexpr auto kernel = mas_forward_band<S, R>;
+  constexpr auto kernel = mas_forward_band<S, R, NW>;
   ensure_smem_limit<kernel>(kMaxDynSmem);
   // FLASHKIT_MAS_TRACE=1 (measuring only: syncs the stream): CTA 0's phase clocks, printed.
   static const bool tracing = std::getenv("FLASHKIT_MAS_TRACE") != nullptr;
   static int64_t* trace = nullptr;
   Params q = p;
   if (tracing) {
-    if (trace == nullptr) FK_CUDA_CHECK(cudaMalloc(&trace, 8 * sizeof(int64_t)));
-    FK_CUDA_CHECK(cudaMemsetAsync(trace, 0, 8 * sizeof(int64_t), stream));
+    if (trace == nullptr) FK_CUDA_CHECK(cudaMalloc(&trace, 16 * sizeof(int64_t)));
+    FK_CUDA_CHECK(cudaMemsetAsync(trace, 0, 16 * sizeof(int64_t), stream));
     q.trace = trace;
   }
-  kernel<<<B, p.path != nullptr ? 128 : 32, band_smem_bytes(R, p.S), stream>>>(q);
+  kernel<<<B, 32 * NW + (p.path != nullptr ? 96 : 0), band_smem_bytes(R, NW, p.S), stream>>>(q);
   FK_CHECK_LAUNCH("mas_forward_band");
   if (tracing) {
-    int64_t h[8];
+    int64_t h[16];
     FK_CUDA_CHECK(cudaMemcpyAsync(h, trace, sizeof(h), cudaMemcpyDeviceToHost, stream));
     FK_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::fprintf(stderr,
-                 "band trace T=%d R=%d: issue %lld, lengths %lld, dp %lld, barrier %lld, "
-                 "backtrack %lld, runs %lld cycles\n",
-                 p.T, R, static_cast<long long>(h[1] - h[0]), static_cast<long long>(h[2] - h[1]),
-                 static_cast<long long>(h[3] - h[2]), static_cast<long long>(h[4] - h[3]),
-                 static_cast<long long>(h[5] - h[4]), static_cast<long long>(h[6] - h[5]));
+    for (int w = 0; w < NW; ++w) {
+      const int64_t* t = h + 8 * w;
+      std::fprintf(stderr,
+                   "band trace T=%d R=%d warp %d: issue %lld, lengths %lld, dp %lld, barrier %lld, "
+                   "backtrack %lld, runs %lld cycles\n",
+                   p.T, R, w, static_cast<long long>(t[1] - t[0]),
+                   static_cast<long long>(t[2] - t[1]), static_cast<long long>(t[3] - t[2]),
+                   static_cast<long long>(t[4] - t[3]), static_cast<long long>(t[5] - t[4]),
+                   static_cast<long long>(t[6] - t[5]));
+    }
   }
+}
+// DP warps of the band kernel: 1 up to 128 rows, 2 past (4 rows a lane each);
+// FLASHKIT_MAS_BAND_WARPS=2 takes 2 from 65 rows on, =1 keeps 1 up to 128 rows.
+int band_warps(int T) {
+  const int forced = tuning().band_warps;
+  if (T <= 64) return 1;
+  if (T > 128) return 2;
+  return forced == 2 ? 2 : 1;
 }
 template <Src S>
 void launch_band(const Params& p, int B, cudaStream_t stream) {
-  switch (band_rows_per_lane(p.T)) {
-    case 1:
-      return launch_band_rows<S, 1>(p, B, stream);
-    case 2:
-      return launch_band_rows<S, 2>(p, B, stream);
+  const int nw = band_warps(p.T);
+  switch (band_rows_per_lane(p.T, nw) * 10 + nw) {
+    case 11:
+      return launch_band_rows<S, 1, 1>(p, B, stream);
+    case 21:
+      return launch_band_rows<S, 2, 1>(p, B, stream);
+    case 41:
+      return launch_band_rows<S, 4, 1>(p, B, stream);
+    case 22:
+      return launch_band_rows<S, 2, 2>(p, B, stream);
     default:
-      return launch_band_rows<S, 4>(p, B, stream);
+      return launch_band_rows<S, 4, 2>(p, B, stream);
   }
 }
 
-// The band kernel takes texts of 1 to 128 rows whose rows are contiguous and 16-byte aligned
-// (vec), from sm_80 on (cp.async), where its ring and decision words fit the shared memory.
-// Measured (bench/NOTES-mas.md v18, H200): 0.8-0.9x the staged kernel's time at T = 64 and 128,
-// 1.05-1.15x at T = 256 (8 rows a lane: a 64-cell step on one warp), and two DP warps (v18b) were
-// slower still, so longer texts keep the staged kernel. FLASHKIT_MAS_BAND=0: the staged kernel
-// at every length (the A/B).
+// The band kernel takes texts of 1 to 256 rows whose rows are contiguous and 16-byte aligned
+// (vec), from sm_80 on (cp.async), where its rings and decision words fit the shared memory.
+// Measured (bench/NOTES-mas.md v18 / v18d, H200, GPU time of a call): T = 128 26-28 us against
+// the staged kernel's 37-39, T = 256 (two DP warps) 74-75 against 86-88. FLASHKIT_MAS_BAND=0:
+// the staged kernel at every length (the A/B).
 bool use_band(const Gpu& gpu, int T, int S, bool vec) {
   if (!tuning().band || gpu.major < 8 || !vec || T < 1 || T > kBandMaxText) return false;
-  return band_smem_bytes(band_rows_per_lane(T), S) <= kMaxDynSmem;
+  const int nw = band_warps(T);
+  return band_smem_bytes(band_rows_per_lane(T, nw), nw, S) <= kMaxDynSmem;
 }
 
 template <Src S>
