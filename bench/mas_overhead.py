@@ -26,17 +26,12 @@ def main():
     import flashkit
     from flashkit import _C as fk_C
     from mas import WARMUP_MS, Timer
+    from profile_mas import inputs
 
     timer = Timer(torch)
     B = 32
     for T in [int(t) for t in args.Ts.split(",")]:
-        S = 4 * T
-        gen = torch.Generator(device="cuda").manual_seed(T)
-        value = torch.randn((B, T, S), dtype=torch.float32, device="cuda", generator=gen)
-        mask = torch.ones((B, T, S), dtype=torch.int32, device="cuda")
-        tx = torch.full((B,), T, dtype=torch.int32, device="cuda")
-        ty = torch.full((B,), S, dtype=torch.int32, device="cuda")
-        pth = torch.empty((B, T, S), dtype=torch.float32, device="cuda")
+        _, value, mask, tx, ty, pth = inputs(torch, B, T)
         calls = {
             "drop-in": lambda: flashkit.maximum_path(value, mask, check=False),
             "extension, path": lambda: fk_C.monotonic_alignment_search(

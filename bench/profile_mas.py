@@ -13,6 +13,19 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
+def inputs(torch, B, T):
+    """bench/mas.py's problem at text length T: N(0, 1) fp32 value [B, T, 4T], a mask of ones,
+    full lengths, and a path buffer; the generator they were drawn from (seeded with T)."""
+    S = 4 * T
+    gen = torch.Generator(device="cuda").manual_seed(T)
+    value = torch.randn((B, T, S), dtype=torch.float32, device="cuda", generator=gen)
+    mask = torch.ones((B, T, S), dtype=torch.int32, device="cuda")
+    tx = torch.full((B,), T, dtype=torch.int32, device="cuda")
+    ty = torch.full((B,), S, dtype=torch.int32, device="cuda")
+    pth = torch.empty((B, T, S), dtype=torch.float32, device="cuda")
+    return gen, value, mask, tx, ty, pth
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--Ts", default="128,2048")
@@ -32,13 +45,8 @@ def main():
     B = args.batch
     for T in [int(t) for t in args.Ts.split(",")]:
         S = 4 * T
-        gen = torch.Generator(device="cuda").manual_seed(T)
-        value = torch.randn((B, T, S), dtype=torch.float32, device="cuda", generator=gen)
-        mask = torch.ones((B, T, S), dtype=torch.int32, device="cuda")
-        tx = torch.full((B,), T, dtype=torch.int32, device="cuda")
-        ty = torch.full((B,), S, dtype=torch.int32, device="cuda")
+        gen, value, mask, tx, ty, pth = inputs(torch, B, T)
         dur = torch.empty((B, T), dtype=torch.int32, device="cuda")
-        pth = torch.empty((B, T, S), dtype=torch.float32, device="cuda")
         stream = torch.cuda.current_stream().cuda_stream
         if args.fused:
             del value, mask

@@ -196,8 +196,7 @@ TEST(MasGpuSmall, BandKernelShapes) {
       if (round++ % 2 == 1) storage.fill_int(rng, -2, 0);
       std::uniform_int_distribution<int64_t> cell(0, storage.numel() - 1);
       for (int64_t i = 0; i < storage.numel() / 50; ++i) storage.set(cell(rng), specials[i % 2]);
-      const TensorView v =
-          TensorView::strided(storage.data(), dt, {B, T, S}, {T * Sp, Sp, 1});
+      const TensorView v = TensorView::strided(storage.data(), dt, {B, T, S}, {T * Sp, Sp, 1});
       expect_gpu_equals_cpu(storage, v, tx, ty, -1e9f, DType::f32, false, "band, rows path");
       expect_gpu_equals_cpu(storage, v, tx, ty, -kInf, DType::u8, true, "band, columns path");
     }

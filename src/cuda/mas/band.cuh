@@ -36,7 +36,7 @@ __host__ __device__ constexpr int band_slot_bytes(int R) { return 32 * R * kBand
 // Segments in a DP warp's ring: 8, or what kBandRingBytes allows (4 at R = 4 on 2 warps).
 __host__ __device__ constexpr int band_segments(int R, int NW) {
   return kBandRingBytes / (NW * band_slot_bytes(R)) < 8 ? kBandRingBytes / (NW * band_slot_bytes(R))
-                                                         : 8;
+                                                        : 8;
 }
 // Dynamic shared memory: the rings, then the decision words [ceil(S / 32)][32 R NW].
 __host__ __device__ constexpr int band_smem_bytes(int R, int NW, int S) {
@@ -84,7 +84,8 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, b = blockIdx.x;
   const bool dp = warp < NW;
   // FLASHKIT_MAS_TRACE (mas.cu): clock64 at the phases, CTA 0, lane 0 of each DP warp.
-  int64_t* const trace = p.trace != nullptr && b == 0 && lane == 0 && dp ? p.trace + 8 * warp : nullptr;
+  int64_t* const trace =
+      p.trace != nullptr && b == 0 && lane == 0 && dp ? p.trace + 8 * warp : nullptr;
   auto stamp = [&](int i) {
     if (trace != nullptr) trace[i] = clock64();
   };
@@ -190,7 +191,7 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
 #pragma unroll 1
     for (int g = 0; g < nblocks; ++g) {
       stage_wait<kSeg - 2>();  // this lane's copies of segment g have landed
-      __syncwarp();  // every lane's have, and every lane has read slot (g - 1) % kSeg
+      __syncwarp();            // every lane's have, and every lane has read slot (g - 1) % kSeg
       if (g + kSeg - 1 < nblocks)
         issue(g + kSeg - 1);
       else
