@@ -46,6 +46,16 @@ check)  # the final build: every MAS GPU test, sanitizers on the small band ones
   gtest mas 'MasGpu*' 240
   SAN_EACH=90 sanitize "$bin" 'MasGpuSmall.BandKernelShapes:MasGpuSmall.NanAndInfCells:MasGpuSmall.NonDensePathAndDurationsOnly'
   ;;
+decncu)  # decode hdim 128 b4 h32 128k: ncu stall samples per SASS line, split-KV and cuDNN's kernel
+  stamp "ncu decode"
+  timeout 300 ncu --profile-from-start off --section SpeedOfLight --section WarpStateStats \
+    --section SourceCounters --section MemoryWorkloadAnalysis --import-source yes -o "$log/dec" \
+    python3 bench/profile_decode.py --shapes 128,4,32,131072 --schedules split_kv --cudnn \
+    >"$log/decncu.log" 2>&1
+  stamp "rc=$?"
+  ncu_unpack dec sass
+  grep -E '^  [a-z_c].*\(|Duration|DRAM Throughput|Warp Cycles Per Issued|Issued Ipc' "$log/dec-details.txt" | head -20
+  ;;
 ncu)  # stall reasons per SASS line of the band kernel at T = NCU_T (one call, kernels with path)
   for t in ${NCU_T:-128}; do
     stamp "ncu T=$t ${ENVS:-}"
