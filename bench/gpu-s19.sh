@@ -56,8 +56,8 @@ decncu)  # decode hdim 128 b4 h32 128k: ncu stall samples per SASS line, split-K
   ncu_unpack dec sass
   grep -E '^  [a-z_c].*\(|Duration|DRAM Throughput|Warp Cycles Per Issued|Issued Ipc' "$log/dec-details.txt" | head -20
   ;;
-host)  # host time of the pieces of a maximum_path call (bench/mas_host.py)
-  timeout 120 python3 bench/mas_host.py --T 128 2>&1 | tail -12
+host)  # host time of the pieces of a maximum_path call (bench/mas_overhead.py --pieces)
+  timeout 120 python3 bench/mas_overhead.py --Ts 128 --pieces 2>&1 | tail -12
   ;;
 ncu)  # stall reasons per SASS line of the band kernel at T = NCU_T (one call, kernels with path)
   for t in ${NCU_T:-128}; do

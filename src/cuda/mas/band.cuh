@@ -131,14 +131,10 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
   if (NW > 1) __syncthreads();  // the ring's mbarriers (item_lengths' barrier follows reads)
   stamp(1);
 
-  const int2 len = item_lengths(p, b);
+  const ItemStart it = begin_item(p, b, true);
   stamp(2);
-  const int tx = len.x, ty = len.y;
-  const bool valid = tx >= 0 && tx <= p.T && ty >= 0 && ty <= p.S && tx <= ty;
-  int32_t* start = p.start + static_cast<size_t>(b) * p.Tw;
-  int32_t* dur = p.dur + b * p.db;
-  for (int x = (valid ? tx : 0) + tid; x < p.T; x += blockDim.x) start[x] = 0, dur[x * p.dx] = 0;
-  if (tid == 0) p.bad[b] = valid ? 0 : 1;
+  const int tx = it.tx, ty = it.ty;
+  const bool valid = it.valid;
   char* item_path = p.path != nullptr ? p.path + b * p.pb * p.pes : nullptr;
   const int64_t path_bytes = static_cast<int64_t>(p.T) * p.S * p.pes;
   const int zero_threads = static_cast<int>(blockDim.x) - 32 * NW;
@@ -289,7 +285,7 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
   if (tid == 0) backtrack_one_lane(bits, kRows * NW, tx, ty, s_start);
   stamp(5);
   __syncthreads();
-  write_runs(s_start, start, tx, ty, dur, p.dx, item_path, p.px, p.py, p.pes, p.one, tid,
+  write_runs(s_start, it.start, tx, ty, it.dur, p.dx, item_path, p.px, p.py, p.pes, p.one, tid,
              blockDim.x);
   stamp(6);
 }

@@ -270,6 +270,27 @@ static __device__ int2 item_lengths(const Params& p, int b) {
       p.ty_line < 0 ? static_cast<const int32_t*>(p.ty)[b * p.tys] : static_cast<int>(total[1]));
 }
 
+// An item at the start of a forward kernel: its lengths, whether they admit a path, and its run
+// starts and durations, whose rows tx .. T - 1 (every row when the lengths are bad) the item's
+// first CTA (`first`) zeroes, setting the item's status flag too. Every thread of the CTA calls it.
+struct ItemStart {
+  int tx, ty;
+  bool valid;
+  int32_t* start;
+  int32_t* dur;
+};
+static __device__ ItemStart begin_item(const Params& p, int b, bool first) {
+  const int2 len = item_lengths(p, b);
+  ItemStart it{len.x, len.y, false, p.start + static_cast<size_t>(b) * p.Tw, p.dur + b * p.db};
+  it.valid = it.tx >= 0 && it.tx <= p.T && it.ty >= 0 && it.ty <= p.S && it.tx <= it.ty;
+  if (first) {
+    for (int x = (it.valid ? it.tx : 0) + threadIdx.x; x < p.T; x += blockDim.x)
+      it.start[x] = 0, it.dur[x * p.dx] = 0;
+    if (threadIdx.x == 0) p.bad[b] = it.valid ? 0 : 1;
+  }
+  return it;
+}
+
 // Chunk y0 .. y0 + kCols - 1 of rows x0 .. x0 + K - 1 (`rows` points at row x0) as raw words;
 // rows >= nrows and frames >= S read as 0. Any row < T and frame < S may be read whatever the
 // item's lengths are (cells outside the band never reach a band cell), so the first chunks are

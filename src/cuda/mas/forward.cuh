@@ -114,16 +114,11 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
     }
   }
 
-  const int2 len = item_lengths(p, b);
-  const int tx = len.x, ty = len.y;
-  const bool valid = tx >= 0 && tx <= p.T && ty >= 0 && ty <= p.S && tx <= ty;
-  int32_t* start = p.start + static_cast<size_t>(b) * p.Tw;
-  int32_t* dur = p.dur + b * p.db;
-  if (part == 0) {
-    for (int x = (valid ? tx : 0) + threadIdx.x; x < p.T; x += blockDim.x)
-      start[x] = 0, dur[x * p.dx] = 0;
-    if (threadIdx.x == 0) p.bad[b] = valid ? 0 : 1;
-  }
+  const ItemStart it = begin_item(p, b, part == 0);
+  const int tx = it.tx, ty = it.ty;
+  const bool valid = it.valid;
+  int32_t* const start = it.start;
+  int32_t* const dur = it.dur;
   // This CTA's share of the item's path block.
   char* item_path = p.path != nullptr ? p.path + b * p.pb * p.pes : nullptr;
   const int64_t path_bytes = static_cast<int64_t>(p.T) * p.S * p.pes;
