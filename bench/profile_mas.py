@@ -1,7 +1,8 @@
 """flashkit's GPU MAS alone, for profiling: bench/mas.py's inputs (B = 32, S = 4T, N(0, 1) fp32,
 mask of ones) and timer (L2 flushed, median of reps), three variants per T: the drop-in
 maximum_path, the kernels writing durations only, the kernels writing the path. --once makes one
-call of each instead (to run under ncu: --kernel-name regex:mas_forward). --fused times the fused
+call of each instead, then one more after an L2 flush (to run under ncu: --kernel-name
+regex:mas_forward; with FLASHKIT_MAS_TRACE=1, the phase clocks of both). --fused times the fused
 likelihood instead (bench/mas.py's z, m, logs with C = 192 channels; durations only, and the path).
 
 usage: PYTHONPATH=python python3 bench/profile_mas.py [--Ts 128,2048] [--reps 10] [--once] [--fused]
@@ -71,7 +72,11 @@ def main():
             }
         for name, call in variants.items():
             call(None)
-            if args.once:
+            if args.once:  # and once more from a flushed L2, as the timed calls run
+                torch.cuda.synchronize()
+                timer.flush.zero_()
+                torch.cuda.synchronize()
+                call(None)
                 torch.cuda.synchronize()
                 continue
             med, _, _ = timer.run(call, args.reps, warmup_ms=WARMUP_MS)

@@ -54,6 +54,23 @@ __device__ __forceinline__ void band_copy16_n(uint32_t dst, const void* src, uin
                : "memory");
 }
 
+// F floats to shared address `addr` when `pred` (a predicated store: no branch in the DP loop).
+template <int F>
+__device__ __forceinline__ void band_store_pred(uint32_t addr, const float (&v)[F], bool pred) {
+  static_assert(F == 2 || F == 4, "a step's chunk of 2 or 4 frames");
+  if constexpr (F == 4)
+    asm volatile(
+        "{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.shared.v4.f32 [%1], {%2, %3, %4, %5}; }" ::"r"(
+            static_cast<uint32_t>(pred)),
+        "r"(addr), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3])
+        : "memory");
+  else
+    asm volatile("{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.shared.v2.f32 [%1], {%2, %3}; }" ::"r"(
+                     static_cast<uint32_t>(pred)),
+                 "r"(addr), "f"(v[0]), "f"(v[1])
+                 : "memory");
+}
+
 // NW = 2 DP warps (v18d): warp w owns rows 32 R w .. 32 R (w + 1) - 1 and runs the same loop on
 // its own steps (its tile frames offset by 32 R w, so its segments are its own); lane 0 of warp 1
 // takes the row above from warp 0's lane 31 through a shared-memory ring of kBandStages stages of
@@ -81,7 +98,11 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, b = blockIdx.x;
+  // The warp index broadcast from lane 0: ptxas then knows every branch on it is warp-uniform,
+  // so the DP loop's shuffles need no divergence check (BRA.DIV), which would cut the unrolled
+  // steps into separate scheduling blocks (v19).
+  const int tid = threadIdx.x, lane = tid & 31, b = blockIdx.x;
+  const int warp = __shfl_sync(0xffffffffu, tid >> 5, 0);
   const bool dp = warp < NW;
   // FLASHKIT_MAS_TRACE (mas.cu): clock64 at the phases, CTA 0, lane 0 of each DP warp.
   int64_t* const trace =
@@ -184,6 +205,7 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
       }
     };
     const char* lane_ring = ring + lane * kBandRowStride;
+    const uint32_t sx_addr = smem_addr(s_x);
 #pragma unroll 1
     for (int g = 0; g < nblocks; ++g) {
       stage_wait<kSeg - 2>();  // this lane's copies of segment g have landed
@@ -195,7 +217,26 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
       // Lane 0 of warp 1 reads stage g of the ring in this block; lane 31 of warp 0 stores stage
       // xst (chunks s - 31 of its steps) once warp 1 has freed its slots.
       const bool x_wait = from_warp && g <= maxst;
-      if (x_wait) mbar_wait(&s_xfull[g % kBandStages], (g / kBandStages) & 1);
+      // Lane 0 of warp 1 takes the block's kSpg chunks of the row above into registers at once
+      // and frees the stage (v19): no shared-memory load waits inside the steps.
+      float xin[NW > 1 ? kSpg : 1][F];
+      if constexpr (NW > 1) {
+#pragma unroll
+        for (int j = 0; j < kSpg; ++j)
+#pragma unroll
+          for (int f = 0; f < F; ++f) xin[j][f] = neg;
+        if (x_wait) {
+          mbar_wait(&s_xfull[g % kBandStages], (g / kBandStages) & 1);
+          if (lane == 0) {
+#pragma unroll
+            for (int j = 0; j < kSpg; ++j)
+              if (g * kSpg + j < nch)
+#pragma unroll
+                for (int f = 0; f < F; ++f) xin[j][f] = s_x[((g * kSpg + j) % kXChunks) * F + f];
+            mbar_arrive(&s_xempty[g % kBandStages]);
+          }
+        }
+      }
       const int xst = g - 32 / kSpg;
       const bool x_send = to_warp && xst >= 0 && xst <= maxst;
       if (x_send && xst >= kBandStages)
@@ -230,33 +271,28 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
               const int e = r + f;  // frame R s + e: piece s element e, or piece s + 1's e - F
               const float v = e < F ? Chunk<S>::get(pa[r], e) : Chunk<S>::get(pb[r], e - F);
               const int fr = F * (j - 1) + e + 32;  // frame - 32 (kSpg g - 1) in this block
-              q[r][f] = cell_pred(r > 0 ? q[r - 1][f] : up[f], f > 0 ? q[r][f - 1] : qlast[r], v,
-                                  acc[r][fr >> 5], 1u << (fr & 31));
+              q[r][f] = cell_sel(r > 0 ? q[r - 1][f] : up[f], f > 0 ? q[r][f - 1] : qlast[r], v,
+                                 acc[r][fr >> 5], 1u << (fr & 31));
             }
           const bool started = s >= lane;  // else the tile lies before the band: k < 0
 #pragma unroll
           for (int r = 0; r < R; ++r) qlast[r] = started ? q[r][F - 1] : neg;
-          if (x_send && lane == 31) {  // chunk s - 31 of the warp's last row, into stage xst
-            float* d = s_x + ((s - 31) % kXChunks) * F;
-#pragma unroll
-            for (int f = 0; f < F; ++f) d[f] = q[R - 1][f];
-          }
-          // The lane above's last row; lane 0: row -1 (neg) or, in warp 1, warp 0's last row.
-          float in[F];
-#pragma unroll
-          for (int f = 0; f < F; ++f) in[f] = neg;
-          if (from_warp && lane == 0 && s + 1 < nch)  // only lane 0 reads (and frees) the ring
-#pragma unroll
-            for (int f = 0; f < F; ++f) in[f] = s_x[((s + 1) % kXChunks) * F + f];
+          if constexpr (NW > 1)  // lane 31: chunk s - 31 of the warp's last row, into stage xst
+            band_store_pred<F>(sx_addr + ((s - 31) % kXChunks) * F * 4, q[R - 1],
+                               x_send && lane == 31);
+          // The lane above's last row; lane 0: row -1 (neg) or, in warp 1, warp 0's last row
+          // (chunk s + 1, loaded at the block's start).
 #pragma unroll
           for (int f = 0; f < F; ++f) {
             const float t = shfl_up1(q[R - 1][f]);
-            up[f] = lane == 0 ? in[f] : t;
+            float in = neg;
+            if constexpr (NW > 1) in = xin[j][f];
+            up[f] = lane == 0 ? in : t;
           }
         } else if (lane == 0) {  // for step 0: row -1 at k = 0 (Cython's y == 0), warp 1's chunk 0
-          if (from_warp) {
+          if constexpr (NW > 1) {
 #pragma unroll
-            for (int f = 0; f < F; ++f) up[f] = s_x[f];
+            for (int f = 0; f < F; ++f) up[f] = from_warp ? xin[0][f] : (f == 0 ? 0.f : neg);
           } else {
             up[0] = 0.f;
           }
@@ -267,7 +303,6 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
         for (int m = 1; m < kNW; ++m)
           if (j == 32 * m / F) store_words((g + gofs) * kNW + m - 1, m);
       }
-      if (x_wait && lane == 0) mbar_arrive(&s_xempty[g % kBandStages]);
       if (x_send && lane == 31) mbar_arrive(&s_xfull[xst % kBandStages]);
 #pragma unroll
       for (int r = 0; r < R; ++r) {

@@ -109,6 +109,7 @@ struct Tuning {
   bool early_zeros = true;  // v17: the separate path kernel zeroes beside the DP (sm_90)
   bool band = true;         // v18: the band kernel where use_band allows it
   int band_warps = 0;       // v18d: FLASHKIT_MAS_BAND_WARPS (band_warps)
+  int band_zero_warps = 0;  // v19: FLASHKIT_MAS_BAND_ZERO_WARPS (1-3); 0: 4 warps in all
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -130,6 +131,10 @@ const Tuning& tuning() {
       t.early_zeros = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_BAND")) t.band = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_BAND_WARPS")) t.band_warps = std::atoi(e);
+    if (const char* e = std::getenv("FLASHKIT_MAS_BAND_ZERO_WARPS")) {
+      const int n = std::atoi(e);
+      if (n >= 1 && n <= 3) t.band_zero_warps = n;
+    }
     if (const char* e = std::getenv("FLASHKIT_MAS_FUSED_SPLIT"))
       t.fused_split = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_SPLIT_ROWS")) {
@@ -219,7 +224,11 @@ void launch_band_rows(const Params& p, int B, cudaStream_t stream) {
     FK_CUDA_CHECK(cudaMemsetAsync(trace, 0, 16 * sizeof(int64_t), stream));
     q.trace = trace;
   }
-  kernel<<<B, 32 * NW + (p.path != nullptr ? 96 : 0), band_smem_bytes(R, NW, p.S), stream>>>(q);
+  // The warps that zero the path: one DP or zero warp a scheduler (v19: with two DP warps a third
+  // zero warp shared warp 0's scheduler; measured level, H200).
+  const int zero_warps = tuning().band_zero_warps > 0 ? tuning().band_zero_warps : 4 - NW;
+  kernel<<<B, 32 * (NW + (p.path != nullptr ? zero_warps : 0)), band_smem_bytes(R, NW, p.S),
+           stream>>>(q);
   FK_CHECK_LAUNCH("mas_forward_band");
   if (tracing) {
     int64_t h[16];
