@@ -317,7 +317,10 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
   asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives the CTA
   __syncthreads();  // the decision words (warp 0) and the path's zeros (the other warps)
   stamp(4);
-  if (tid == 0) backtrack_one_lane(bits, kRows * NW, tx, ty, s_start);
+  if (tid == 0) {
+    const int steps = backtrack_one_lane(bits, kRows * NW, tx, ty, s_start);
+    if (trace != nullptr) trace[7] = steps;
+  }
   stamp(5);
   __syncthreads();
   write_runs(s_start, it.start, tx, ty, it.dur, p.dx, item_path, p.px, p.py, p.pes, p.one, tid,

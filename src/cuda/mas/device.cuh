@@ -635,8 +635,9 @@ static __device__ void backtrack(const uint32_t* bits, int bstride, int nrows, i
 // below) are loaded at the top of the step, which is branch-free, so a step costs the scan and a
 // shared-memory latency overlapping it (the warp walk paid ~115 cycles a step in shuffles and
 // branch bookkeeping, ncu v7 at T = 128: 15% of the kernel).
-static __device__ void backtrack_one_lane(const uint32_t* bits, int bstride, int tx, int ty,
-                                          int32_t* start) {
+static __device__ int backtrack_one_lane(const uint32_t* bits, int bstride, int tx, int ty,
+                                         int32_t* start) {
+  int steps = 0;  // returned for FLASHKIT_MAS_TRACE
   const uint32_t base = smem_addr(bits), sstart = smem_addr(start);
   auto word = [&](int yb, int x) {
     uint32_t v;
@@ -646,7 +647,7 @@ static __device__ void backtrack_one_lane(const uint32_t* bits, int bstride, int
   int index = tx - 1, y = ty - 1, yb = y >> 5;
   uint32_t w = word(yb, index);
 #pragma unroll 2
-  for (; index > 0;) {
+  for (; index > 0; ++steps) {
     const int b0 = yb * 32, below = max(yb - 1, 0);
     const uint32_t w_next = word(yb, index - 1), w_below = word(below, index),
                    w_next_below = word(below, index - 1);
@@ -667,6 +668,7 @@ static __device__ void backtrack_one_lane(const uint32_t* bits, int bstride, int
     yb -= down;
   }
   asm volatile("st.shared.s32 [%0], 0;" ::"r"(sstart) : "memory");
+  return steps;
 }
 
 // Waits until the upstream row (the warp above, or the previous CTA for warp 0) has published

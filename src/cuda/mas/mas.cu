@@ -238,11 +238,11 @@ void launch_band_rows(const Params& p, int B, cudaStream_t stream) {
       const int64_t* t = h + 8 * w;
       std::fprintf(stderr,
                    "band trace T=%d R=%d warp %d: issue %lld, lengths %lld, dp %lld, barrier %lld, "
-                   "backtrack %lld, runs %lld cycles\n",
+                   "backtrack %lld (%lld steps), runs %lld cycles\n",
                    p.T, R, w, static_cast<long long>(t[1] - t[0]),
                    static_cast<long long>(t[2] - t[1]), static_cast<long long>(t[3] - t[2]),
                    static_cast<long long>(t[4] - t[3]), static_cast<long long>(t[5] - t[4]),
-                   static_cast<long long>(t[6] - t[5]));
+                   static_cast<long long>(t[7]), static_cast<long long>(t[6] - t[5]));
     }
   }
 }
@@ -392,7 +392,7 @@ void choose_l2(Params& p, int64_t block_bytes, int es) {
 // not at T = 128 (70 / 57 against 57 / 56) or 256 (107 / 108 against 105 / 104): the path warp
 // keeps texts up to kShortTextEarly rows there (paths the early kernel cannot write keep it up to
 // kShortText, as before). early: the early kernel could write this path (early_zeros_possible).
-constexpr int kShortTextEarly = 256;
+constexpr int kShortTextEarly = 128;
 void set_fused_path(Params& p, const TensorView& path, bool early) {
   if (!path.defined() || path.numel() == 0 ||
       (p.dp_warps + 1) * 32 > max_block_threads(p.rows / (32 * p.dp_warps)))
