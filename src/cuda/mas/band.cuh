@@ -54,6 +54,40 @@ __device__ __forceinline__ void band_copy16_n(uint32_t dst, const void* src, uin
                : "memory");
 }
 
+// Bytes [0, n) of dst zeroed by one warp (lane `lane`) as bulk copies of the 4 KB zero buffer
+// `zbuf` (v19c, sm_90): the copy engine's stores, issued while thread 0 walks the decision bits
+// back, so they neither compete with the DP's likelihood loads nor queue 16-byte stores in front
+// of the walk's shared-memory loads (bench/NOTES-mas.md v19c). The unaligned head and tail go as
+// bytes. Returns once the zeros are written (visible to the CTA after a barrier, before the ones
+// of write_runs).
+__device__ __forceinline__ void zero_bulk(char* dst, int64_t n, uint4* zbuf, int lane) {
+#if __CUDA_ARCH__ >= 900
+  for (int i = lane; i < 256; i += 32) zbuf[i] = make_uint4(0, 0, 0, 0);
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the zeros, to the async proxy
+  __syncwarp();
+  const int64_t head = min(n, static_cast<int64_t>((16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16));
+  const int64_t body = (n - head) / 16 * 16;
+  for (int64_t i = lane; i < head; i += 32) dst[i] = 0;
+  for (int64_t i = head + body + lane; i < n; i += 32) dst[i] = 0;
+  if (lane == 0) {
+    const uint32_t src = smem_addr(zbuf);
+    for (int64_t off = 0; off < body; off += 4096) {
+      const uint32_t bytes = static_cast<uint32_t>(body - off < 4096 ? body - off : 4096);
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(
+                       reinterpret_cast<uint64_t>(dst + head + off)),
+                   "r"(src), "r"(bytes)
+                   : "memory");
+    }
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    asm volatile("fence.proxy.async.global;" ::: "memory");  // before the ones' generic stores
+  }
+  __syncwarp();
+#else
+  zero_bytes(dst, 0, n, lane, 32);
+#endif
+}
+
 // F floats to shared address `addr` when `pred` (a predicated store: no branch in the DP loop).
 template <int F>
 __device__ __forceinline__ void band_store_pred(uint32_t addr, const float (&v)[F], bool pred) {
@@ -95,6 +129,7 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
   __shared__ int32_t s_start[kBandMaxText];
   __shared__ __align__(16) float s_x[NW > 1 ? kXChunks * F : 4];
   __shared__ uint64_t s_xfull[kBandStages], s_xempty[kBandStages];
+  __shared__ uint4 s_zero[256];  // zero_bulk's source (p.band_bulk)
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
@@ -167,7 +202,9 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
   }
 
   if (!dp) {
-    if (item_path != nullptr) zero_bytes(item_path, 0, path_bytes, tid - 32 * NW, zero_threads);
+    // p.band_bulk: the zeros go during the backtrack, below (the DP's loads run alone).
+    if (item_path != nullptr && !p.band_bulk)
+      zero_bytes(item_path, 0, path_bytes, tid - 32 * NW, zero_threads);
   } else if (row0 < tx) {
     const float neg = p.neg;
     const int nch = (ty - tx + F) / F;  // chunks of the band's ty - tx + 1 columns
@@ -321,6 +358,10 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
     const int steps = backtrack_one_lane(bits, kRows * NW, tx, ty, s_start);
     if (trace != nullptr) trace[7] = steps;
   }
+  // v19c: the path's zeros as bulk copies by the zero warp while thread 0 walks the bits back
+  // (no likelihood loads left to queue behind them).
+  if (p.band_bulk && warp == NW && item_path != nullptr)
+    zero_bulk(item_path, path_bytes, s_zero, lane);
   stamp(5);
   __syncthreads();
   write_runs(s_start, it.start, tx, ty, it.dur, p.dx, item_path, p.px, p.py, p.pes, p.one, tid,

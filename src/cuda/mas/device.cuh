@@ -134,6 +134,7 @@ struct Params {
   int splits, rows, dp_warps;
   int early_zeros;  // host's choice (mas.cu, v17): the path kernel zeroes beside this kernel
   int64_t* trace;   // the band kernel's phase clocks (FLASHKIT_MAS_TRACE), else null
+  int band_bulk;     // v19c: the band kernel's path zeros as bulk copies by one zero warp
   // L2 prefetch of each row: every l2_group blocks (32 frames each), the next l2_group blocks
   // starting l2_blocks ahead of the register loads, as one contiguous run per row (longer runs
   // per row: fewer DRAM pages opened per byte).

@@ -110,6 +110,7 @@ struct Tuning {
   bool band = true;         // v18: the band kernel where use_band allows it
   int band_warps = 0;       // v18d: FLASHKIT_MAS_BAND_WARPS (band_warps)
   int band_zero_warps = 0;  // v19: FLASHKIT_MAS_BAND_ZERO_WARPS (1-3); 0: 4 warps in all
+  bool band_bulk = true;    // v19c: FLASHKIT_MAS_BAND_BULK=0: zero warps' stores beside the DP
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -131,6 +132,7 @@ const Tuning& tuning() {
       t.early_zeros = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_BAND")) t.band = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_BAND_WARPS")) t.band_warps = std::atoi(e);
+    if (const char* e = std::getenv("FLASHKIT_MAS_BAND_BULK")) t.band_bulk = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_BAND_ZERO_WARPS")) {
       const int n = std::atoi(e);
       if (n >= 1 && n <= 3) t.band_zero_warps = n;
@@ -224,9 +226,11 @@ void launch_band_rows(const Params& p, int B, cudaStream_t stream) {
     FK_CUDA_CHECK(cudaMemsetAsync(trace, 0, 16 * sizeof(int64_t), stream));
     q.trace = trace;
   }
-  // The warps that zero the path: one DP or zero warp a scheduler (v19: with two DP warps a third
-  // zero warp shared warp 0's scheduler; measured level, H200).
-  const int zero_warps = tuning().band_zero_warps > 0 ? tuning().band_zero_warps : 4 - NW;
+  // The warps that zero the path: on sm_90 one, with bulk copies during the backtrack (v19c,
+  // p.band_bulk); else one DP or zero warp a scheduler (v19: with two DP warps a third zero warp
+  // shared warp 0's scheduler; measured level, H200).
+  const int zero_warps =
+      p.band_bulk ? 1 : tuning().band_zero_warps > 0 ? tuning().band_zero_warps : 4 - NW;
   kernel<<<B, 32 * (NW + (p.path != nullptr ? zero_warps : 0)), band_smem_bytes(R, NW, p.S),
            stream>>>(q);
   FK_CHECK_LAUNCH("mas_forward_band");
@@ -562,6 +566,7 @@ void monotonic_alignment_search(const TensorView& value, const TensorView& text_
   choose_l2(p, int64_t{B} * T * 32 * es, es);
   prepare_path(p, s, stream);
   if (use_band(gpu, T, S, vec)) {
+    p.band_bulk = tuning().band_bulk && gpu.major >= 9;
     switch (value.dtype) {
       case DType::f16:
         launch_band<Src::f16>(p, B, stream);
