@@ -65,7 +65,8 @@ __device__ __forceinline__ void zero_bulk(char* dst, int64_t n, uint4* zbuf, int
   for (int i = lane; i < 256; i += 32) zbuf[i] = make_uint4(0, 0, 0, 0);
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the zeros, to the async proxy
   __syncwarp();
-  const int64_t head = min(n, static_cast<int64_t>((16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16));
+  const int64_t head =
+      min(n, static_cast<int64_t>((16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16));
   const int64_t body = (n - head) / 16 * 16;
   for (int64_t i = lane; i < head; i += 32) dst[i] = 0;
   for (int64_t i = head + body + lane; i < n; i += 32) dst[i] = 0;
@@ -99,10 +100,11 @@ __device__ __forceinline__ void band_store_pred(uint32_t addr, const float (&v)[
         "r"(addr), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3])
         : "memory");
   else
-    asm volatile("{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.shared.v2.f32 [%1], {%2, %3}; }" ::"r"(
-                     static_cast<uint32_t>(pred)),
-                 "r"(addr), "f"(v[0]), "f"(v[1])
-                 : "memory");
+    asm volatile(
+        "{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.shared.v2.f32 [%1], {%2, %3}; }" ::"r"(
+            static_cast<uint32_t>(pred)),
+        "r"(addr), "f"(v[0]), "f"(v[1])
+        : "memory");
 }
 
 // NW = 2 DP warps (v18d): warp w owns rows 32 R w .. 32 R (w + 1) - 1 and runs the same loop on
@@ -314,9 +316,10 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
           const bool started = s >= lane;  // else the tile lies before the band: k < 0
 #pragma unroll
           for (int r = 0; r < R; ++r) qlast[r] = started ? q[r][F - 1] : neg;
-          if constexpr (NW > 1)  // lane 31: chunk s - 31 of the warp's last row, into stage xst
+          if constexpr (NW > 1) {  // lane 31: chunk s - 31 of the warp's last row, into stage xst
             band_store_pred<F>(sx_addr + ((s - 31) % kXChunks) * F * 4, q[R - 1],
                                x_send && lane == 31);
+          }
           // The lane above's last row; lane 0: row -1 (neg) or, in warp 1, warp 0's last row
           // (chunk s + 1, loaded at the block's start).
 #pragma unroll

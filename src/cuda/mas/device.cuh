@@ -134,7 +134,7 @@ struct Params {
   int splits, rows, dp_warps;
   int early_zeros;  // host's choice (mas.cu, v17): the path kernel zeroes beside this kernel
   int64_t* trace;   // the band kernel's phase clocks (FLASHKIT_MAS_TRACE), else null
-  int band_bulk;     // v19c: the band kernel's path zeros as bulk copies by one zero warp
+  int band_bulk;    // v19c: the band kernel's path zeros as bulk copies by one zero warp
   // L2 prefetch of each row: every l2_group blocks (32 frames each), the next l2_group blocks
   // starting l2_blocks ahead of the register loads, as one contiguous run per row (longer runs
   // per row: fewer DRAM pages opened per byte).
@@ -428,7 +428,8 @@ __device__ __forceinline__ float cell_pred(float v_prev, float v_cur, float valu
 // bit added (the bits of a word are distinct, so add = or). Fewer ALU-pipe instructions: ptxas's
 // static schedule of the band loop (R = 4) 1062 cycles an 8-step block against cell_pred's 1174,
 // and 1493 against 1567 on two DP warps. The values are identical: the selected operand plus
-// `value` is the selected sum, by the same rule (v_prev only when greater: NaN and ties take v_cur).
+// `value` is the selected sum, by the same rule (v_prev only when greater: NaN and ties take
+// v_cur).
 __device__ __forceinline__ float cell_sel(float v_prev, float v_cur, float value, uint32_t& bits,
                                           uint32_t bit) {
   float q;

@@ -132,7 +132,8 @@ const Tuning& tuning() {
       t.early_zeros = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_BAND")) t.band = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_BAND_WARPS")) t.band_warps = std::atoi(e);
-    if (const char* e = std::getenv("FLASHKIT_MAS_BAND_BULK")) t.band_bulk = std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("FLASHKIT_MAS_BAND_BULK"))
+      t.band_bulk = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_BAND_ZERO_WARPS")) {
       const int n = std::atoi(e);
       if (n >= 1 && n <= 3) t.band_zero_warps = n;
@@ -229,8 +230,9 @@ void launch_band_rows(const Params& p, int B, cudaStream_t stream) {
   // The warps that zero the path: on sm_90 one, with bulk copies during the backtrack (v19c,
   // p.band_bulk); else one DP or zero warp a scheduler (v19: with two DP warps a third zero warp
   // shared warp 0's scheduler; measured level, H200).
-  const int zero_warps =
-      p.band_bulk ? 1 : tuning().band_zero_warps > 0 ? tuning().band_zero_warps : 4 - NW;
+  const int zero_warps = p.band_bulk                    ? 1
+                         : tuning().band_zero_warps > 0 ? tuning().band_zero_warps
+                                                        : 4 - NW;
   kernel<<<B, 32 * (NW + (p.path != nullptr ? zero_warps : 0)), band_smem_bytes(R, NW, p.S),
            stream>>>(q);
   FK_CHECK_LAUNCH("mas_forward_band");
@@ -393,9 +395,11 @@ void choose_l2(Params& p, int64_t block_bytes, int es) {
 // than the separate kernel's full-speed pass costs (same call, T = 2048: 2.73 ms against 2.37).
 // On sm_90 the separate kernel zeroes beside the DP (v17, p.early_zeros), which wins from T = 512
 // on (H200, same call: kernels with path 247 / 235 us against 274 / 260 with the path warp) but
-// not at T = 128 (70 / 57 against 57 / 56) or 256 (107 / 108 against 105 / 104): the path warp
-// keeps texts up to kShortTextEarly rows there (paths the early kernel cannot write keep it up to
-// kShortText, as before). early: the early kernel could write this path (early_zeros_possible).
+// not at T = 128 (70 / 57 against 57 / 56): the kernel's own zeros keep texts up to
+// kShortTextEarly rows there (paths the early kernel cannot write keep them up to kShortText, as
+// before). With the band kernel (v19, H200, GPU time of a drop-in call) the early kernel wins at
+// T = 256 (53.5-55 us against 58.6-65 with the band kernel's zeros) and loses at T = 128 (36
+// against 24-26), hence 128. early: the early kernel could write this path (early_zeros_possible).
 constexpr int kShortTextEarly = 128;
 void set_fused_path(Params& p, const TensorView& path, bool early) {
   if (!path.defined() || path.numel() == 0 ||
