@@ -8,14 +8,7 @@
 # usage: tar xzf .ab/lib.tgz && OUT=/some/dir PART=mas bench/gpu-s20.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
-bin=build-dev/flashkit_gpu_tests
-gtest() {  # $1 log name, $2 filter, $3 seconds, env before
-  stamp "tests $2 ${ENVS:-}"
-  env ${ENVS:-} timeout "$3" "$bin" --gtest_filter="$2" >"$log/$1.log" 2>&1
-  stamp "rc=$?"
-  grep -E "^\[  FAILED|^\[  PASSED|Failure|differ" "$log/$1.log" | head -12
-}
+carried_library  # the GPU's name in $log/gpu.txt, bin=the carried test binary, gtest()
 # $1 = base | new[:ENV=VALUE,...]: the python package it runs (base: .ab/old) and knobs.
 pkg() { [ "${1%%:*}" = base ] && echo .ab/old || echo python; }
 knobs() { case "$1" in *:*) echo "${1#*:}" | tr ',' ' ';; esac; }

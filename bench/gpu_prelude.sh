@@ -78,3 +78,16 @@ sm90_attention_tests() {
   stamp "tests/gpu/run rc=$?"
   grep -E "gpu tests|sanitizer|build|FAILED|Failure|error" "$log/run.txt" | head -30
 }
+# For the call scripts that carry a library built on the CPU machine (.ab/lib.tgz): the GPU's
+# name into $log/gpu.txt, bin = the carried test binary, and gtest: $1 log name, $2 gtest filter,
+# $3 seconds, ENVS (optional) the environment before the binary.
+carried_library() {
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
+  bin=build-dev/flashkit_gpu_tests
+}
+gtest() {
+  stamp "tests $2 ${ENVS:-}"
+  env ${ENVS:-} timeout "$3" "$bin" --gtest_filter="$2" >"$log/$1.log" 2>&1
+  stamp "rc=$?"
+  grep -E "^\[  FAILED|^\[  PASSED|Failure|differ" "$log/$1.log" | head -12
+}

@@ -413,31 +413,26 @@ __device__ __forceinline__ float cell(float v_prev, float v_cur, float value, ui
 // into a predicated add, giving each cell its own predicate register: 4 SASS instructions a cell
 // instead of 6 (FSETP, SEL, 2 FADD, 2 LOP3), the plain block 751 instructions and 1082 static
 // stall cycles instead of 1010 and 1331. Same operations, same rounding, the same NaN rule.
+// kSelect (the band kernel, v19): the operand selected before one add, and the bit added (the bits
+// of a word are distinct, so add = or): fewer ALU-pipe instructions, ptxas's static schedule of
+// the band loop (R = 4) 1062 cycles an 8-step block against 1174, and 1493 against 1567 on two DP
+// warps. The same values: the selected operand plus `value` is the selected sum.
+template <bool kSelect = false>
 __device__ __forceinline__ float cell_pred(float v_prev, float v_cur, float value, uint32_t& bits,
                                            uint32_t bit) {
   float q;
-  asm("{ .reg .pred p; .reg .f32 a, c;\n\t"
-      "setp.gt.f32 p, %2, %3; add.rn.f32 a, %2, %4; add.rn.f32 c, %3, %4;\n\t"
-      "selp.f32 %0, a, c, p; @p or.b32 %1, %1, %5; }"
-      : "=f"(q), "+r"(bits)
-      : "f"(v_prev), "f"(v_cur), "f"(value), "r"(bit));
-  return q;
-}
-
-// The band kernel's cell (v19): the same Q and bit as cell_pred, the select before the add and the
-// bit added (the bits of a word are distinct, so add = or). Fewer ALU-pipe instructions: ptxas's
-// static schedule of the band loop (R = 4) 1062 cycles an 8-step block against cell_pred's 1174,
-// and 1493 against 1567 on two DP warps. The values are identical: the selected operand plus
-// `value` is the selected sum, by the same rule (v_prev only when greater: NaN and ties take
-// v_cur).
-__device__ __forceinline__ float cell_sel(float v_prev, float v_cur, float value, uint32_t& bits,
-                                          uint32_t bit) {
-  float q;
-  asm("{ .reg .pred p; .reg .f32 a;\n\t"
-      "setp.gt.f32 p, %2, %3; selp.f32 a, %2, %3, p; add.rn.f32 %0, a, %4;\n\t"
-      "@p add.u32 %1, %1, %5; }"
-      : "=f"(q), "+r"(bits)
-      : "f"(v_prev), "f"(v_cur), "f"(value), "r"(bit));
+  if constexpr (kSelect)
+    asm("{ .reg .pred p; .reg .f32 a;\n\t"
+        "setp.gt.f32 p, %2, %3; selp.f32 a, %2, %3, p; add.rn.f32 %0, a, %4;\n\t"
+        "@p add.u32 %1, %1, %5; }"
+        : "=f"(q), "+r"(bits)
+        : "f"(v_prev), "f"(v_cur), "f"(value), "r"(bit));
+  else
+    asm("{ .reg .pred p; .reg .f32 a, c;\n\t"
+        "setp.gt.f32 p, %2, %3; add.rn.f32 a, %2, %4; add.rn.f32 c, %3, %4;\n\t"
+        "selp.f32 %0, a, c, p; @p or.b32 %1, %1, %5; }"
+        : "=f"(q), "+r"(bits)
+        : "f"(v_prev), "f"(v_cur), "f"(value), "r"(bit));
   return q;
 }
 
