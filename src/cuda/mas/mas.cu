@@ -93,9 +93,9 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
 // over a cluster down to n rows a CTA (default 256), FLASHKIT_MAS_FUSED_SPLIT=0 gives the fused
 // mode the unfused split and rows a lane (choose_split), FLASHKIT_MAS_EARLY_ZEROS=0 runs the
 // separate path kernel after the DP instead of beside it (finish), FLASHKIT_MAS_BAND=0 keeps the
-// staged kernel where the band kernel would run (use_band), FLASHKIT_MAS_BAND_WARPS=2 gives the band
-// kernel two DP warps from 65 rows on, FLASHKIT_MAS_BAND_BULK=0 zeroes the band kernel's path with
-// zero warps beside the DP instead of bulk copies during the backtrack (sm_90),
+// staged kernel where the band kernel would run (use_band), FLASHKIT_MAS_BAND_WARPS=2 gives the
+// band kernel two DP warps from 65 rows on, FLASHKIT_MAS_BAND_BULK=0 zeroes the band kernel's path
+// with zero warps beside the DP instead of bulk copies during the backtrack (sm_90),
 // FLASHKIT_MAS_BAND_ZERO_WARPS=1..3 the number of those warps, FLASHKIT_MAS_TRACE=1 prints the
 // band kernel's phase clocks and backtrack steps (syncs every call). Unset: the choices below.
 // (Measured and removed, bench/NOTES-mas.md v14: a lane-skewed staged loop and cell_pred on the
