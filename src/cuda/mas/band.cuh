@@ -310,8 +310,8 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
               const int e = r + f;  // frame R s + e: piece s element e, or piece s + 1's e - F
               const float v = e < F ? Chunk<S>::get(pa[r], e) : Chunk<S>::get(pb[r], e - F);
               const int fr = F * (j - 1) + e + 32;  // frame - 32 (kSpg g - 1) in this block
-              q[r][f] = cell_pred<true>(r > 0 ? q[r - 1][f] : up[f], f > 0 ? q[r][f - 1] : qlast[r], v,
-                                 acc[r][fr >> 5], 1u << (fr & 31));
+              q[r][f] = cell_pred<true>(r > 0 ? q[r - 1][f] : up[f], f > 0 ? q[r][f - 1] : qlast[r],
+                                        v, acc[r][fr >> 5], 1u << (fr & 31));
             }
           const bool started = s >= lane;  // else the tile lies before the band: k < 0
 #pragma unroll
