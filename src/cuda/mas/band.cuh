@@ -68,8 +68,8 @@ __device__ __forceinline__ void zero_bulk(char* dst, int64_t n, uint4* zbuf, int
   const int64_t head =
       min(n, static_cast<int64_t>((16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16));
   const int64_t body = (n - head) / 16 * 16;
-  for (int64_t i = lane; i < head; i += 32) dst[i] = 0;
-  for (int64_t i = head + body + lane; i < n; i += 32) dst[i] = 0;
+  zero_bytes(dst, 0, head, lane, 32);  // the unaligned ends (< 16 bytes each)
+  zero_bytes(dst, head + body, n, lane, 32);
   if (lane == 0) {
     const uint32_t src = smem_addr(zbuf);
     for (int64_t off = 0; off < body; off += 4096) {
@@ -111,8 +111,9 @@ __device__ __forceinline__ void band_store_pred(uint32_t addr, const float (&v)[
 // its own steps (its tile frames offset by 32 R w, so its segments are its own); lane 0 of warp 1
 // takes the row above from warp 0's lane 31 through a shared-memory ring of kBandStages stages of
 // kSpg chunks with a full / empty mbarrier pair per stage (lane 31 stores a chunk a step and
-// arrives on full at the end of the block that completes a stage; lane 0 reads a chunk a step
-// and arrives on empty at the end of its block). Warp 1 runs 32 / kSpg + 1 blocks behind.
+// arrives on full at the end of the block that completes a stage; lane 0 loads the stage's kSpg
+// chunks into registers at the start of its block and arrives on empty at once, v19). Warp 1 runs
+// 32 / kSpg + 1 blocks behind.
 template <Src S, int R, int NW>
 __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params p) {
   using T = typename Chunk<S>::T;
@@ -253,11 +254,10 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
         issue(g + kSeg - 1);
       else
         asm volatile("cp.async.commit_group;" ::: "memory");
-      // Lane 0 of warp 1 reads stage g of the ring in this block; lane 31 of warp 0 stores stage
-      // xst (chunks s - 31 of its steps) once warp 1 has freed its slots.
+      // Lane 0 of warp 1 takes stage g of the ring (the block's kSpg chunks of the row above)
+      // into registers at once and frees it (v19: no shared-memory load waits inside the steps);
+      // lane 31 of warp 0 stores stage xst (chunks s - 31 of its steps) once warp 1 has freed it.
       const bool x_wait = from_warp && g <= maxst;
-      // Lane 0 of warp 1 takes the block's kSpg chunks of the row above into registers at once
-      // and frees the stage (v19): no shared-memory load waits inside the steps.
       float xin[NW > 1 ? kSpg : 1][F];
       if constexpr (NW > 1) {
 #pragma unroll
@@ -355,7 +355,7 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
     stamp(3);
   }
   asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives the CTA
-  __syncthreads();  // the decision words (warp 0) and the path's zeros (the other warps)
+  __syncthreads();  // the decision words (the DP warps), the zero warps' zeros (!p.band_bulk)
   stamp(4);
   if (tid == 0) {
     const int steps = backtrack_one_lane(bits, kRows * NW, tx, ty, s_start);

@@ -96,8 +96,8 @@ Scratch carve(const MasOptions& opts, int B, int Tw, int W, int C, int splits, b
 // staged kernel where the band kernel would run (use_band), FLASHKIT_MAS_BAND_WARPS=2 gives the
 // band kernel two DP warps from 65 rows on, FLASHKIT_MAS_BAND_BULK=0 zeroes the band kernel's path
 // with zero warps beside the DP instead of bulk copies during the backtrack (sm_90),
-// FLASHKIT_MAS_BAND_ZERO_WARPS=1..3 the number of those warps, FLASHKIT_MAS_TRACE=1 prints the
-// band kernel's phase clocks and backtrack steps (syncs every call). Unset: the choices below.
+// FLASHKIT_MAS_TRACE=1 prints the band kernel's phase clocks and backtrack steps (syncs every
+// call). Unset: the choices below.
 // (Measured and removed, bench/NOTES-mas.md v14: a lane-skewed staged loop and cell_pred on the
 // register path; v19: paced zero warps, a warp-parallel backtrack, a zeroing kernel ahead of the
 // band kernel.)
@@ -114,7 +114,6 @@ struct Tuning {
   bool early_zeros = true;  // v17: the separate path kernel zeroes beside the DP (sm_90)
   bool band = true;         // v18: the band kernel where use_band allows it
   int band_warps = 0;       // v18d: FLASHKIT_MAS_BAND_WARPS (band_warps)
-  int band_zero_warps = 0;  // v19: FLASHKIT_MAS_BAND_ZERO_WARPS (1-3); 0: 4 warps in all
   bool band_bulk = true;    // v19c: FLASHKIT_MAS_BAND_BULK=0: zero warps' stores beside the DP
 };
 const Tuning& tuning() {
@@ -139,10 +138,6 @@ const Tuning& tuning() {
     if (const char* e = std::getenv("FLASHKIT_MAS_BAND_WARPS")) t.band_warps = std::atoi(e);
     if (const char* e = std::getenv("FLASHKIT_MAS_BAND_BULK"))
       t.band_bulk = std::strcmp(e, "0") != 0;
-    if (const char* e = std::getenv("FLASHKIT_MAS_BAND_ZERO_WARPS")) {
-      const int n = std::atoi(e);
-      if (n >= 1 && n <= 3) t.band_zero_warps = n;
-    }
     if (const char* e = std::getenv("FLASHKIT_MAS_FUSED_SPLIT"))
       t.fused_split = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_SPLIT_ROWS")) {
@@ -217,8 +212,8 @@ void launch_rows(const Params& p, int B, cudaStream_t stream) {
     launch_kernel<S, 8, 2, kVec>(p, B, stream);
 }
 
-// The band kernel (band.cuh, v18) for R rows a lane: one DP warp, and three more that zero the
-// path meanwhile when the kernel writes it.
+// The band kernel (band.cuh, v18) for R rows a lane on NW DP warps, and, when it writes the path,
+// warps that zero it (see zero_warps).
 template <Src S, int R, int NW>
 void launch_band_rows(const Params& p, int B, cudaStream_t stream) {
   constexpr auto kernel = mas_forward_band<S, R, NW>;
@@ -235,9 +230,7 @@ void launch_band_rows(const Params& p, int B, cudaStream_t stream) {
   // The warps that zero the path: on sm_90 one, with bulk copies during the backtrack (v19c,
   // p.band_bulk); else one DP or zero warp a scheduler (v19: with two DP warps a third zero warp
   // shared warp 0's scheduler; measured level, H200).
-  const int zero_warps = p.band_bulk                    ? 1
-                         : tuning().band_zero_warps > 0 ? tuning().band_zero_warps
-                                                        : 4 - NW;
+  const int zero_warps = p.band_bulk ? 1 : 4 - NW;
   kernel<<<B, 32 * (NW + (p.path != nullptr ? zero_warps : 0)), band_smem_bytes(R, NW, p.S),
            stream>>>(q);
   FK_CHECK_LAUNCH("mas_forward_band");
@@ -284,9 +277,9 @@ void launch_band(const Params& p, int B, cudaStream_t stream) {
 
 // The band kernel takes texts of 1 to 256 rows whose rows are contiguous and 16-byte aligned
 // (vec), from sm_80 on (cp.async), where its rings and decision words fit the shared memory.
-// Measured (bench/NOTES-mas.md v18 / v18d, H200, GPU time of a call): T = 128 26-28 us against
-// the staged kernel's 37-39, T = 256 (two DP warps) 74-75 against 86-88. FLASHKIT_MAS_BAND=0:
-// the staged kernel at every length (the A/B).
+// Measured (bench/NOTES-mas.md v18-v19c, H200, GPU time of a call): T = 128 24 us (v18: 26-28)
+// against the staged kernel's 37-39, T = 256 (two DP warps) 54.5 (v18d: 74-75) against 86-88.
+// FLASHKIT_MAS_BAND=0: the staged kernel at every length (the A/B).
 bool use_band(const Gpu& gpu, int T, int S, bool vec) {
   if (!tuning().band || gpu.major < 8 || !vec || T < 1 || T > kBandMaxText) return false;
   const int nw = band_warps(T);
