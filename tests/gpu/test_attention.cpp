@@ -652,6 +652,46 @@ TEST(AttentionGpuBlockSparse, DeterministicBitwiseEqual) {
   check_deterministic(variant_spec(DType::bf16, 128, v, 700, 900), 4300, 2);
 }
 
+// Walks longer than one ballot of 32 mask bytes (the walks keep their last ballot: LiveCursor):
+// rows of 34 key blocks (the forward's walks) and columns of 18 / 34 query blocks (the backward's
+// walks step 64 / 128 rows: 35 / 34 steps), random blocks (~30% kept) with a row and a column
+// whose two kept blocks have 32 dropped blocks (or query steps) between them, both paths.
+TEST(AttentionGpuBlockSparse, WalksPastOneBallot) {
+  struct Shape {
+    int d, sq, sk;
+  };
+  std::vector<const char*> paths{"sm80"};
+  if (hopper_device()) paths.insert(paths.begin(), "sm90");
+  uint64_t seed = 4400;
+  for (const char* path : paths) {
+    SCOPED_TRACE(path);
+    ScopedPath scoped(path);
+    for (const Shape& sh : {Shape{128, 300, 4300}, Shape{64, 300, 4300}, Shape{128, 2200, 300},
+                            Shape{64, 4300, 300}}) {
+      SCOPED_TRACE(::testing::Message() << "hdim " << sh.d << " sq " << sh.sq << " sk " << sh.sk);
+      AttentionCase c(spec(DType::bf16, 1, sh.sq, sh.sk, 2, 1, sh.d, false), ++seed);
+      const int nq = (sh.sq + 127) / 128, nk = (sh.sk + 127) / 128;
+      std::vector<uint8_t> grid(size_t(nq) * nk);
+      uint64_t x = seed * 0x9e3779b97f4a7c15ull;
+      for (uint8_t& g : grid) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        g = (x >> 33) % 10 < 3;
+      }
+      if (nk > 33)  // row 1 keeps its first and last key blocks
+        for (int j = 0; j < nk; ++j) grid[size_t(nk) + j] = j == 0 || j == nk - 1;
+      if (nq > 17)  // column 1 keeps its first and last query blocks
+        for (int i = 0; i < nq; ++i) grid[size_t(i) * nk + 1] = i == 0 || i == nq - 1;
+      c.block_mask.reset(DType::u8, {1, 1, nq, nk});
+      std::memcpy(c.block_mask.data(), grid.data(), grid.size());
+      c.opts.block_mask = c.block_mask.view();
+      c.opts.block_mask_block_q = c.opts.block_mask_block_k = 128;
+      GpuRun g = run_gpu(c, false, false);
+      expect_forward_close(c, g);
+      expect_grads_close(c, g);
+    }
+  }
+}
+
 // Small shapes for compute-sanitizer (memcheck, racecheck): partial tiles, causal, GQA, varlen,
 // both dQ modes.
 TEST(AttentionGpuSmall, DenseCausalGqa) {

@@ -24,6 +24,16 @@ struct BlockRange {
   int begin, end;
 };
 
+// A walk's memory of its last block-mask ballot: bit k of `bits` says whether the block (or
+// step) k positions past `base` in the walk's direction is live. One ballot reads 32 mask bytes;
+// the cursor hands them out one live block at a time, so a walk costs one ballot per 32 blocks
+// instead of one per block (bench/NOTES-attention.md "Block-sparse v4"). Policies without a block
+// mask never touch it.
+struct LiveCursor {
+  int base = -(1 << 30);  // far from every position: the first lookup ballots
+  unsigned bits = 0;
+};
+
 // Softcap's tanh: the MUFU's tanh.approx.f32 (one MUFU op a score, as FlashAttention-2/3's
 // cutlass::fast_tanh), relative error <= 2^-10.99, so a capped score moves by at most
 // 5e-4 * |softcap * t| (0.015 at Gemma's softcap 30 where |t| ~ 1), a quarter of the bf16
@@ -72,11 +82,11 @@ struct PlainScores {
 
   // Every tile in the ranges below is computed; no dropout.
   template <int kBlockM, int kBlockN>
-  __device__ __forceinline__ int prev_live(int, int n, int) const {
+  __device__ __forceinline__ int prev_live(int, int n, int, LiveCursor&) const {
     return n;
   }
   template <int kBlockM, int kBlockN, class MAt>
-  __device__ __forceinline__ int next_live_query(int i, int, const MAt&, int) const {
+  __device__ __forceinline__ int next_live_query(int i, int, const MAt&, int, LiveCursor&) const {
     return i;
   }
   template <int kBlockM, int kBlockN>
@@ -304,36 +314,45 @@ struct GeneralScores {
                            (n_block * kBlockN / p->bm_block_k) * p->bm_col_stride];
   }
   // The last live key block <= n (>= begin), or begin - 1 when none is. Each warp tests 32
-  // candidates at once (one mask byte per lane, then a ballot), so a sparse row costs one load
-  // latency per 32 dropped tiles instead of one per tile. (Not unrolled: a 255-register kernel.)
+  // candidates at once (one mask byte per lane, then a ballot) and keeps the result in `c` (bit k:
+  // block c.base - k), so a walk down a row costs one load latency and ballot per 32 blocks, and
+  // the blocks in between a shift and a find-first-set. (Not unrolled: a 255-register kernel.)
   template <int kBlockM, int kBlockN>
-  __device__ __forceinline__ int prev_live(int m_block, int n, int begin) const {
+  __device__ __forceinline__ int prev_live(int m_block, int n, int begin, LiveCursor& c) const {
     if constexpr (kHasBlockMask) {
       if (!bmask) return n;
-      const int lane = int(threadIdx.x % 32);
 #pragma unroll 1
-      for (; n >= begin; n -= 32) {
-        const int j = n - lane;
-        const unsigned hits = __ballot_sync(~0u, j >= begin && live<kBlockM, kBlockN>(m_block, j));
-        if (hits) return n - (__ffs(hits) - 1);
+      while (n >= begin) {
+        if (n > c.base || n <= c.base - 32) {
+          const int j = n - int(threadIdx.x % 32);
+          c.base = n;
+          c.bits = __ballot_sync(~0u, j >= begin && live<kBlockM, kBlockN>(m_block, j));
+        }
+        const unsigned rest = c.bits >> (c.base - n);  // bit 0: block n
+        if (rest) return n - (__ffs(rest) - 1);
+        n = c.base - 32;
       }
       return begin - 1;
     }
     return n;
   }
-  // Backward: the first step >= i (of count) whose query block m_at(step) is live for key block n.
+  // Backward: the first step >= i (of count) whose query block m_at(step) is live for key block
+  // n, count when none is; `c` as above (bit k: step c.base + k).
   template <int kBlockM, int kBlockN, class MAt>
-  __device__ __forceinline__ int next_live_query(int i, int count, const MAt& m_at,
-                                                 int n_block) const {
+  __device__ __forceinline__ int next_live_query(int i, int count, const MAt& m_at, int n_block,
+                                                 LiveCursor& c) const {
     if constexpr (kHasBlockMask) {
       if (!bmask) return i;
-      const int lane = int(threadIdx.x % 32);
 #pragma unroll 1
-      for (; i < count; i += 32) {
-        const int j = i + lane;
-        const unsigned hits =
-            __ballot_sync(~0u, j < count && live<kBlockM, kBlockN>(m_at(j), n_block));
-        if (hits) return i + __ffs(hits) - 1;
+      while (i < count) {
+        if (i < c.base || i >= c.base + 32) {
+          const int j = i + int(threadIdx.x % 32);
+          c.base = i;
+          c.bits = __ballot_sync(~0u, j < count && live<kBlockM, kBlockN>(m_at(j), n_block));
+        }
+        const unsigned rest = c.bits >> (i - c.base);  // bit 0: step i
+        if (rest) return i + __ffs(rest) - 1;
+        i = c.base + 32;
       }
       return count;
     }
@@ -654,9 +673,9 @@ struct GeneralScores {
   // dS = P (dP z - D) (1 - t^2), the gradient w.r.t. scale * q.k (ALiBi is a constant shift;
   // softcap's derivative is 1 - t^2 with t = tanh of the capped argument). kKeysAlongM: the tile
   // is held transposed (keep_bits_t's pattern) instead of in m16n8's (keep_bits').
-  template <bool kKeysAlongM = false, class S, class Coord, class Rows>
+  template <bool kKeysAlongM = false, class S, class Coord, class Mask, class Rows>
   __device__ __forceinline__ void bwd_probs(S& s, S& dp, const Coord& coord, int row0, int col0,
-                                            bool mask, float, float scale_log2,
+                                            Mask mask, float, float scale_log2,
                                             const Rows& lse_log2, const Rows& d_row) const {
     if constexpr (kSplitProbs) {
       bwd_ds<kKeysAlongM>(s, dp, coord, d_row,

@@ -213,8 +213,9 @@ struct BwdMainloop {
       const int rot = p.deterministic ? 0 : n_block % count;
       auto m_at = [&](int i) { return m_begin + (i + rot < count ? i + rot : i + rot - count); };
       // The next query block at or after step i that the block mask keeps (count: none).
+      LiveCursor cur;
       auto next_live = [&](int i) {
-        return pol.template next_live_query<kBlockM, kBlockN>(i, count, m_at, n_block);
+        return pol.template next_live_query<kBlockM, kBlockN>(i, count, m_at, n_block, cur);
       };
       int i = next_live(0);
       if (i < count) load_q(m_at(i), 0);

@@ -63,7 +63,8 @@ struct FwdMainloop {
     const Policy pol(p.score, sb, w.batch, w.head, p.scale);
     const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(m_block);
     // The first key block to compute (blocks run last to first); block-sparse masks skip some.
-    int n = pol.template prev_live<kBlockM, kBlockN>(m_block, kr.end - 1, kr.begin);
+    LiveCursor cur;
+    int n = pol.template prev_live<kBlockM, kBlockN>(m_block, kr.end - 1, kr.begin, cur);
     if (n < kr.begin) return;
     const int kv_head = w.head / p.h_ratio;
 
@@ -119,7 +120,7 @@ struct FwdMainloop {
 
     // Key blocks run from the last to the first, so the masked ones come first.
     for (int stage = 0; n >= kr.begin; stage ^= 1) {
-      const int n_next = pol.template prev_live<kBlockM, kBlockN>(m_block, n - 1, kr.begin);
+      const int n_next = pol.template prev_live<kBlockM, kBlockN>(m_block, n - 1, kr.begin, cur);
       if (n_next >= kr.begin) load_kv(n_next, stage ^ 1);  // prefetch a whole iteration ahead
       cp_async_fence();
       cp_async_wait<1>();

@@ -241,10 +241,11 @@ struct BwdMainloop {
       begin = mr.begin, count = mr.end > mr.begin ? mr.end - mr.begin : 0;
       rot = p.deterministic || count == 0 ? 0 : n_block % count;
     }
+    mutable LiveCursor cur;  // the block mask's last ballot over this walk's steps
     __device__ int at(int i) const { return begin + (i + rot < count ? i + rot : i + rot - count); }
     __device__ int next(int i) const {
       return pol.template next_live_query<kBlockM, kBlockN>(i, count, [&](int j) { return at(j); },
-                                                            n_block);
+                                                            n_block, cur);
     }
   };
 
@@ -570,8 +571,15 @@ struct BwdMainloop {
           pol.template bwd_ds<true>(s, dp, tScS, d_row, keep);
         } else {
           warpgroup_wait<0>();
-          pol.template bwd_probs<true>(s, dp, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale,
-                                       p.scale_log2, lse, d_row);
+          auto probs = [&](auto masked) {
+            pol.template bwd_probs<true>(s, dp, tScS, m * kBlockM, n_block * kBlockN, masked,
+                                         p.scale, p.scale_log2, lse, d_row);
+          };
+          // General policies branch once per block here too (block_m 128: a run-time mask in
+          // the element loop cost the block-mask kernel ~45% over plain, session 21).
+          if constexpr (Policy::kPlain) probs(mask);
+          else if (mask) probs(std::true_type{});
+          else probs(std::false_type{});
         }
         Tensor rP = sm80::convert<Element>(acc_s);
         Tensor rdS = sm80::convert<Element>(acc_dp);

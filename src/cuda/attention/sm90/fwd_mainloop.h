@@ -286,12 +286,15 @@ struct FwdMainloop {
   __device__ static Policy policy(const Params& p, const SeqBounds& sb, const WorkTile& w) {
     return Policy(p.score, sb, w.batch, w.head, p.scale);
   }
-  // The first key block to compute (blocks run last to first), below kr.begin when none is live.
-  __device__ static int first_live(const Policy& pol, const BlockRange& kr, int m_block) {
-    return pol.template prev_live<kBlockM, kBlockN>(m_block, kr.end - 1, kr.begin);
+  // The first key block to compute (blocks run last to first), below kr.begin when none is live;
+  // each role walks a tile's blocks with its own cursor (the block mask's last ballot).
+  __device__ static int first_live(const Policy& pol, const BlockRange& kr, int m_block,
+                                   LiveCursor& c) {
+    return pol.template prev_live<kBlockM, kBlockN>(m_block, kr.end - 1, kr.begin, c);
   }
-  __device__ static int next_live(const Policy& pol, const BlockRange& kr, int m_block, int n) {
-    return pol.template prev_live<kBlockM, kBlockN>(m_block, n - 1, kr.begin);
+  __device__ static int next_live(const Policy& pol, const BlockRange& kr, int m_block, int n,
+                                  LiveCursor& c) {
+    return pol.template prev_live<kBlockM, kBlockN>(m_block, n - 1, kr.begin, c);
   }
   // The key block computed at loop position n (positions run as above): n itself, or the
   // policy's order (GeneralScores::key_order: ALiBi from the diagonal outward). Producer and
@@ -309,7 +312,8 @@ struct FwdMainloop {
                               const SeqBounds& sb, PipelineState& st, bool leader) {
     const Policy pol = policy(p, sb, w);
     const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
-    int n = first_live(pol, kr, w.block);
+    LiveCursor cur;
+    int n = first_live(pol, kr, w.block, cur);
     const bool live = n >= kr.begin;
     if (!live && !kOInQ) return;
     const int kv_head = w.head / (p.heads / p.kv_heads);
@@ -362,7 +366,7 @@ struct FwdMainloop {
     // With kOInQ the buffer comes free only at the end of the last tile's epilogue: the first K
     // goes ahead of Q, so that its load overlaps that epilogue.
     if (!kOInQ || !live) load_q();
-    for (bool first = true; n >= kr.begin; n = next_live(pol, kr, w.block, n), first = false) {
+    for (bool first = true; n >= kr.begin; n = next_live(pol, kr, w.block, n, cur), first = false) {
       if (leader) {
         uint64_t& kb = Ring::producer_acquire(smem.k_ring, st.k, kBytesKV);
         copy(p.tma_k.with(kb), tKg(_, _, _, key_block(pol, kr, w.block, n)),
@@ -389,7 +393,8 @@ struct FwdMainloop {
     clear(acc_o);
     const Policy pol = policy(p, sb, w);
     const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
-    int n = first_live(pol, kr, w.block);
+    LiveCursor cur;
+    int n = first_live(pol, kr, w.block, cur);
     if (n < kr.begin) {
       if constexpr (kOInQ) Ring::Barrier::wait(&smem.q_full, st.q_tiles++ & 1);
       return;
@@ -472,7 +477,7 @@ struct FwdMainloop {
       while (n > n_seen && n >= kr.begin) {
         turns.wait_turn();
         turns.pass_turn();
-        const int nn = next_live(pol, kr, w.block, n);
+        const int nn = next_live(pol, kr, w.block, n, cur);
         Ring::consumer_release(smem.k_ring, st.k);
         st.k.advance();
         Ring::consumer_release(smem.v_ring, st.v);
@@ -496,7 +501,7 @@ struct FwdMainloop {
     turns.wait_turn();
     scores(acc_s);
     turns.pass_turn();
-    int n_next = next_live(pol, kr, w.block, n);
+    int n_next = next_live(pol, kr, w.block, n, cur);
     warpgroup_wait<0>();
     scores_done(acc_s, n, n_next < kr.begin);
     float alpha[Softmax::kRows];
@@ -525,7 +530,7 @@ struct FwdMainloop {
       scores(acc_s);  // S_n, issued first so that it completes first
       pv(tOrP);       // O += P_{n'} V_{n'}
       turns.pass_turn();
-      n_next = next_live(pol, kr, w.block, n);
+      n_next = next_live(pol, kr, w.block, n, cur);
       warpgroup_wait<1>();
       scores_done(acc_s, n, n_next < kr.begin, !kExpsBeforePvWait);
       softmax_of(acc_s, n, alpha);

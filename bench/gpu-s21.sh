@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Session 21's GPU calls (bench/NOTES-attention.md "Block-sparse v4"). The library comes built from
+# the CPU machine in .ab/lib.tgz (bench/gpu-library.sh says how).
+# PART=diag: per-kernel GPU time (bench/kernel_breakdown.py, torch.profiler) of the forward and
+# backward at hdim 128 and 64, 8k: plain, and block masks of density 1.0 / 0.5 / 0.25 / 0.1; then
+# ncu (speed of light, memory, warp states) of the hdim 128 forward kernel, plain and 0.5.
+# PART=ab: the block-sparse and variant tests (both paths), memcheck / racecheck on the small
+# variants test, then the breakdown above for the base build (.ab/old, session 20's) and this one
+# in turn (DENS densities, HDIMS head dims).
+# usage: tar xzf .ab/lib.tgz && tar xzf .ab/base21.tgz -C .ab && OUT=/some/dir PART=ab bench/gpu-s21.sh
+set -uo pipefail
+. "$(dirname "$0")/gpu_prelude.sh"
+carried_library
+export PYTHONPATH=bench:$PYTHONPATH
+bd() { env ${ENVS:-} timeout 60 python3 bench/kernel_breakdown.py --backend flashkit --seqlen 8192 "$@" \
+  2>&1 | head -8; }
+case "${PART:?set PART}" in
+diag)
+  for d in 128 64; do
+    for dens in 0 1.0 0.5 0.25 0.1; do
+      stamp "breakdown hdim $d density $dens"
+      bd --hdim $d --density $dens
+    done
+  done
+  for dens in 0 0.5; do
+    stamp "ncu fwd hdim 128 density $dens"
+    timeout 90 ncu --kernel-name regex:run_kernel_sm90 --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+      --section SchedulerStats --section LaunchStats -o "$log/fwd$dens" \
+      python3 bench/kernel_breakdown.py --backend flashkit --seqlen 8192 --hdim 128 \
+      --density $dens --calls 1 >"$log/ncu$dens.log" 2>&1
+    stamp "rc=$?"
+    ncu_unpack fwd$dens
+    grep -E "Duration|Elapsed Cycles|Warp Cycles Per Issued|Issued Ipc|L2 Hit|DRAM Throughput|Compute \(SM\) Th|Memory Throughput|Stall|No Eligible|Registers" "$log/fwd$dens-details.txt" | head -24
+  done
+  ;;
+ab)
+  gtest sparse 'AttentionGpuBlockSparse*:AttentionGpu/AttentionGpuVariants*:AttentionGpuSm90.VariantsBothPaths:AttentionGpuSmall.Sm90AndSm80PathsVariants' 300
+  SAN_EACH=${SAN_EACH:-90} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
+  for d in ${HDIMS:-128 64}; do
+    for dens in ${DENS:-0 1.0 0.5 0.25 0.1}; do
+      for v in base new; do
+        stamp "breakdown $v hdim $d density $dens"
+        if [ $v = base ]; then PYTHONPATH=bench:.ab/old bd --hdim $d --density $dens | grep -E "Kernel|us per"
+        else bd --hdim $d --density $dens | grep -E "Kernel|us per"; fi
+      done
+    done
+  done
+  for v in base new; do  # a window at hdim 64: the backward's per-block mask branch (v4)
+    stamp "breakdown $v hdim 64 window 1024,1024"
+    if [ $v = base ]; then PYTHONPATH=bench:.ab/old bd --hdim 64 --window 1024,1024 | grep -E "Kernel|us per"
+    else bd --hdim 64 --window 1024,1024 | grep -E "Kernel|us per"; fi
+  done
+  ;;
+esac
+(cd "$out" && tar czf logs.tgz t && rm -rf t)
