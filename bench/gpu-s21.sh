@@ -52,5 +52,40 @@ ab)
     else bd --hdim 64 --window 1024,1024 | grep -E "Kernel|us per"; fi
   done
   ;;
+bench)  # bench/variants.py at hdim 128 (every variant) and 64, then ncu of the 0.1 forward
+  stamp "variants hdim 128"
+  timeout 200 python3 bench/variants.py --out "$out" --hdim 128 >"$log/var128.log" 2>&1
+  stamp "rc=$?"; tail -17 "$log/var128.log"
+  stamp "variants hdim 64"
+  timeout 200 python3 bench/variants.py --out "$out" --hdim 64 --heads 32 \
+    --variants softcap,alibi,window,dropout,blocksparse_0.5,blocksparse_0.25,blocksparse_0.1 \
+    >"$log/var64.log" 2>&1
+  stamp "rc=$?"; tail -17 "$log/var64.log"
+  stamp "ncu fwd hdim 128 density 0.1 (source)"
+  timeout 120 ncu --kernel-name regex:run_kernel_sm90 --launch-count 1 \
+    --section SpeedOfLight --section WarpStateStats --section SourceCounters --import-source yes \
+    -o "$log/bs01" python3 bench/kernel_breakdown.py --backend flashkit --seqlen 8192 --hdim 128 \
+    --density 0.1 --calls 1 >"$log/ncu01.log" 2>&1
+  stamp "rc=$?"
+  ncu_unpack bs01 sass
+  grep -E "Duration|Warp Cycles Per Issued|Issued Ipc" "$log/bs01-details.txt" | head
+  ;;
+epi)  # the per-warpgroup epilogue (v5): tests in both modes, sanitizers forced on, then A/B
+  T='AttentionGpuSm90*:AttentionGpuSmall.Sm90*:AttentionGpuBlockSparse*:AttentionGpuFp8*:AttentionGpu.*'
+  gtest epi_default "$T" 240
+  ENVS=FLASHKIT_SM90_FWD_WG_EPI=1 gtest epi_on "$T" 240
+  export FLASHKIT_SM90_FWD_WG_EPI=1
+  SAN_EACH=${SAN_EACH:-60} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80Paths:AttentionGpuSmall.Sm90AndSm80PathsVariants'
+  unset FLASHKIT_SM90_FWD_WG_EPI
+  for r in 1 2; do
+    for c in "128" "128 --causal" "128 --density 0.5" "128 --density 0.1" "128 --window 1024,1024" \
+             "128 --causal --window 1024,0" "64" "64 --density 0.1" "64 --window 1024,1024"; do
+      for e in 0 1; do
+        stamp "r$r epi=$e hdim $c"
+        ENVS=FLASHKIT_SM90_FWD_WG_EPI=$e bd --hdim $c | grep -E "FwdKernel"
+      done
+    done
+  done
+  ;;
 esac
 (cd "$out" && tar czf logs.tgz t && rm -rf t)

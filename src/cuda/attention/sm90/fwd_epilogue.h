@@ -6,6 +6,7 @@
 // the consumers store their sequence's rows from shared memory with 16-byte stores instead.
 // With Mainloop::kOInQ (hdim 256) O is staged in Q's buffer, handed back to the producer once read.
 #pragma once
+#include <cstdlib>
 #include <type_traits>
 
 #include <cutlass/arch/barrier.h>
@@ -15,14 +16,12 @@
 #include "cuda/attention/sm90/fwd_mainloop.h"
 #include "cuda/attention/tile_scheduler.h"
 
-// FWD_WG_EPI: at hdim 64 causal (three consumer warpgroups, the O tile's rows contiguous in the
-// swizzled staging tile) each warpgroup stages and stores its own 64 rows, with its own named
-// barrier and bulk store, instead of all consumers meeting twice per tile: +4% at 2k, where
-// tiles are short; dense measured 0-1.5% slower with it (bench/NOTES-attention.md v8).
-#ifndef FLASHKIT_SM90_FWD_WG_EPI
-#define FLASHKIT_SM90_FWD_WG_EPI 1
-#endif
-
+// Per-warpgroup epilogues: each consumer warpgroup stages and stores its own 64 rows, with its
+// own named barrier and bulk stores, instead of all consumers meeting twice per tile, so the
+// ping-pong runs on across tiles (one warpgroup's next tile starts under the other's epilogue).
+// Measured +4% at hdim 64 causal 2k and 0-1.5% slower on dense hdim 64 (session 16, v8); at hdim
+// 128 where tiles hold few key blocks (block masks, windows) in session 21 (bench/NOTES-attention.md
+// "Block-sparse v5"). FLASHKIT_SM90_FWD_WG_EPI=0/1 forces it off / on (A/B runs, hdim 64 / 128).
 namespace flashkit::cuda::attn::sm90 {
 
 template <class Mainloop>
@@ -33,15 +32,22 @@ struct FwdEpilogue {
   static constexpr int kBarrier = 0;  // named barrier id among the consumer threads
   using LayoutO = SmemTile<Element, kBlockM, kHeadDim>;
   using TileO = typename Mainloop::TileQ;
-  // Per-warpgroup stores: 64-row slices of the staging tile are themselves 64-row tiles.
-  static constexpr bool kPerWg = FLASHKIT_SM90_FWD_WG_EPI && kHeadDim == 64 && !Mainloop::kOInQ &&
-                                 Mainloop::Policy::kPlain && Mainloop::Policy::kCausal;
-  static constexpr int kStoreRows = kPerWg ? 64 : kBlockM;
-  using LayoutStore = SmemTile<Element, kStoreRows, kHeadDim>;
-  using TileStore = Shape<Int<kStoreRows>, Int<kHeadDim>>;
+  // O leaves in 64 x 64 boxes at hdim 64 / 128 (a 64-row slice of the tile, one warpgroup's
+  // rows, is kHeadDim / 64 of them, each a contiguous 8 KB piece of the staging tile, whose
+  // swizzle atoms run down the rows first), so a warpgroup can store its own rows; hdim 256 (O in
+  // Q's buffer) in one box of the whole tile.
+  static constexpr bool kSlices = !Mainloop::kOInQ && (kHeadDim == 64 || kHeadDim == 128);
+  static constexpr int kStoreRows = kSlices ? 64 : kBlockM;
+  static constexpr int kStoreCols = kSlices ? 64 : kHeadDim;
+  using LayoutStore = SmemTile<Element, kStoreRows, kStoreCols>;
+  using TileStore = Shape<Int<kStoreRows>, Int<kStoreCols>>;
   using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{},
                                       gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}), LayoutStore{},
                                       TileStore{}, _1{}));
+  // The default: per warpgroup at hdim 64 causal with plain scores (three warpgroups, short
+  // tiles), else all consumers together (see above).
+  static constexpr bool kPerWgDefault =
+      kSlices && kHeadDim == 64 && Mainloop::Policy::kPlain && Mainloop::Policy::kCausal;
 
   struct OwnTile {
     alignas(1024) Element o[cosize_v<LayoutO>];
@@ -63,6 +69,7 @@ struct FwdEpilogue {
     float* lse;
     int64_t lse_batch_stride, lse_head_stride, lse_row_stride;
     int rows_q, head_dim, heads, tma_batch;
+    bool per_wg;  // each warpgroup stages and stores its own rows (kSlices only)
   };
   static Params to_params(const AttnArguments& a) {
     const GmemExtent e = gmem_extent(a, false, a.o_stride);
@@ -70,7 +77,11 @@ struct FwdEpilogue {
                           LayoutStore{}, TileStore{}, _1{}),
             static_cast<Element*>(a.o), a.o_stride, a.cu_seqlens_q != nullptr, a.lse,
             a.lse_batch_stride, a.lse_head_stride, a.lse_row_stride, e.rows, a.head_dim, a.heads,
-            e.batch};
+            e.batch, kSlices && per_wg_knob(kPerWgDefault)};
+  }
+  static bool per_wg_knob(bool fallback) {
+    const char* e = std::getenv("FLASHKIT_SM90_FWD_WG_EPI");
+    return e && (e[0] == '0' || e[0] == '1') ? e[0] == '1' : fallback;
   }
   __device__ static void prefetch_descriptors(const Params& p) {
     prefetch_tma_descriptor(p.tma_o.get_tma_descriptor());
@@ -101,10 +112,10 @@ struct FwdEpilogue {
 
     Tensor rO = sm80::convert<Element>(acc_o);
     Tensor sO = make_tensor(make_smem_ptr(staging(smem, ms)), LayoutO{});
-    // The threads that stage and store together: every consumer thread, or (kPerWg, dense)
-    // each warpgroup its own 64 rows, with its own named barrier and bulk store; `part` is the
-    // group's slice of the tile.
-    const bool own = kPerWg && !p.varlen;
+    // The threads that stage and store together: every consumer thread, or (per_wg, dense) each
+    // warpgroup its own 64 rows, with its own named barrier and bulk stores; `part` is the
+    // group's 64-row slice of the tile.
+    const bool own = kSlices && p.per_wg && !p.varlen;
     const int group = own ? 128 : kThreads, part = own ? tid / 128 : 0;
     const int barrier = own ? kBarrier + 1 + Mainloop::kConsumerWarpgroups + part : kBarrier;
     const bool leader = own ? tid % 128 == 0 : tid == 0;
@@ -123,13 +134,19 @@ struct FwdEpilogue {
       return;
     }
     if (leader) {
-      Tensor sPart = make_tensor(make_smem_ptr(staging(smem, ms) + part * kStoreRows * kHeadDim),
-                                 LayoutStore{});
       Tensor mO = p.tma_o.get_tma_tensor(GmemShape{p.rows_q, p.head_dim, p.heads, p.tma_batch});
-      Tensor gO = local_tile(mO(_, _, w.head, w.batch), TileStore{},
-                             make_coord(w.block * (kBlockM / kStoreRows) + part, _0{}));
       auto c = p.tma_o.get_slice(_0{});
-      copy(p.tma_o, c.partition_S(sPart), c.partition_D(gO));
+      constexpr int kRowSlices = kBlockM / kStoreRows, kColSlices = kHeadDim / kStoreCols;
+      for (int r = own ? part : 0; r < (own ? part + 1 : kRowSlices); ++r) {
+        CUTE_UNROLL
+        for (int k = 0; k < kColSlices; ++k) {
+          Element* piece = staging(smem, ms) + (k * kBlockM + r * kStoreRows) * kStoreCols;
+          Tensor gO = local_tile(mO(_, _, w.head, w.batch), TileStore{},
+                                 make_coord(w.block * kRowSlices + r, k));
+          copy(p.tma_o, c.partition_S(make_tensor(make_smem_ptr(piece), LayoutStore{})),
+               c.partition_D(gO));
+        }
+      }
       tma_store_arrive();
     }
     // kOInQ: the next tile's Q may land in the buffer once the bulk store has read all of O (the
@@ -141,7 +158,7 @@ struct FwdEpilogue {
   }
   // Before the CTA exits: its last bulk store must have finished reading shared memory.
   __device__ static void finish(int tid) {
-    if ((kPerWg ? tid % 128 : tid) == 0) tma_store_wait<0>();
+    if (tid % 128 == 0) tma_store_wait<0>();  // every group's leader (per_wg or not)
   }
 };
 
