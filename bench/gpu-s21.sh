@@ -7,6 +7,9 @@
 # PART=ab: the block-sparse and variant tests (both paths), memcheck / racecheck on the small
 # variants test, then the breakdown above for the base build (.ab/old, session 20's) and this one
 # in turn (DENS densities, HDIMS head dims).
+# PART=bench: bench/variants.py at hdim 128 / 64, ncu source counters of the 0.1 forward.
+# PART=epi: v5's per-warpgroup epilogue on / off (tests, sanitizers, kernel times).
+# PART=final: tests, sanitizers and bench/variants.py on the landed build.
 # usage: tar xzf .ab/lib.tgz && tar xzf .ab/base21.tgz -C .ab && OUT=/some/dir PART=ab bench/gpu-s21.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
@@ -86,6 +89,18 @@ epi)  # the per-warpgroup epilogue (v5): tests in both modes, sanitizers forced 
       done
     done
   done
+  ;;
+final)  # the landed build: tests, sanitizers on the small variants test, bench/variants.py
+  gtest final 'AttentionGpuSm90*:AttentionGpuSmall.Sm90*:AttentionGpuBlockSparse*:AttentionGpu/AttentionGpuVariants*' 200
+  SAN_EACH=${SAN_EACH:-60} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
+  stamp "variants hdim 128"
+  timeout 150 python3 bench/variants.py --out "$out" --hdim 128 >"$log/var128.log" 2>&1
+  stamp "rc=$?"; tail -17 "$log/var128.log"
+  stamp "variants hdim 64"
+  timeout 150 python3 bench/variants.py --out "$out" --hdim 64 --heads 32 \
+    --variants softcap,alibi,window,dropout,blocksparse_0.5,blocksparse_0.25,blocksparse_0.1 \
+    >"$log/var64.log" 2>&1
+  stamp "rc=$?"; tail -17 "$log/var64.log"
   ;;
 esac
 (cd "$out" && tar czf logs.tgz t && rm -rf t)

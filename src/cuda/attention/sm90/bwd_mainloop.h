@@ -244,8 +244,8 @@ struct BwdMainloop {
     mutable LiveCursor cur;  // the block mask's last ballot over this walk's steps
     __device__ int at(int i) const { return begin + (i + rot < count ? i + rot : i + rot - count); }
     __device__ int next(int i) const {
-      return pol.template next_live_query<kBlockM, kBlockN>(i, count, [&](int j) { return at(j); },
-                                                            n_block, cur);
+      return pol.template next_live_query<kBlockM, kBlockN>(
+          i, count, [&](int j) { return at(j); }, n_block, cur);
     }
   };
 
@@ -577,9 +577,12 @@ struct BwdMainloop {
           };
           // General policies branch once per block here too (block_m 128: a run-time mask in
           // the element loop cost the block-mask kernel ~45% over plain, session 21).
-          if constexpr (Policy::kPlain) probs(mask);
-          else if (mask) probs(std::true_type{});
-          else probs(std::false_type{});
+          if constexpr (Policy::kPlain)
+            probs(mask);
+          else if (mask)
+            probs(std::true_type{});
+          else
+            probs(std::false_type{});
         }
         Tensor rP = sm80::convert<Element>(acc_s);
         Tensor rdS = sm80::convert<Element>(acc_dp);

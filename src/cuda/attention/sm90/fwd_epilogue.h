@@ -19,9 +19,9 @@
 // Per-warpgroup epilogues: each consumer warpgroup stages and stores its own 64 rows, with its
 // own named barrier and bulk stores, instead of all consumers meeting twice per tile, so the
 // ping-pong runs on across tiles (one warpgroup's next tile starts under the other's epilogue).
-// Measured +4% at hdim 64 causal 2k and 0-1.5% slower on dense hdim 64 (session 16, v8); at hdim
-// 128 where tiles hold few key blocks (block masks, windows) in session 21 (bench/NOTES-attention.md
-// "Block-sparse v5"). FLASHKIT_SM90_FWD_WG_EPI=0/1 forces it off / on (A/B runs, hdim 64 / 128).
+// Measured +4% at hdim 64 causal 2k and 0-1.5% slower on dense hdim 64 (session 16, v8); 1.3-2.3%
+// faster for block masks and windows at hdim 64 / 128, level for plain hdim 128 (session 21,
+// bench/NOTES-attention.md "Block-sparse v5"). FLASHKIT_SM90_FWD_WG_EPI=0/1 forces it off / on.
 namespace flashkit::cuda::attn::sm90 {
 
 template <class Mainloop>
@@ -44,10 +44,11 @@ struct FwdEpilogue {
   using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{},
                                       gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}), LayoutStore{},
                                       TileStore{}, _1{}));
-  // The default: per warpgroup at hdim 64 causal with plain scores (three warpgroups, short
-  // tiles), else all consumers together (see above).
+  // The default (see above): per warpgroup for the score variants (windows and block masks
+  // leave tiles of few key blocks; measured 1.3-2.3% faster, session 21) and at hdim 64 causal
+  // with plain scores; all consumers together for plain scores otherwise (level at hdim 128).
   static constexpr bool kPerWgDefault =
-      kSlices && kHeadDim == 64 && Mainloop::Policy::kPlain && Mainloop::Policy::kCausal;
+      kSlices && (!Mainloop::Policy::kPlain || (kHeadDim == 64 && Mainloop::Policy::kCausal));
 
   struct OwnTile {
     alignas(1024) Element o[cosize_v<LayoutO>];
