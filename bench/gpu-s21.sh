@@ -17,6 +17,17 @@ carried_library
 export PYTHONPATH=bench:$PYTHONPATH
 bd() { env ${ENVS:-} timeout 60 python3 bench/kernel_breakdown.py --backend flashkit --seqlen 8192 "$@" \
   2>&1 | head -8; }
+# bench/variants.py at hdim 128 (every variant) and 64 (the two head dims)
+variants_both() {
+  stamp "variants hdim 128"
+  timeout 200 python3 bench/variants.py --out "$out" --hdim 128 >"$log/var128.log" 2>&1
+  stamp "rc=$?"; tail -17 "$log/var128.log"
+  stamp "variants hdim 64"
+  timeout 200 python3 bench/variants.py --out "$out" --hdim 64 --heads 32 \
+    --variants softcap,alibi,window,dropout,blocksparse_0.5,blocksparse_0.25,blocksparse_0.1 \
+    >"$log/var64.log" 2>&1
+  stamp "rc=$?"; tail -17 "$log/var64.log"
+}
 case "${PART:?set PART}" in
 diag)
   for d in 128 64; do
@@ -56,14 +67,7 @@ ab)
   done
   ;;
 bench)  # bench/variants.py at hdim 128 (every variant) and 64, then ncu of the 0.1 forward
-  stamp "variants hdim 128"
-  timeout 200 python3 bench/variants.py --out "$out" --hdim 128 >"$log/var128.log" 2>&1
-  stamp "rc=$?"; tail -17 "$log/var128.log"
-  stamp "variants hdim 64"
-  timeout 200 python3 bench/variants.py --out "$out" --hdim 64 --heads 32 \
-    --variants softcap,alibi,window,dropout,blocksparse_0.5,blocksparse_0.25,blocksparse_0.1 \
-    >"$log/var64.log" 2>&1
-  stamp "rc=$?"; tail -17 "$log/var64.log"
+  variants_both
   stamp "ncu fwd hdim 128 density 0.1 (source)"
   timeout 120 ncu --kernel-name regex:run_kernel_sm90 --launch-count 1 \
     --section SpeedOfLight --section WarpStateStats --section SourceCounters --import-source yes \
@@ -93,14 +97,7 @@ epi)  # the per-warpgroup epilogue (v5): tests in both modes, sanitizers forced 
 final)  # the landed build: tests, sanitizers on the small variants test, bench/variants.py
   gtest final 'AttentionGpuSm90*:AttentionGpuSmall.Sm90*:AttentionGpuBlockSparse*:AttentionGpu/AttentionGpuVariants*' 200
   SAN_EACH=${SAN_EACH:-60} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
-  stamp "variants hdim 128"
-  timeout 150 python3 bench/variants.py --out "$out" --hdim 128 >"$log/var128.log" 2>&1
-  stamp "rc=$?"; tail -17 "$log/var128.log"
-  stamp "variants hdim 64"
-  timeout 150 python3 bench/variants.py --out "$out" --hdim 64 --heads 32 \
-    --variants softcap,alibi,window,dropout,blocksparse_0.5,blocksparse_0.25,blocksparse_0.1 \
-    >"$log/var64.log" 2>&1
-  stamp "rc=$?"; tail -17 "$log/var64.log"
+  variants_both
   ;;
 esac
 (cd "$out" && tar czf logs.tgz t && rm -rf t)
