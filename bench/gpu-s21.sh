@@ -99,5 +99,18 @@ final)  # the landed build: tests, sanitizers on the small variants test, bench/
   SAN_EACH=${SAN_EACH:-60} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
   variants_both
   ;;
+win64)  # v6: hdim 64 window tests, then the forward kernel, base (session 20) and v6 in turn
+  gtest win 'AttentionGpuSm90.VariantsBothPaths:AttentionGpuSm90.VarlenVariantsBothPaths:AttentionGpuVariantsShapes*:AttentionGpu/AttentionGpuVariants*:AttentionGpuSmall.Sm90AndSm80PathsVariants' 150
+  SAN_EACH=${SAN_EACH:-40} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
+  for r in 1 2; do
+    for c in "--window 1024,1024" "--causal --window 1024,0"; do
+      for v in base new; do
+        stamp "r$r $v hdim 64 $c"
+        if [ $v = base ]; then PYTHONPATH=bench:.ab/old bd --hdim 64 $c | grep -E "Kernel<"
+        else bd --hdim 64 $c | grep -E "Kernel<"; fi
+      done
+    done
+  done
+  ;;
 esac
 (cd "$out" && tar czf logs.tgz t && rm -rf t)

@@ -70,6 +70,7 @@ template <bool kCausal_>
 struct PlainScores {
   static constexpr bool kCausal = kCausal_;
   static constexpr bool kPlain = true;        // masks only (tile shapes may assume it)
+  static constexpr bool kMasksOnly = true;    // no per-score modifier: scores are q.k or -inf
   static constexpr bool kRowOffsets = false;  // see GeneralScores::fwd_scores_rows
   static constexpr bool kNarrowKeys = false;  // forward key steps: the tile config's full width
   static constexpr bool kHasBlockMask = false;
@@ -214,6 +215,7 @@ template <unsigned kMods>
 struct GeneralScores {
   static constexpr bool kCausal = false;  // causal is window_right = 0 here
   static constexpr bool kPlain = false;
+  static constexpr bool kMasksOnly = kMods == 0;  // a window and nothing else
   static constexpr bool kHasSoftcap = kMods & mods::kSoftcap, kHasAlibi = kMods & mods::kAlibi;
   static constexpr bool kHasDropout = kMods & mods::kDropout;
   static constexpr bool kHasBlockMask = kMods & mods::kBlockSparse;
