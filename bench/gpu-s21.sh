@@ -10,6 +10,8 @@
 # PART=bench: bench/variants.py at hdim 128 / 64, ncu source counters of the 0.1 forward.
 # PART=epi: v5's per-warpgroup epilogue on / off (tests, sanitizers, kernel times).
 # PART=final: tests, sanitizers and bench/variants.py on the landed build.
+# PART=win64: v6 (hdim 64 windows on three warpgroups): variant tests, sanitizers, kernel times
+# against the base build.
 # usage: tar xzf .ab/lib.tgz && tar xzf .ab/base21.tgz -C .ab && OUT=/some/dir PART=ab bench/gpu-s21.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
