@@ -19,6 +19,11 @@ carried_library
 export PYTHONPATH=bench:$PYTHONPATH
 bd() { env ${ENVS:-} timeout 60 python3 bench/kernel_breakdown.py --backend flashkit --seqlen 8192 "$@" \
   2>&1 | head -8; }
+# bd with build $1: base (.ab/old, session 20's python package) or new (python/); its kernel lines.
+bd_of() {
+  local v=$1; shift
+  if [ "$v" = base ]; then PYTHONPATH=bench:.ab/old bd "$@"; else bd "$@"; fi | grep -E "Kernel<|us per"
+}
 # bench/variants.py at hdim 128 (every variant) and 64 (the issue's two head dims)
 variants_both() {
   stamp "variants hdim 128"
@@ -57,15 +62,13 @@ ab)
     for dens in ${DENS:-0 1.0 0.5 0.25 0.1}; do
       for v in base new; do
         stamp "breakdown $v hdim $d density $dens"
-        if [ $v = base ]; then PYTHONPATH=bench:.ab/old bd --hdim $d --density $dens | grep -E "Kernel|us per"
-        else bd --hdim $d --density $dens | grep -E "Kernel|us per"; fi
+        bd_of $v --hdim $d --density $dens
       done
     done
   done
   for v in base new; do  # a window at hdim 64: the backward's per-block mask branch (v4)
     stamp "breakdown $v hdim 64 window 1024,1024"
-    if [ $v = base ]; then PYTHONPATH=bench:.ab/old bd --hdim 64 --window 1024,1024 | grep -E "Kernel|us per"
-    else bd --hdim 64 --window 1024,1024 | grep -E "Kernel|us per"; fi
+    bd_of $v --hdim 64 --window 1024,1024
   done
   ;;
 bench)  # bench/variants.py at hdim 128 (every variant) and 64, then ncu of the 0.1 forward
@@ -108,8 +111,7 @@ win64)  # v6: hdim 64 window tests, then the forward kernel, base (session 20) a
     for c in "--window 1024,1024" "--causal --window 1024,0"; do
       for v in base new; do
         stamp "r$r $v hdim 64 $c"
-        if [ $v = base ]; then PYTHONPATH=bench:.ab/old bd --hdim 64 $c | grep -E "Kernel<"
-        else bd --hdim 64 $c | grep -E "Kernel<"; fi
+        bd_of $v --hdim 64 $c
       done
     done
   done

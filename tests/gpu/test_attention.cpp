@@ -632,14 +632,19 @@ TEST(AttentionGpuDropout, ForwardBackwardShapes) {
 
 // Block mask broadcast over batch and heads ([1, 1, nq, nk]), a row of query blocks that keeps no
 // key block (out 0, lse -inf, dQ 0) and a key block no query keeps (dK = dV = 0), both passes.
+// The block mask [1, 1, nq, nk] (blocks of 128 x 128) given by `grid`, row-major, for case c.
+void set_block_mask(AttentionCase& c, const uint8_t* grid, int nq, int nk) {
+  c.block_mask.reset(DType::u8, {1, 1, nq, nk});
+  std::memcpy(c.block_mask.data(), grid, size_t(nq) * nk);
+  c.opts.block_mask = c.block_mask.view();
+  c.opts.block_mask_block_q = c.opts.block_mask_block_k = 128;
+}
+
 TEST(AttentionGpuBlockSparse, BroadcastAndEmptyRowsAndColumns) {
   for (int d : {64, 128}) {
     AttentionCase c(spec(DType::bf16, 2, 300, 400, 4, 2, d, false), 4200 + d);
-    c.block_mask.reset(DType::u8, {1, 1, 3, 4});  // 128 x 128 blocks
     const uint8_t grid[12] = {1, 0, 1, 0,  0, 0, 0, 0,  1, 1, 0, 0};
-    std::memcpy(c.block_mask.data(), grid, 12);
-    c.opts.block_mask = c.block_mask.view();
-    c.opts.block_mask_block_q = c.opts.block_mask_block_k = 128;
+    set_block_mask(c, grid, 3, 4);
     GpuRun g = run_gpu(c, false, false);
     expect_forward_close(c, g);
     expect_grads_close(c, g);
@@ -681,10 +686,7 @@ TEST(AttentionGpuBlockSparse, WalksPastOneBallot) {
         for (int j = 0; j < nk; ++j) grid[size_t(nk) + j] = j == 0 || j == nk - 1;
       if (nq > 17)  // column 1 keeps its first and last query blocks
         for (int i = 0; i < nq; ++i) grid[size_t(i) * nk + 1] = i == 0 || i == nq - 1;
-      c.block_mask.reset(DType::u8, {1, 1, nq, nk});
-      std::memcpy(c.block_mask.data(), grid.data(), grid.size());
-      c.opts.block_mask = c.block_mask.view();
-      c.opts.block_mask_block_q = c.opts.block_mask_block_k = 128;
+      set_block_mask(c, grid.data(), nq, nk);
       GpuRun g = run_gpu(c, false, false);
       expect_forward_close(c, g);
       expect_grads_close(c, g);

@@ -25,14 +25,35 @@ struct BlockRange {
 };
 
 // A walk's memory of its last block-mask ballot: bit k of `bits` says whether the block (or
-// step) k positions past `base` in the walk's direction is live. One ballot reads 32 mask bytes;
-// the cursor hands them out one live block at a time, so a walk costs one ballot per 32 blocks
-// instead of one per block (bench/NOTES-attention.md "Block-sparse v4"). Policies without a block
-// mask never touch it.
+// step) k positions past `base` in the walk's direction is live (bench/NOTES-attention.md
+// "Block-sparse v4"). Policies without a block mask never touch it.
 struct LiveCursor {
   int base = -(1 << 30);  // far from every position: the first lookup ballots
   unsigned bits = 0;
 };
+
+// The first of the positions i, i + kDir, i + 2 kDir, ... within the walk's range for which
+// live(position) holds, else the position just past the range: up walks (kDir 1) cover
+// [i, bound) and return bound when none is live, down walks (kDir -1) cover [bound, i] and return
+// bound - 1. One warp ballot (a mask byte a lane) per 32 positions, remembered in `c`, so the
+// positions in between cost a shift and a find-first-set. Every lane of the warp calls it.
+// (Not unrolled: a 255-register kernel.)
+template <int kDir, class Live>
+__device__ __forceinline__ int next_live_in(int i, int bound, LiveCursor& c, const Live& live) {
+  static_assert(kDir == 1 || kDir == -1, "a walk steps one position up or down");
+#pragma unroll 1
+  while (kDir > 0 ? i < bound : i >= bound) {
+    if (kDir > 0 ? i < c.base || i >= c.base + 32 : i > c.base || i <= c.base - 32) {  // not kept
+      const int j = i + kDir * int(threadIdx.x % 32);
+      c.base = i;
+      c.bits = __ballot_sync(~0u, (kDir > 0 ? j < bound : j >= bound) && live(j));
+    }
+    const unsigned rest = c.bits >> (kDir > 0 ? i - c.base : c.base - i);  // bit 0: position i
+    if (rest) return kDir > 0 ? i + (__ffs(rest) - 1) : i - (__ffs(rest) - 1);
+    i = c.base + kDir * 32;
+  }
+  return kDir > 0 ? bound : bound - 1;
+}
 
 // Softcap's tanh: the MUFU's tanh.approx.f32 (one MUFU op a score, as FlashAttention-2/3's
 // cutlass::fast_tanh), relative error <= 2^-10.99, so a capped score moves by at most
@@ -315,48 +336,26 @@ struct GeneralScores {
     return !bmask || bmask[(m_block * kBlockM / p->bm_block_q) * p->bm_row_stride +
                            (n_block * kBlockN / p->bm_block_k) * p->bm_col_stride];
   }
-  // The last live key block <= n (>= begin), or begin - 1 when none is. Each warp tests 32
-  // candidates at once (one mask byte per lane, then a ballot) and keeps the result in `c` (bit k:
-  // block c.base - k), so a walk down a row costs one load latency and ballot per 32 blocks, and
-  // the blocks in between a shift and a find-first-set. (Not unrolled: a 255-register kernel.)
+  // The last live key block <= n (>= begin), or begin - 1 when none is (next_live_in: one
+  // ballot of 32 mask bytes per 32 blocks of the walk down the row, kept in `c`).
   template <int kBlockM, int kBlockN>
   __device__ __forceinline__ int prev_live(int m_block, int n, int begin, LiveCursor& c) const {
     if constexpr (kHasBlockMask) {
       if (!bmask) return n;
-#pragma unroll 1
-      while (n >= begin) {
-        if (n > c.base || n <= c.base - 32) {
-          const int j = n - int(threadIdx.x % 32);
-          c.base = n;
-          c.bits = __ballot_sync(~0u, j >= begin && live<kBlockM, kBlockN>(m_block, j));
-        }
-        const unsigned rest = c.bits >> (c.base - n);  // bit 0: block n
-        if (rest) return n - (__ffs(rest) - 1);
-        n = c.base - 32;
-      }
-      return begin - 1;
+      return next_live_in<-1>(n, begin, c,
+                              [&](int j) { return live<kBlockM, kBlockN>(m_block, j); });
     }
     return n;
   }
   // Backward: the first step >= i (of count) whose query block m_at(step) is live for key block
-  // n, count when none is; `c` as above (bit k: step c.base + k).
+  // n, count when none is (the same walk, up the column's steps).
   template <int kBlockM, int kBlockN, class MAt>
   __device__ __forceinline__ int next_live_query(int i, int count, const MAt& m_at, int n_block,
                                                  LiveCursor& c) const {
     if constexpr (kHasBlockMask) {
       if (!bmask) return i;
-#pragma unroll 1
-      while (i < count) {
-        if (i < c.base || i >= c.base + 32) {
-          const int j = i + int(threadIdx.x % 32);
-          c.base = i;
-          c.bits = __ballot_sync(~0u, j < count && live<kBlockM, kBlockN>(m_at(j), n_block));
-        }
-        const unsigned rest = c.bits >> (i - c.base);  // bit 0: step i
-        if (rest) return i + __ffs(rest) - 1;
-        i = c.base + 32;
-      }
-      return count;
+      return next_live_in<1>(i, count, c,
+                             [&](int j) { return live<kBlockM, kBlockN>(m_at(j), n_block); });
     }
     return i;
   }

@@ -241,9 +241,9 @@ struct BwdMainloop {
       begin = mr.begin, count = mr.end > mr.begin ? mr.end - mr.begin : 0;
       rot = p.deterministic || count == 0 ? 0 : n_block % count;
     }
-    mutable LiveCursor cur;  // the block mask's last ballot over this walk's steps
+    LiveCursor cur;  // the block mask's last ballot over this walk's steps
     __device__ int at(int i) const { return begin + (i + rot < count ? i + rot : i + rot - count); }
-    __device__ int next(int i) const {
+    __device__ int next(int i) {
       return pol.template next_live_query<kBlockM, kBlockN>(
           i, count, [&](int j) { return at(j); }, n_block, cur);
     }
@@ -282,7 +282,7 @@ struct BwdMainloop {
     for (int g = 0; g < p.h_ratio; ++g) {
       const int h = kv_head * p.h_ratio + g;
       const Policy pol(p.score, sb, b, h, p.scale);
-      const QueryWalk walk(p, pol, w.block);
+      QueryWalk walk(p, pol, w.block);
       Tensor tQg = cq.partition_S(local_tile(seq_q(p.tma_q.get_tma_tensor(shape_q)(_, _, h, tb)),
                                              TileQ{}, make_coord(_, _0{})));  // (TMA, .., m)
       Tensor tdOg = cdo.partition_S(local_tile(
@@ -309,6 +309,19 @@ struct BwdMainloop {
     cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrier);
   }
 
+  // f(mask) with plain scores; the general policies branch once per block to f(true_type) or
+  // f(false_type), a masked and an unmasked copy of their element loop (a run-time mask there
+  // cost ~200 instructions a thread on every block, and at block_m 128 the block-mask kernel
+  // ~45% over plain: bench/NOTES-attention.md v4). The sm80 backward keeps the bool: two copies
+  // tripled its spills at 255 registers.
+  template <class F>
+  __device__ __forceinline__ static auto by_mask(bool mask, F&& f) {
+    if constexpr (Policy::kPlain)
+      return f(mask);
+    else
+      return mask ? f(std::true_type{}) : f(std::false_type{});
+  }
+
   // Releases a stage held past its block (stage >= 0).
   __device__ static void release_stage(SharedStorage& smem, int stage) {
     if (stage >= 0) Ring::consumer_release(smem.ring, stage);
@@ -327,8 +340,9 @@ struct BwdMainloop {
     __device__ bool seek(int& g, int& i) const {
       for (; g < p.h_ratio; ++g, i = 0) {
         const Policy pol = policy(g);
-        i = QueryWalk(p, pol, n_block).next(i);
-        if (i < QueryWalk(p, pol, n_block).count) return true;
+        QueryWalk walk(p, pol, n_block);
+        i = walk.next(i);
+        if (i < walk.count) return true;
       }
       return false;
     }
@@ -530,7 +544,7 @@ struct BwdMainloop {
     for (int g = 0; g < p.h_ratio; ++g) {
       const int h = w.head * p.h_ratio + g;
       const Policy pol(p.score, sb, b, h, p.scale);
-      const QueryWalk walk(p, pol, n_block);
+      QueryWalk walk(p, pol, n_block);
       int* semaphore =
           p.deterministic ? p.ws.semaphore + (int64_t(b) * p.heads + h) * p.num_m_blocks : nullptr;
       for (int i = walk.next(0); i < walk.count; i = walk.next(i + 1)) {
@@ -555,34 +569,19 @@ struct BwdMainloop {
           warpgroup_wait<1>();
           warpgroup_fence_operand(acc_s);
           release_stage(smem, prev_stage);
-          auto p_t = [&](auto masked) {
+          const auto keep = by_mask(mask, [&](auto masked) {
             return pol.template bwd_p<true>(s, tScS, m * kBlockM, n_block * kBlockN, masked,
                                             p.scale_log2, lse);
-          };
-          // General policies: one branch per block to a masked or an unmasked copy (a run-time
-          // mask in the element loop cost ~200 instructions a thread on every block; the sm80
-          // backward keeps the bool: two copies tripled its spills at 255 registers).
-          const auto keep = [&] {
-            if constexpr (Policy::kPlain) return p_t(mask);
-            else return mask ? p_t(std::true_type{}) : p_t(std::false_type{});
-          }();
+          });
           warpgroup_wait<0>();
           warpgroup_fence_operand(acc_dp);
           pol.template bwd_ds<true>(s, dp, tScS, d_row, keep);
         } else {
           warpgroup_wait<0>();
-          auto probs = [&](auto masked) {
+          by_mask(mask, [&](auto masked) {
             pol.template bwd_probs<true>(s, dp, tScS, m * kBlockM, n_block * kBlockN, masked,
                                          p.scale, p.scale_log2, lse, d_row);
-          };
-          // General policies branch once per block here too (block_m 128: a run-time mask in
-          // the element loop cost the block-mask kernel ~45% over plain, session 21).
-          if constexpr (Policy::kPlain)
-            probs(mask);
-          else if (mask)
-            probs(std::true_type{});
-          else
-            probs(std::false_type{});
+          });
         }
         Tensor rP = sm80::convert<Element>(acc_s);
         Tensor rdS = sm80::convert<Element>(acc_dp);

@@ -24,6 +24,16 @@
 // bench/NOTES-attention.md "Block-sparse v5"). FLASHKIT_SM90_FWD_WG_EPI=0/1 forces it off / on.
 namespace flashkit::cuda::attn::sm90 {
 
+// FLASHKIT_SM90_FWD_WG_EPI, read once per process: 0 / 1 force the per-warpgroup epilogue off /
+// on, -1 (unset or anything else) keeps each kernel's default.
+inline int wg_epi_env() {
+  static const int v = [] {
+    const char* e = std::getenv("FLASHKIT_SM90_FWD_WG_EPI");
+    return e && (e[0] == '0' || e[0] == '1') && e[1] == '\0' ? e[0] - '0' : -1;
+  }();
+  return v;
+}
+
 template <class Mainloop>
 struct FwdEpilogue {
   using Element = typename Mainloop::OutElement;  // O's type (bf16 for fp8 inputs)
@@ -74,15 +84,12 @@ struct FwdEpilogue {
   };
   static Params to_params(const AttnArguments& a) {
     const GmemExtent e = gmem_extent(a, false, a.o_stride);
+    const bool per_wg = kSlices && (wg_epi_env() < 0 ? kPerWgDefault : wg_epi_env() == 1);
     return {make_tma_copy(SM90_TMA_STORE{}, gmem_tensor<Element>(a.o, a.head_dim, a.heads, e),
                           LayoutStore{}, TileStore{}, _1{}),
             static_cast<Element*>(a.o), a.o_stride, a.cu_seqlens_q != nullptr, a.lse,
             a.lse_batch_stride, a.lse_head_stride, a.lse_row_stride, e.rows, a.head_dim, a.heads,
-            e.batch, kSlices && per_wg_knob(kPerWgDefault)};
-  }
-  static bool per_wg_knob(bool fallback) {
-    const char* e = std::getenv("FLASHKIT_SM90_FWD_WG_EPI");
-    return e && (e[0] == '0' || e[0] == '1') ? e[0] == '1' : fallback;
+            e.batch, per_wg};
   }
   __device__ static void prefetch_descriptors(const Params& p) {
     prefetch_tma_descriptor(p.tma_o.get_tma_descriptor());

@@ -19,11 +19,8 @@ template <class Element, int kHeadDim, class Policy>
 void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   constexpr bool kFp8 = sizeof(Element) == 1;
   static_assert(!kFp8 || Policy::kPlain, "the fp8 forward takes plain scores (causal or not)");
-  // A window alone adds no per-score state, so at hdim 64 it takes plain's three warpgroups on
-  // 192 rows (its masks are per row; bench/NOTES-attention.md "Window v6").
-  constexpr bool kTilesPlain = Policy::kPlain || (kHeadDim <= 64 && Policy::kMasksOnly);
-  constexpr Sm90FwdTiles t =
-      kFp8 ? sm90_fwd_tiles_fp8(kHeadDim, Policy::kCausal) : sm90_fwd_tiles(kHeadDim, kTilesPlain);
+  constexpr Sm90FwdTiles t = kFp8 ? sm90_fwd_tiles_fp8(kHeadDim, Policy::kCausal)
+                                  : sm90_fwd_tiles(kHeadDim, Policy::kPlain, Policy::kMasksOnly);
   using Mainloop = sm90::FwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.stages, t.pingpong,
                                      t.o_in_q, Policy>;
   using Kernel = sm90::FwdKernel<Mainloop, sm90::FwdEpilogue<Mainloop>, sm90::FwdScheduler>;
