@@ -1,6 +1,6 @@
 """Per-kernel GPU time of one attention backward (torch.profiler): PyTorch SDPA's (cudnn, flash)
 or flashkit's, the latter also with a random block mask (bench/variants.py's, --density) or a
-window (--window L,R), to see which kernels a backward launches and what each costs.
+window (--window L,R), dropout (--dropout P) or softcap (--softcap C), to see which kernels a backward launches and what each costs.
   python3 bench/kernel_breakdown.py --backend cudnn --hdim 128 --seqlen 2048 [--causal]
   python3 bench/kernel_breakdown.py --backend flashkit --seqlen 8192 --density 0.1"""
 import argparse
@@ -22,6 +22,8 @@ def main():
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--density", type=float, default=0.0, help="flashkit: random block mask")
     ap.add_argument("--window", default="", help="flashkit: L,R")
+    ap.add_argument("--dropout", type=float, default=0.0, help="flashkit: dropout_p")
+    ap.add_argument("--softcap", type=float, default=0.0, help="flashkit: softcap")
     a = ap.parse_args()
     s, d = a.seqlen, a.hdim
     b, h = max(1, 16384 // s), 2048 // d
@@ -61,6 +63,10 @@ def flashkit_breakdown(a, b, s, h, d):
         kw["block_mask"] = random_block_mask(s, a.density, 128, a.causal, gen)[None, None]
     if a.window:
         kw["window"] = tuple(int(x) for x in a.window.split(","))
+    if a.dropout > 0:
+        kw["dropout_p"] = a.dropout
+    if a.softcap > 0:
+        kw["softcap"] = a.softcap
     q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
                for _ in range(3))
     do = torch.randn_like(q)
@@ -72,7 +78,8 @@ def flashkit_breakdown(a, b, s, h, d):
         bwd()
     report(bwd, both, a.calls,
            f"flashkit fwd + bwd d{d} {'causal' if a.causal else 'full'} s{s} b{b} h{h} "
-           f"{sorted(kw)} density {a.density} window {a.window or '-'}")
+           f"{sorted(kw)} density {a.density} window {a.window or '-'} dropout {a.dropout} "
+           f"softcap {a.softcap}")
 
 
 if __name__ == "__main__":

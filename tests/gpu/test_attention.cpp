@@ -630,6 +630,19 @@ TEST(AttentionGpuDropout, ForwardBackwardShapes) {
   check_case(vl, 4102);
 }
 
+// Dropout on persistent CTAs that run several tiles each: causal ones drawn from the tile counter
+// (the Hopper forward's producer warps that draw the keep bits read the same mailbox as the
+// consumers) and a fixed order, hdim 64 and 128, partial blocks, GQA.
+TEST(AttentionGpuDropout, ManyTilesPerCta) {
+  AttentionSpec a = spec(DType::bf16, 1, 700, 700, 24, 8, 64, true);
+  AttentionSpec b = spec(DType::bf16, 1, 520, 530, 36, 12, 128, true);
+  AttentionSpec c = spec(DType::bf16, 1, 700, 300, 40, 8, 64, false);
+  a.dropout_p = b.dropout_p = c.dropout_p = 0.3f;
+  check_case(a, 4110);
+  check_case(b, 4111);
+  check_case(c, 4112);
+}
+
 // Block mask broadcast over batch and heads ([1, 1, nq, nk]), a row of query blocks that keeps no
 // key block (out 0, lse -inf, dQ 0) and a key block no query keeps (dK = dV = 0), both passes.
 // The block mask [1, 1, nq, nk] (blocks of 128 x 128) given by `grid`, row-major, for case c.

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Session 22's GPU calls (bench/NOTES-attention.md "Dropout v7"). The library comes built from
+# the CPU machine in .ab/lib.tgz (bench/gpu-library.sh says how); the base build (session 21's
+# python package) in .ab/base22.tgz.
+# PART=ab: the dropout and variant tests (both paths), memcheck / racecheck on the small variants
+# test, then per-kernel times (bench/kernel_breakdown.py) of the base and the new build in turn:
+# plain, dropout 0.1 and causal dropout at hdim 128 and 64, 8k.
+# PART=bench: bench/variants.py at hdim 128 (every variant) and 64.
+# usage: tar xzf .ab/lib.tgz && tar xzf .ab/base22.tgz -C .ab && OUT=/some/dir PART=ab bench/gpu-s22.sh
+set -uo pipefail
+. "$(dirname "$0")/gpu_prelude.sh"
+carried_library
+export PYTHONPATH=bench:$PYTHONPATH
+bd() { env ${ENVS:-} timeout 60 python3 bench/kernel_breakdown.py --backend flashkit --seqlen 8192 "$@" \
+  2>&1 | head -8; }
+# bd with build $1: base (.ab/old, session 21's python package) or new (python/); its kernel lines.
+bd_of() {
+  local v=$1; shift
+  if [ "$v" = base ]; then PYTHONPATH=bench:.ab/old bd "$@"; else bd "$@"; fi | grep -E "Kernel<|us per"
+}
+variants_both() {
+  stamp "variants hdim 128"
+  timeout 200 python3 bench/variants.py --out "$out" --hdim 128 >"$log/var128.log" 2>&1
+  stamp "rc=$?"; tail -17 "$log/var128.log"
+  stamp "variants hdim 64"
+  timeout 200 python3 bench/variants.py --out "$out" --hdim 64 --heads 32 \
+    --variants softcap,alibi,window,dropout,blocksparse_0.5,blocksparse_0.25,blocksparse_0.1 \
+    >"$log/var64.log" 2>&1
+  stamp "rc=$?"; tail -17 "$log/var64.log"
+}
+case "${PART:?set PART}" in
+ab)
+  gtest drop 'AttentionGpuDropout*:AttentionGpu/AttentionGpuVariants*:AttentionGpuSm90.*Variants*:AttentionGpuSmall.Sm90AndSm80*Variants*' 300
+  SAN_EACH=${SAN_EACH:-90} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
+  for d in ${HDIMS:-128 64}; do
+    for args in "" "--dropout 0.1" "--dropout 0.1 --causal"; do
+      for v in base new; do
+        stamp "breakdown $v hdim $d $args"
+        bd_of $v --hdim $d $args
+      done
+    done
+  done
+  ;;
+bench)
+  variants_both
+  ;;
+esac
+stamp "done"
