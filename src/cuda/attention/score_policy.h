@@ -553,25 +553,6 @@ struct GeneralScores {
     return keep;
   }
 
-  // keep_bits' byte b for the four lanes of one quad, drawn by a thread outside the quad (the
-  // Hopper forward's producer warps, sm90/fwd_mainloop.h "keep ring"): (row, col8) is the quad's
-  // element 8b (the same row for the byte's eight elements when kCols % 8 == 0), the byte's
-  // four calls are octets col8 .. col8 + 3 of that row, and byte q of the result is lane q's
-  // byte b exactly as keep_bits leaves it after its transposes: bits 2j, 2j + 1 = columns 2q,
-  // 2q + 1 of octet col8 + j.
-  __device__ __forceinline__ uint32_t quad_keep_byte(int row, int col8) const {
-    const uint32_t thr = p->drop_threshold;
-    uint32_t out = 0;
-    CUTE_UNROLL
-    for (int j = 0; j < 4; ++j) {
-      const uint32_t k8 =
-          dropout_keep8(dropout_draws(p->seed, p->offset, bh, 0, 1, row, col8 + j), thr);
-      CUTE_UNROLL
-      for (int q = 0; q < 4; ++q) out |= ((k8 >> (2 * q)) & 3u) << (8 * q + 2 * j);
-    }
-    return out;
-  }
-
   // Forward dropout on P (after the softmax summed it into l): dropped entries become 0; the
   // keep scale of the kept ones is applied once to O (fwd_out_scale).
   template <class S, class Coord>

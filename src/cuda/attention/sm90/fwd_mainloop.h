@@ -197,22 +197,16 @@ struct FwdMainloop {
   // hdim 256 its second copy of the score pass raised the spills from 12 to 84 bytes.
   static constexpr bool kRowOffsets = Policy::kRowOffsets && kHeadDim <= 128;
   using Ring = TmaRing<kStages>;
-  // Dropout's keep bits drawn by the producer warpgroup's warps 1-3 (v7: "keep ring" in
-  // bench/NOTES-attention.md), which otherwise idle, instead of by the consumers on their
-  // softmax's critical path: per live key block each consumer thread finds its keep_bits word
-  // (the same bits, bit for bit) in a kKeepStages-deep ring of shared memory. Two consumer
-  // warpgroups only: their 240 registers give 8 a thread to the producer warpgroup (40 / 232).
-  static constexpr bool kKeepRing = Policy::kHasDropout && !kFp8 && kConsumerWarpgroups == 2;
-  static constexpr int kHelperThreads = kKeepRing ? 96 : 0;
-  static constexpr int kTileReaders = kConsumerThreads + kHelperThreads;  // the scheduler's mailbox
-  static constexpr int kKeepStages = 4;
-  static constexpr int kKeepElems = kBlockM * kBlockN / kConsumerThreads;  // a thread's scores
-  using KeepWord = std::conditional_t<(kKeepElems <= 32), uint32_t, uint64_t>;
-  struct KeepStorage {
-    KeepWord word[kKeepStages][kConsumerThreads];
-    uint64_t full[kKeepStages], empty[kKeepStages];
+  // Dropout (v7b, bench/NOTES-attention.md): a warpgroup draws the keep bits of S_n (Philox,
+  // GeneralScores::keep_bits) while S_n's GEMM runs, between its issue and the wait for it,
+  // instead of after the wait on the softmax's critical path. ptxas hoists wgmma.wait_group over
+  // independent ALU work up to the last memory operation before it (see kExpsBeforePvWait), so
+  // the bits are stored to a per-thread slot of shared memory (never read) just before the wait.
+  static constexpr bool kEarlyKeep = Policy::kHasDropout && !kFp8;
+  struct KeepAnchor {
+    uint64_t word[kConsumerThreads];
   };
-  struct NoKeep {};
+  struct NoKeepAnchor {};
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
 
@@ -228,7 +222,7 @@ struct FwdMainloop {
     alignas(1024) Element v[cosize_v<LayoutVt>];
     typename Ring::Storage k_ring, v_ring;
     alignas(8) uint64_t q_full, q_empty;
-    std::conditional_t<kKeepRing, KeepStorage, NoKeep> keep;
+    std::conditional_t<kEarlyKeep, KeepAnchor, NoKeepAnchor> keep;
   };
 
   struct Params {
@@ -285,11 +279,6 @@ struct FwdMainloop {
     Ring::init(smem.v_ring, kConsumerThreads);
     Ring::Barrier::init(&smem.q_full, 1);
     Ring::Barrier::init(&smem.q_empty, kConsumerThreads);
-    if constexpr (kKeepRing)
-      for (int i = 0; i < kKeepStages; ++i) {
-        Ring::Barrier::init(&smem.keep.full[i], kHelperThreads);
-        Ring::Barrier::init(&smem.keep.empty[i], kConsumerThreads);
-      }
   }
   // Consumers, kOInQ: this thread no longer touches Q's buffer (the epilogue's O staged in it).
   __device__ static void release_q(SharedStorage& smem) { Ring::Barrier::arrive(&smem.q_empty); }
@@ -302,7 +291,6 @@ struct FwdMainloop {
   // Where the two sides are in the rings, and how many Q tiles have gone through (Q's phase).
   struct PipelineState {
     typename Ring::State k, v;
-    RingState<kKeepStages> keep;
     int q_tiles = 0;
   };
 
@@ -406,46 +394,6 @@ struct FwdMainloop {
     }
   }
 
-  // Producer warps 1-3 (htid in [0, 96)), with the keep ring: the keep_bits words of every live
-  // key block of the tile, in the consumers' order, each stage as soon as the consumers have
-  // read its previous use. A unit is byte b of one consumer quad's four words (four Philox calls,
-  // GeneralScores::quad_keep_byte); the units of a block are spread over the 96 threads.
-  __device__ static void draw_keep(const Params& p, SharedStorage& smem, const WorkTile& w,
-                                   const SeqBounds& sb, PipelineState& st, int htid) {
-    if constexpr (kKeepRing) {
-      const Policy pol = policy(p, sb, w);
-      if (!pol.dropout_on()) return;
-      constexpr int kCols = kKeepElems / 2;  // a thread's scores: 2 rows x kCols
-      static_assert(kCols % 8 == 0, "a byte of keep bits lies in one row");
-      constexpr int kUnits = kConsumerThreads / 4 * (kKeepElems / 8);
-      const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
-      LiveCursor cur;
-      for (int n = first_live(pol, kr, w.block, cur); n >= kr.begin;
-           n = next_live(pol, kr, w.block, n, cur)) {
-        const int col8 = key_block(pol, kr, w.block, n) * (kBlockN / 8);
-        Ring::Barrier::wait(&smem.keep.empty[st.keep.stage], st.keep.phase ^ 1);
-        auto* bytes = reinterpret_cast<uint8_t*>(smem.keep.word[st.keep.stage]);
-#pragma unroll 1
-        for (int u = htid; u < kUnits; u += kHelperThreads) {
-          // Unit u: quad u / 8 (consumer threads 4 (u / 8) ..), byte b = u % 8 of their words.
-          // The wgmma accumulator's rows: warpgroup t / 128 holds rows 64 (t / 128) .., its
-          // warp (t / 32) % 4 rows 16 of them, a quad rows g and g + 8 (g = (t % 32) / 4);
-          // element i of a thread is (row half i / kCols, column pair (i % kCols) / 2).
-          const int quad = u / (kKeepElems / 8), b = u % (kKeepElems / 8), t = 4 * quad;
-          const int i = 8 * b;
-          const int row = w.block * kBlockM + 64 * (t / 128) + 16 * (t / 32 % 4) + t % 32 / 4 +
-                          8 * (i / kCols);
-          const uint32_t x = pol.quad_keep_byte(row, col8 + i % kCols / 2);
-          CUTE_UNROLL
-          for (int q = 0; q < 4; ++q)
-            bytes[(t + q) * sizeof(KeepWord) + b] = uint8_t(x >> (8 * q));
-        }
-        Ring::Barrier::arrive(&smem.keep.full[st.keep.stage]);
-        st.keep.advance();
-      }
-    }
-  }
-
   // Consumers (tid in [0, kConsumerThreads)): acc_o un-scaled O of the tile's rows, softmax its stats. A tile
   // whose rows see no key leaves acc_o = 0 and the stats empty (the epilogue writes 0, -inf);
   // with kOInQ it still waits for Q's buffer, where its epilogue stages those zeros.
@@ -514,23 +462,27 @@ struct FwdMainloop {
       const int kv_head = w.head / (p.heads / p.kv_heads);
       scale_log2 *= p.q_descale.at(w.batch, kv_head) * p.k_descale.at(w.batch, kv_head);
     }
-    const bool keep_ring = kKeepRing && pol.dropout_on();
+    // kEarlyKeep: the keep bits of the S in flight (drawn by draw_keep before the wait for it).
+    using KeepBits = std::conditional_t<(kBlockM * kBlockN / kConsumerThreads <= 32), uint32_t,
+                                        uint64_t>;
+    KeepBits keep = 0;
     auto softmax_of = [&](auto& acc_s, int pos, float (&alpha)[Softmax::kRows]) {
       Tensor s = rowcol_view(acc_s);
-      KeepWord keep = 0;
-      if constexpr (kKeepRing) {
-        if (keep_ring) {  // this thread's bits of S_n, drawn by the producer warps
-          Ring::Barrier::wait(&smem.keep.full[st.keep.stage], st.keep.phase);
-          keep = smem.keep.word[st.keep.stage][tid];
-          Ring::Barrier::arrive(&smem.keep.empty[st.keep.stage]);
-          st.keep.advance();
-        }
-      }
       softmax.template update_stats<kRowOffsets>(s, alpha, scale_log2, row_off);
-      if constexpr (kKeepRing) {
-        if (keep_ring) Policy::apply_keep(s, keep);
+      if constexpr (kEarlyKeep) {
+        if (pol.dropout_on()) Policy::apply_keep(s, keep);
       } else {
         pol.fwd_dropout(s, cS, row0, key_block(pol, kr, w.block, pos) * kBlockN);
+      }
+    };
+    // kEarlyKeep: the bits of S at loop position pos, while its GEMM runs; their store to the
+    // anchor slot keeps the wait that follows after them.
+    auto draw_keep = [&](auto& acc_s, int pos) {
+      if constexpr (kEarlyKeep) {
+        if (pol.dropout_on()) {
+          keep = pol.keep_bits(rowcol_view(acc_s), cS, row0, key_block(pol, kr, w.block, pos) * kBlockN);
+          reinterpret_cast<volatile uint64_t*>(smem.keep.word)[tid] = uint64_t(keep);
+        }
       }
     };
     // O += P V_n; V_n's stage is freed by pv_done once the product has completed.
@@ -579,6 +531,7 @@ struct FwdMainloop {
     scores(acc_s);
     turns.pass_turn();
     int n_next = next_live(pol, kr, w.block, n, cur);
+    draw_keep(acc_s, n);
     warpgroup_wait<0>();
     scores_done(acc_s, n, n_next < kr.begin);
     float alpha[Softmax::kRows];
@@ -608,6 +561,7 @@ struct FwdMainloop {
       pv(tOrP);       // O += P_{n'} V_{n'}
       turns.pass_turn();
       n_next = next_live(pol, kr, w.block, n, cur);
+      draw_keep(acc_s, n);
       warpgroup_wait<1>();
       scores_done(acc_s, n, n_next < kr.begin, !kExpsBeforePvWait);
       softmax_of(acc_s, n, alpha);
