@@ -45,13 +45,13 @@ void ScorePolicy::dropout_scales(float* Z, int ld, int r0, int nr, int c0, int n
   for (int r = 0; r < nr; ++r) {
     float* z = Z + static_cast<int64_t>(r) * ld;
     const int row = r0 + r;
-    // One Philox call per 8 aligned columns (common/philox.h); the tile may start mid-group.
+    // One Philox call per 16 aligned columns (common/philox.h); the tile may start mid-group.
     for (int j = 0; j < nc;) {
-      const int col = c0 + j, n = std::min(8 - (col & 7), nc - j);
+      const int col = c0 + j, n = std::min(16 - (col & 15), nc - j);
       const uint32_t bits =
-          dropout_keep8(dropout_draws(seed, offset, batch, head, heads, row, col >> 3),
-                        drop_threshold) >>
-          (col & 7);
+          dropout_keep16(dropout_draws(seed, offset, batch, head, heads, row, col >> 4),
+                         drop_threshold) >>
+          (col & 15);
       for (int e = 0; e < n; ++e) {
         const bool keep = (bits >> e) & 1u;
         z[j + e] = keep ? keep_scale : 0.f;

@@ -169,7 +169,7 @@ struct HeadState {
         if (o.dropout_p > 0)
           z[static_cast<size_t>(i) * sk + j] =
               dropout_keep(o.dropout_seed, o.dropout_offset, b, h, pr.heads, i, j, thr)
-                  ? dropout_keep_scale(thr)  // 1 / (1 - p) of p quantised to 1/65536
+                  ? dropout_keep_scale(thr)  // 1 / (1 - p) of p quantised to 1/256
                   : 0.0;
       }
       if (mx == -INFINITY) continue;  // no visible key: P = 0, O = 0, lse = -inf

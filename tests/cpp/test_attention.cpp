@@ -244,7 +244,7 @@ TEST(Attention, DropoutMaskOutMatchesPhiloxAndRate) {
   c.opts.dropout_mask_out = mask.view();
   attention_forward(c.q, c.k, c.v, out, lse, c.opts);
   const uint32_t thr = dropout_threshold(s.dropout_p);
-  ASSERT_EQ(thr, 16384u);  // 0.25 is exact in 1/65536 units
+  ASSERT_EQ(thr, 64u);  // 0.25 is exact in 1/256 units
   int64_t kept = 0;
   for (int b = 0; b < 2; ++b)
     for (int h = 0; h < 3; ++h)
@@ -280,49 +280,64 @@ TEST(Attention, FullyMaskedRowsGiveZeroAndMinusInfLse) {
   EXPECT_TRUE(std::isfinite(lse.get(30)));
 }
 
-// Dropout's 16-bit draws (common/philox.h): one Philox call decides 8 columns of a row, column c
-// of the group taking half c (word c >> 1, low 16 bits for even c, high for odd). The pinned
-// halves were computed by this code: a change of counter, key or half order shows here.
-TEST(Dropout, SixteenBitDrawLayout) {
+// Dropout's 8-bit draws (common/philox.h): one Philox call decides 16 columns of a row, column c
+// of the group taking byte c & 3 of word c >> 2. The pinned bytes were computed by this code: a
+// change of counter, key or byte order shows here. The GPU orders (KeepOrder) are permutations
+// of the same 16 bits, and the SWAR byte compare equals a plain one for every byte and threshold.
+TEST(Dropout, EightBitDrawLayout) {
   const uint64_t seed = 0x0123456789abcdefull, offset = 0x0000000500000007ull;
-  // batch 1, head 2 of 3, row 10, columns 32..39 (col8 = 4)
-  const Philox4 d = dropout_draws(seed, offset, 1, 2, 3, 10, 4);
+  // batch 1, head 2 of 3, row 10, columns 32..47 (col16 = 2)
+  const Philox4 d = dropout_draws(seed, offset, 1, 2, 3, 10, 2);
   const Philox4 raw =
-      philox4x32<kDropoutPhiloxRounds>(4, 10, 1 * 3 + 2, 7, 0x89abcdefu, 0x01234567u ^ 5u);
+      philox4x32<kDropoutPhiloxRounds>(2, 10, 1 * 3 + 2, 7, 0x89abcdefu, 0x01234567u ^ 5u);
   for (int w = 0; w < 4; ++w) EXPECT_EQ(d.x[w], raw.x[w]);
-  const uint32_t halves[8] = {0x4764, 0x7475, 0x2ebc, 0x7539, 0xb60c, 0xa208, 0xbabe, 0xfea9};
-  for (int c = 0; c < 8; ++c) {
-    EXPECT_EQ(dropout_half(d, c), halves[c]) << "column " << c;
-    EXPECT_EQ(dropout_half(d, c), (d.x[c / 2] >> (c % 2 ? 16 : 0)) & 0xFFFFu);
+  const uint32_t bytes[16] = {0x71, 0x75, 0x17, 0xb5, 0x80, 0xa1, 0x1b, 0x9c,
+                              0xe2, 0x80, 0x83, 0xe4, 0xdb, 0x48, 0xd6, 0xfd};
+  for (int c = 0; c < 16; ++c) {
+    EXPECT_EQ(dropout_byte(d, c), bytes[c]) << "column " << c;
+    EXPECT_EQ(dropout_byte(d, c), (d.x[c / 4] >> (8 * (c % 4))) & 0xFFu);
   }
-  // Half-way: columns 4 to 7 are kept (>= 0x8000), the others dropped.
-  const uint32_t thr = dropout_threshold(0.5f);
-  EXPECT_EQ(thr, 0x8000u);
-  EXPECT_EQ(dropout_keep8(d, thr), 0xF0u);
-  for (int c = 0; c < 8; ++c)
-    for (uint32_t t : {0u, 1u, 0x00AFu, 0x00B0u, 0x4F0Du, 0x8000u, 0xF7CFu, 0xFFFFu}) {
-      const bool keep = halves[c] >= t;
-      EXPECT_EQ(dropout_keep(seed, offset, 1, 2, 3, 10, 32 + c, t), keep) << c << " " << t;
-      EXPECT_EQ((dropout_keep8(d, t) >> c) & 1u, keep ? 1u : 0u) << c << " " << t;
+  EXPECT_EQ(dropout_threshold(0.5f), 128u);
+  for (uint32_t t = 0; t < 256; ++t) {
+    uint32_t keep = 0;
+    for (int c = 0; c < 16; ++c) {
+      keep |= uint32_t(bytes[c] >= t) << c;
+      EXPECT_EQ(dropout_keep(seed, offset, 1, 2, 3, 10, 32 + c, t), bytes[c] >= t) << c << " " << t;
+    }
+    ASSERT_EQ(dropout_keep16(d, t), keep) << t;
+    uint32_t pairs = 0, inter = 0;  // KeepOrder's documented permutations
+    for (int f = 0; f < 4; ++f)
+      for (int e = 0; e < 4; ++e)
+        pairs |= ((keep >> ((e < 2 ? 2 * f : 8 + 2 * f) + e % 2)) & 1u) << (4 * f + e);
+    for (int f = 0; f < 8; ++f)
+      for (int e = 0; e < 2; ++e) inter |= ((keep >> (f + 8 * e)) & 1u) << (2 * f + e);
+    ASSERT_EQ(dropout_keep16_as<KeepOrder::kPairs>(d, t), pairs) << t;
+    ASSERT_EQ(dropout_keep16_as<KeepOrder::kInterleaved>(d, t), inter) << t;
+  }
+  for (uint32_t x : {0u, 0xFFFFFFFFu, 0x80808080u, 0x7F7F7F7Fu, 0x00FF807Fu, 0x12345678u})
+    for (uint32_t t = 0; t < 256; ++t) {
+      uint32_t want = 0;
+      for (int b = 0; b < 4; ++b) want |= uint32_t(((x >> (8 * b)) & 0xFFu) >= t) << b;
+      ASSERT_EQ(dropout_bytes_ge(x, t), want) << std::hex << x << " " << t;
     }
 }
 
-// p is quantised to 1/65536 (round to nearest, at most 65535/65536); the keep scale inverts the
+// p is quantised to 1/256 (round to nearest, at most 255/256); the keep scale inverts the
 // quantised keep probability exactly, so E[keep * scale] = 1.
 TEST(Dropout, ThresholdQuantisesP) {
   EXPECT_EQ(dropout_threshold(0.f), 0u);
-  EXPECT_EQ(dropout_threshold(0.1f), 6554u);  // 6553.6
-  EXPECT_EQ(dropout_threshold(0.5f), 32768u);
-  EXPECT_EQ(dropout_threshold(0.75f), 49152u);
-  EXPECT_EQ(dropout_threshold(0.99f * (1.f / 131072)), 0u);  // below half a step: keeps all
-  EXPECT_EQ(dropout_threshold(1.01f * (1.f / 131072)), 1u);
-  EXPECT_EQ(dropout_threshold(0.99999994f), 65535u);  // the largest float below 1: clamped
+  EXPECT_EQ(dropout_threshold(0.1f), 26u);  // 25.6
+  EXPECT_EQ(dropout_threshold(0.5f), 128u);
+  EXPECT_EQ(dropout_threshold(0.75f), 192u);
+  EXPECT_EQ(dropout_threshold(0.99f * (1.f / 512)), 0u);  // below half a step: keeps all
+  EXPECT_EQ(dropout_threshold(1.01f * (1.f / 512)), 1u);
+  EXPECT_EQ(dropout_threshold(0.99999994f), 255u);  // the largest float below 1: clamped
   for (float p : {0.f, 0.1f, 0.3f, 0.5f, 0.9f, 0.99999994f}) {
     const uint32_t t = dropout_threshold(p);
-    if (p < 0.999f) {  // not clamped: within half a step
-      EXPECT_LE(std::fabs(t / 65536.0 - p), 0.5 / 65536) << p;
+    if (p < 0.99f) {  // not clamped: within half a step
+      EXPECT_LE(std::fabs(t / 256.0 - p), 0.5 / 256) << p;
     }
-    EXPECT_DOUBLE_EQ(dropout_keep_scale(t) * (65536 - t), 65536.0) << p;
+    EXPECT_DOUBLE_EQ(dropout_keep_scale(t) * (256 - t), 256.0) << p;
   }
   EXPECT_EQ(dropout_keep_scale(0), 1.0);
 }
@@ -332,7 +347,7 @@ TEST(Dropout, ThresholdQuantisesP) {
 TEST(Dropout, KeptFractionMatchesQuantisedP) {
   for (float p : {0.1f, 1.f / 3, 0.9f}) {
     const uint32_t thr = dropout_threshold(p);
-    const double keep_p = 1.0 - thr / 65536.0;
+    const double keep_p = 1.0 - thr / 256.0;
     int64_t kept = 0, n = 0;
     for (int b = 0; b < 2; ++b)
       for (int h = 0; h < 3; ++h)
@@ -344,7 +359,7 @@ TEST(Dropout, KeptFractionMatchesQuantisedP) {
 }
 
 // The CPU tile loop's dropout scales equal the per-element rule for any tile split, tiles starting
-// mid-group of 8 included: the draws do not depend on the order or grouping of evaluation.
+// mid-group of 16 included: the draws do not depend on the order or grouping of evaluation.
 TEST(Dropout, ScalesIndependentOfTileSplit) {
   AttentionShape sh;
   sh.batch = 2, sh.heads = 3, sh.kv_heads = 3, sh.hdim = 32, sh.seqlen_q = 9, sh.seqlen_k = 77;

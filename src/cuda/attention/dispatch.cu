@@ -123,7 +123,7 @@ AttnArguments arguments(const AttentionShape& s, const TensorView& q, const Tens
   if (o.dropout_p > 0.f) {
     a.dropout_seed = o.dropout_seed, a.dropout_offset = o.dropout_offset;
     a.dropout_threshold = dropout_threshold(o.dropout_p);
-    // p is quantised to threshold / 65536; the scale inverts that keep probability exactly.
+    // p is quantised to threshold / 256; the scale inverts that keep probability exactly.
     a.dropout_keep_scale = float(dropout_keep_scale(a.dropout_threshold));
   }
   a.deterministic = o.deterministic;

@@ -78,8 +78,8 @@ struct AttnArguments {
   const uint8_t* block_mask = nullptr;
   int64_t bm_batch_stride = 0, bm_head_stride = 0, bm_row_stride = 0, bm_col_stride = 0;
   int bm_block_q = 128, bm_block_k = 128;
-  // Dropout (common/philox.h): 16-bit threshold = round(p * 65536), 0 = off; kept P scaled by
-  // keep_scale = 65536 / (65536 - threshold), 1 / (1 - p) of the quantised p.
+  // Dropout (common/philox.h): 8-bit threshold = round(p * 256), 0 = off; kept P scaled by
+  // keep_scale = 256 / (256 - threshold), 1 / (1 - p) of the quantised p.
   uint64_t dropout_seed = 0, dropout_offset = 0;
   uint32_t dropout_threshold = 0;
   float dropout_keep_scale = 1.f;

@@ -68,20 +68,22 @@ __device__ __forceinline__ float tanh_fast(float x) {
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 __device__ __forceinline__ int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
-// One stage of a transpose of kWidth-bit fields across lanes, repeated in every byte of x (the
-// dropout bit gathering below): lane index `idx` and its partner idx ^ kM (lane ^ lane_xor) swap
-// the fields whose index has bit kM unlike their own index. After the stages kM = 1, 2, .. of a
-// group of n lanes (n fields a byte), field f of lane l holds what field l of lane f held.
-template <int kWidth, int kM>
+// One stage of a transpose of kWidth-bit fields across lanes, repeated in every kGroup-bit group
+// of x (16: halves, 8: bytes; the dropout bit gathering below): lane index `idx` and its partner
+// idx ^ kM (lane ^ lane_xor) swap the fields whose index has bit kM unlike their own index. After
+// the stages kM = 1, 2, .. of a group of n lanes (n fields a group), field f of lane l holds what
+// field l of lane f held.
+template <int kWidth, int kM, int kGroup = 16>
 __device__ __forceinline__ uint32_t transpose_fields(uint32_t x, int idx, int lane_xor) {
+  static_assert(kGroup == 8 || kGroup == 16, "fields transposed within bytes or halves");
   constexpr int kShift = kM * kWidth;
-  constexpr uint32_t kLowByte = [] {  // fields with (f & kM) == 0 of one byte
+  constexpr uint32_t kLowGroup = [] {  // fields with (f & kM) == 0 of one group
     uint32_t m = 0;
-    for (int f = 0; f < 8 / kWidth; ++f)
+    for (int f = 0; f < kGroup / kWidth; ++f)
       if (!(f & kM)) m |= ((1u << kWidth) - 1) << (f * kWidth);
     return m;
   }();
-  constexpr uint32_t kLow = kLowByte * 0x01010101u;
+  constexpr uint32_t kLow = kLowGroup * (kGroup == 16 ? 0x00010001u : 0x01010101u);
   const bool upper = idx & kM;
   const uint32_t got = __shfl_xor_sync(0xffffffffu, upper ? x << kShift : x >> kShift, lane_xor);
   return upper ? (x & ~kLow) | (got & kLow) : (x & kLow) | (got & ~kLow);
@@ -256,7 +258,7 @@ struct GeneralScores {
     int bm_row_stride, bm_col_stride, bm_block_q, bm_block_k;
     uint64_t seed, offset;  // dropout (common/philox.h); threshold 0: off
     uint32_t drop_threshold;
-    float keep_scale;  // 65536 / (65536 - threshold): 1 / (1 - p) of the quantised p
+    float keep_scale;  // 256 / (256 - threshold): 1 / (1 - p) of the quantised p
     int heads;
   };
   static Params to_params(const AttnArguments& a) {
@@ -502,15 +504,21 @@ struct GeneralScores {
   }
 
   // Keep bits of the thread's tile elements, bit r * cols + c for element (r, c). A Philox call
-  // (common/philox.h: the CPU's draws bit for bit) decides the 8 columns of one row of one n8
-  // atom, which is what the m16n8 accumulator gives a quad of lanes (lane q: columns 2q, 2q + 1)
-  // on that row. Element indices run in bytes: byte b of the word is the thread's elements
-  // 8b .. 8b + 7, four (row, atom) column pairs, the same four for the whole quad; lane q draws
-  // the call of pair q (element 8b + 2q), so the quad's four calls of byte b are one call per
-  // lane, and a 4 x 4 transpose of 2-bit fields within each byte (2 xor shuffles per 32 bits)
-  // hands every lane its two bits of each call. Calls per thread: elements / 8 (16, 32 or 64
-  // elements in the tile configs that instantiate dropout: sm80 forward 16-64, sm80 backward
-  // 16-64, sm90 forward 64; a dropout instantiation of any other shape fails to compile).
+  // (common/philox.h: the CPU's draws bit for bit) decides 16 columns of one row, two
+  // neighbouring n8 atoms, of which the m16n8 accumulator gives lane q of a quad four (columns
+  // 2q, 2q + 1 of each atom). Where the thread's atoms 2a and 2a + 1 are such neighbours (warps
+  // side by side along M only: the sm90 forward, the sm80 forward), its elements 4a .. 4a + 3 of
+  // a row are one call's nibble: half g of the word (elements 16g .. 16g + 15) is four calls,
+  // the same four for the whole quad; lane q draws the call of nibble q (element 16g + 4q) in the
+  // order that puts lane f's nibble in field f (KeepOrder::kPairs), and a 4 x 4 transpose of
+  // 4-bit fields within each half (2 xor shuffles per 32 bits) hands every lane its nibble of
+  // each call: elements / 16 calls a thread. Where warps sit side by side along N too (the sm80
+  // backward's S tile), an atom's neighbour belongs to another warp: each byte of the word
+  // (elements 8b .. 8b + 7, four atoms' column pairs) takes four calls, lane q the call of atom
+  // 4b + q, of which it keeps that atom's 8 bits, and a 4 x 4 transpose of 2-bit fields within
+  // each byte: elements / 8 calls. Elements a thread: 16, 32 or 64 in the tile configs that
+  // instantiate dropout (sm80 forward 16-64, sm80 backward 16-64, sm90 forward 64); a dropout
+  // instantiation of any other shape fails to compile.
   template <class S, class Coord>
   __device__ __forceinline__ auto keep_bits(const S& s, const Coord& coord, int row0,
                                             int col0) const {
@@ -522,31 +530,50 @@ struct GeneralScores {
     using Bits = std::conditional_t<(kElems <= 32), uint32_t, uint64_t>;
     const uint32_t thr = p->drop_threshold;
     const int q = int(threadIdx.x % 4);
+    // The (row, column) of this thread's element i.
+    auto at = [&](int i) {
+      return cute::make_tuple(row0 + cute::get<0>(coord(i / kCols, i % kCols)),
+                              col0 + cute::get<1>(coord(i / kCols, i % kCols)));
+    };
     Bits keep = 0;
+    if constexpr (kElems % 16 == 0 && kCols % 4 == 0) {
+      if (cute::get<1>(at(2)) - cute::get<1>(at(0)) == 8) {  // atoms 2a, 2a + 1 neighbours
+        CUTE_UNROLL
+        for (int w = 0; w < (kElems + 31) / 32; ++w) {  // 32 bits (two calls a lane) at a time
+          uint32_t word = 0;
+          CUTE_UNROLL
+          for (int g = 2 * w; g < 2 * w + 2 && g < kElems / 16; ++g) {
+            int row = 0, col16 = 0;  // of element 16g + 4q
+            CUTE_UNROLL
+            for (int j = 0; j < 4; ++j)
+              if (q == j) row = cute::get<0>(at(16 * g + 4 * j)), col16 = cute::get<1>(at(16 * g + 4 * j)) >> 4;
+            const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, col16);
+            word |= dropout_keep16_as<KeepOrder::kPairs>(d, thr) << (16 * (g % 2));
+          }
+          // Field f of lane q's half holds lane f's nibble -> field q of lane f's half.
+          word = transpose_fields<4, 1>(word, q, 1);
+          word = transpose_fields<4, 2>(word, q, 2);
+          keep |= Bits(word) << (32 * w);
+        }
+        return keep;
+      }
+    }
     if constexpr (kElems % 8 == 0 && kCols % 2 == 0) {
-      // 32 bits (4 calls) at a time, each word transposed before the next one's calls: at the
-      // sm90 forward's 168-register cap one 64-bit transpose after all 8 calls spilled more
-      // (100 B against 88 B; bench/NOTES-attention.md, "Dropout v2").
       CUTE_UNROLL
-      for (int w = 0; w < (kElems + 31) / 32; ++w) {
+      for (int w = 0; w < (kElems + 31) / 32; ++w) {  // 32 bits (four calls a lane) at a time
         uint32_t word = 0;
         CUTE_UNROLL
         for (int b = 4 * w; b < 4 * w + 4 && b < kElems / 8; ++b) {
-          int row = 0, col8 = 0;  // the (row, atom) of element 8b + 2q
+          int row = 0, col = 0;  // of element 8b + 2q
           CUTE_UNROLL
-          for (int j = 0; j < 4; ++j) {
-            const int r = (8 * b + 2 * j) / kCols, c = (8 * b + 2 * j) % kCols;
-            if (q == j) {
-              row = row0 + cute::get<0>(coord(r, c));
-              col8 = (col0 + cute::get<1>(coord(r, c))) >> 3;
-            }
-          }
-          const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, col8);
-          word |= dropout_keep8(d, thr) << (8 * (b % 4));
+          for (int j = 0; j < 4; ++j)
+            if (q == j) row = cute::get<0>(at(8 * b + 2 * j)), col = cute::get<1>(at(8 * b + 2 * j));
+          const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, col >> 4);
+          word |= ((dropout_keep16(d, thr) >> (col & 8)) & 0xFFu) << (8 * (b % 4));
         }
         // Field f of lane q's byte holds lane f's bits -> field q of lane f's byte.
-        word = transpose_fields<2, 1>(word, q, 1);
-        word = transpose_fields<2, 2>(word, q, 2);
+        word = transpose_fields<2, 1, 8>(word, q, 1);
+        word = transpose_fields<2, 2, 8>(word, q, 2);
         keep |= Bits(word) << (32 * w);
       }
     }
@@ -572,41 +599,41 @@ struct GeneralScores {
   }
 
   // Keep bits of a tile held transposed, keys along the wgmma's M (the sm90 backward's S^T): a
-  // thread of the 64 x N accumulator holds keys k, k + 8 (k = 16 warp + lane / 4) and queries
-  // q + {0, 1} + 8 j (q = 2 (lane % 4)). A Philox call decides 8 consecutive keys of one query:
-  // key octet k & ~7 (or k + 8's) is held by the 8 lanes i = lane / 4 of lane % 4, one key each.
-  // Byte b of the word holds the thread's elements of query pairs j = 2b, 2b + 1 (8 of them);
-  // lane i draws the call of element (query q + (i & 1) + 8 (2b + (i >> 2)), keys k + 8 ((i >> 1)
-  // & 1)), so the 8 lanes' calls of byte b are the 8 (query, key octet) pairs of those elements,
-  // one call per lane, and an 8 x 8 bit transpose within each byte (3 xor shuffles per 32 bits)
-  // gives each lane its own key's bit of each: bit 8b + src = the call lane src drew, i.e. bit
-  // 4 j + 2 (key offset >> 3) + (query offset & 1) (bit_t below). Calls per thread: elements / 8.
+  // thread of the 64 x N accumulator holds keys k, k + 8 (k = 16 warp + i, i = lane / 4) and
+  // queries q + {0, 1} + 8 j (q = 2 (lane % 4)). A Philox call decides the 16 keys 16 warp .. + 15
+  // of one query, which the 8 lanes i = 0..7 of one lane % 4 hold, two each (keys i, i + 8).
+  // Half h of the word holds the thread's elements of query pairs j = 4h .. 4h + 3 (16 of them:
+  // 8 queries x 2 keys); lane i draws the call of query q + (i & 1) + 8 (4h + (i >> 1)) in the
+  // order that puts lane f's two keys in 2-bit field f (KeepOrder::kInterleaved), and an 8 x 8
+  // transpose of 2-bit fields within each half (3 xor shuffles per 32 bits) gives each lane its
+  // keys' bits of each: field src of half h = the query lane src drew, i.e. bit 4 j + 2 (query
+  // offset & 1) + (key offset >> 3) (bit_t below). Calls per thread: elements / 16.
   template <class S, class Coord>
   __device__ __forceinline__ auto keep_bits_t(const S& s, const Coord& coord, int row0,
                                               int col0) const {
     constexpr int kElems = decltype(cute::size(s))::value;
-    static_assert(!kHasDropout || (kElems % 8 == 0 && kElems <= 64),
-                  "dropout needs whole bytes of query pairs, at most 64 a thread");
+    static_assert(!kHasDropout || (kElems % 16 == 0 && kElems <= 64),
+                  "dropout needs whole halves of query quads, at most 64 a thread");
     using Bits = std::conditional_t<(kElems <= 32), uint32_t, uint64_t>;
     const uint32_t thr = p->drop_threshold;
     const int i = int(threadIdx.x / 4 % 8);
     const int q = row0 + cute::get<0>(coord(0, 0));
-    const int k8 = (col0 + cute::get<1>(coord(0, 0))) >> 3;
+    const int k16 = (col0 + cute::get<1>(coord(0, 0))) >> 4;
     Bits keep = 0;
-    if constexpr (kElems % 8 == 0) {
+    if constexpr (kElems % 16 == 0) {
       CUTE_UNROLL
       for (int w = 0; w < (kElems + 31) / 32; ++w) {  // 32 bits at a time, as in keep_bits
         uint32_t word = 0;
         CUTE_UNROLL
-        for (int b = 4 * w; b < 4 * w + 4 && b < kElems / 8; ++b) {
-          const int row = q + (i & 1) + 8 * (2 * b + (i >> 2)), col8 = k8 + ((i >> 1) & 1);
-          const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, col8);
-          word |= dropout_keep8(d, thr) << (8 * (b % 4));
+        for (int h = 2 * w; h < 2 * w + 2 && h < kElems / 16; ++h) {
+          const int row = q + (i & 1) + 8 * (4 * h + (i >> 1));
+          const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, k16);
+          word |= dropout_keep16_as<KeepOrder::kInterleaved>(d, thr) << (16 * (h % 2));
         }
-        // Bit f of lane i's byte is lane f's key -> bit i of lane f's byte (lanes 4 apart).
-        word = transpose_fields<1, 1>(word, i, 4);
-        word = transpose_fields<1, 2>(word, i, 8);
-        word = transpose_fields<1, 4>(word, i, 16);
+        // Field f of lane i's half is lane f's two keys -> field i of lane f's half (lanes 4 apart).
+        word = transpose_fields<2, 1>(word, i, 4);
+        word = transpose_fields<2, 2>(word, i, 8);
+        word = transpose_fields<2, 4>(word, i, 16);
         keep |= Bits(word) << (32 * w);
       }
     }
@@ -618,7 +645,7 @@ struct GeneralScores {
   static __device__ __forceinline__ int bit_t(const Coord& coord, int r, int c) {
     const int qo = cute::get<0>(coord(r, c)) - cute::get<0>(coord(0, 0));
     const int ko = cute::get<1>(coord(r, c)) - cute::get<1>(coord(0, 0));
-    return 4 * (qo >> 3) + 2 * (ko >> 3) + (qo & 1);
+    return 4 * (qo >> 3) + 2 * (qo & 1) + (ko >> 3);
   }
 
   // The thread's dropout bits of the tile in keep_bits' (m16n8) or keep_bits_t's (kKeysAlongM)

@@ -197,16 +197,6 @@ struct FwdMainloop {
   // hdim 256 its second copy of the score pass raised the spills from 12 to 84 bytes.
   static constexpr bool kRowOffsets = Policy::kRowOffsets && kHeadDim <= 128;
   using Ring = TmaRing<kStages>;
-  // Dropout (v7b, bench/NOTES-attention.md): a warpgroup draws the keep bits of S_n (Philox,
-  // GeneralScores::keep_bits) while S_n's GEMM runs, between its issue and the wait for it,
-  // instead of after the wait on the softmax's critical path. ptxas hoists wgmma.wait_group over
-  // independent ALU work up to the last memory operation before it (see kExpsBeforePvWait), so
-  // the bits are stored to a per-thread slot of shared memory (never read) just before the wait.
-  static constexpr bool kEarlyKeep = Policy::kHasDropout && !kFp8;
-  struct KeepAnchor {
-    uint64_t word[kConsumerThreads];
-  };
-  struct NoKeepAnchor {};
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
 
@@ -222,7 +212,6 @@ struct FwdMainloop {
     alignas(1024) Element v[cosize_v<LayoutVt>];
     typename Ring::Storage k_ring, v_ring;
     alignas(8) uint64_t q_full, q_empty;
-    std::conditional_t<kEarlyKeep, KeepAnchor, NoKeepAnchor> keep;
   };
 
   struct Params {
@@ -462,28 +451,10 @@ struct FwdMainloop {
       const int kv_head = w.head / (p.heads / p.kv_heads);
       scale_log2 *= p.q_descale.at(w.batch, kv_head) * p.k_descale.at(w.batch, kv_head);
     }
-    // kEarlyKeep: the keep bits of the S in flight (drawn by draw_keep before the wait for it).
-    using KeepBits = std::conditional_t<(kBlockM * kBlockN / kConsumerThreads <= 32), uint32_t,
-                                        uint64_t>;
-    KeepBits keep = 0;
     auto softmax_of = [&](auto& acc_s, int pos, float (&alpha)[Softmax::kRows]) {
       Tensor s = rowcol_view(acc_s);
       softmax.template update_stats<kRowOffsets>(s, alpha, scale_log2, row_off);
-      if constexpr (kEarlyKeep) {
-        if (pol.dropout_on()) Policy::apply_keep(s, keep);
-      } else {
-        pol.fwd_dropout(s, cS, row0, key_block(pol, kr, w.block, pos) * kBlockN);
-      }
-    };
-    // kEarlyKeep: the bits of S at loop position pos, while its GEMM runs; their store to the
-    // anchor slot keeps the wait that follows after them.
-    auto draw_keep = [&](auto& acc_s, int pos) {
-      if constexpr (kEarlyKeep) {
-        if (pol.dropout_on()) {
-          keep = pol.keep_bits(rowcol_view(acc_s), cS, row0, key_block(pol, kr, w.block, pos) * kBlockN);
-          reinterpret_cast<volatile uint64_t*>(smem.keep.word)[tid] = uint64_t(keep);
-        }
-      }
+      pol.fwd_dropout(s, cS, row0, key_block(pol, kr, w.block, pos) * kBlockN);
     };
     // O += P V_n; V_n's stage is freed by pv_done once the product has completed.
     auto pv = [&](auto& tOrP) {
@@ -531,7 +502,6 @@ struct FwdMainloop {
     scores(acc_s);
     turns.pass_turn();
     int n_next = next_live(pol, kr, w.block, n, cur);
-    draw_keep(acc_s, n);
     warpgroup_wait<0>();
     scores_done(acc_s, n, n_next < kr.begin);
     float alpha[Softmax::kRows];
@@ -561,7 +531,6 @@ struct FwdMainloop {
       pv(tOrP);       // O += P_{n'} V_{n'}
       turns.pass_turn();
       n_next = next_live(pol, kr, w.block, n, cur);
-      draw_keep(acc_s, n);
       warpgroup_wait<1>();
       scores_done(acc_s, n, n_next < kr.begin, !kExpsBeforePvWait);
       softmax_of(acc_s, n, alpha);
