@@ -4,7 +4,10 @@
 # python package) in .ab/base22.tgz.
 # PART=ab: the dropout and variant tests (both paths), memcheck / racecheck on the small variants
 # test, then per-kernel times (bench/kernel_breakdown.py) of the base and the new build in turn:
-# plain, dropout 0.1 and causal dropout at hdim 128 and 64, 8k.
+# plain and dropout 0.1 (CAUSAL=1: causal dropout too) at hdim 128 and 64, 8k; the torch
+# dropout tests.
+# PART=v8: the variant tests, sanitizers, and hdim 64 kernel times of plain, dropout (v7c) and
+# softcap (v8: three warpgroups), base and new.
 # PART=bench: bench/variants.py at hdim 128 (every variant) and 64.
 # usage: tar xzf .ab/lib.tgz && tar xzf .ab/base22.tgz -C .ab && OUT=/some/dir PART=ab bench/gpu-s22.sh
 set -uo pipefail
@@ -32,12 +35,25 @@ case "${PART:?set PART}" in
 ab)
   gtest drop 'AttentionGpuDropout*:AttentionGpu/AttentionGpuVariants*:AttentionGpuSm90.*Variants*:AttentionGpuSmall.Sm90AndSm80*Variants*' 300
   SAN_EACH=${SAN_EACH:-90} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
+  stamp "torch dropout tests"
+  timeout 120 python3 -m pytest -q -x tests/python/test_torch_attention.py -k dropout >"$log/pytest.log" 2>&1
+  stamp "rc=$?"; tail -2 "$log/pytest.log"
   for d in ${HDIMS:-128 64}; do
-    for args in "" "--dropout 0.1" "--dropout 0.1 --causal"; do
+    for args in "" "--dropout 0.1" ${CAUSAL:+"--dropout 0.1 --causal"}; do
       for v in base new; do
         stamp "breakdown $v hdim $d $args"
         bd_of $v --hdim $d $args
       done
+    done
+  done
+  ;;
+v8)  # dropout (v7c) and softcap (v8) at hdim 64: kernel times, base and new
+  gtest var 'AttentionGpu/AttentionGpuVariants*:AttentionGpuSm90.*Variants*:AttentionGpuSmall.Sm90AndSm80PathsVariants' 200
+  SAN_EACH=${SAN_EACH:-90} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
+  for args in "" "--dropout 0.1" "--softcap 30" "--softcap 30 --causal"; do
+    for v in base new; do
+      stamp "breakdown $v hdim 64 $args"
+      bd_of $v --hdim 64 $args
     done
   done
   ;;

@@ -93,7 +93,7 @@ template <bool kCausal_>
 struct PlainScores {
   static constexpr bool kCausal = kCausal_;
   static constexpr bool kPlain = true;        // masks only (tile shapes may assume it)
-  static constexpr bool kMasksOnly = true;    // no per-score modifier: scores are q.k or -inf
+  static constexpr bool kSlimScores = true;   // no per-score modifier (see GeneralScores)
   static constexpr bool kRowOffsets = false;  // see GeneralScores::fwd_scores_rows
   static constexpr bool kNarrowKeys = false;  // forward key steps: the tile config's full width
   static constexpr bool kHasBlockMask = false;
@@ -239,7 +239,9 @@ template <unsigned kMods>
 struct GeneralScores {
   static constexpr bool kCausal = false;  // causal is window_right = 0 here
   static constexpr bool kPlain = false;
-  static constexpr bool kMasksOnly = kMods == 0;  // a window and nothing else
+  // Per-score state small enough for hdim 64's three-warpgroup forward tile (tile_config.h):
+  // masks only, or softcap alone (its tanh needs no state across scores).
+  static constexpr bool kSlimScores = kMods == 0 || kMods == mods::kSoftcap;
   static constexpr bool kHasSoftcap = kMods & mods::kSoftcap, kHasAlibi = kMods & mods::kAlibi;
   static constexpr bool kHasDropout = kMods & mods::kDropout;
   static constexpr bool kHasBlockMask = kMods & mods::kBlockSparse;

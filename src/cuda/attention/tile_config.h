@@ -51,11 +51,12 @@ struct Sm90FwdTiles {
 };
 // Score modifiers (`plain` false: GeneralScores) take 128 rows at hdim 64 too: 160 registers a
 // thread leave them no room, and block masks need tiles inside one 128 x 128 mask block. A window
-// alone (`masks_only`: per-row masks, no per-score state) takes plain's 192 rows (104 B of
-// spills, forward 12% faster than on 128; bench/NOTES-attention.md "Window v6").
-constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool plain, bool masks_only) {
+// alone or softcap alone (`slim`: per-row masks, no per-score state) takes plain's 192 rows
+// (window: 104 B of spills, forward 12% faster than on 128; bench/NOTES-attention.md "Window v6";
+// softcap: "Softcap v8").
+constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool plain, bool slim) {
   if (hdim <= 64)
-    return plain || masks_only ? Sm90FwdTiles{192, 128, 3, true} : Sm90FwdTiles{128, 128, 3, true};
+    return plain || slim ? Sm90FwdTiles{192, 128, 3, true} : Sm90FwdTiles{128, 128, 3, true};
   if (hdim <= 128) return {128, 128, 2, true};
   // hdim 256: score modifiers (window, ALiBi) take 64-key tiles: at 80 their state spills.
   return plain ? Sm90FwdTiles{128, 80, 2, true, true} : Sm90FwdTiles{128, 64, 2, true, true};

@@ -20,7 +20,7 @@ void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   constexpr bool kFp8 = sizeof(Element) == 1;
   static_assert(!kFp8 || Policy::kPlain, "the fp8 forward takes plain scores (causal or not)");
   constexpr Sm90FwdTiles t = kFp8 ? sm90_fwd_tiles_fp8(kHeadDim, Policy::kCausal)
-                                  : sm90_fwd_tiles(kHeadDim, Policy::kPlain, Policy::kMasksOnly);
+                                  : sm90_fwd_tiles(kHeadDim, Policy::kPlain, Policy::kSlimScores);
   using Mainloop = sm90::FwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.stages, t.pingpong,
                                      t.o_in_q, Policy>;
   using Kernel = sm90::FwdKernel<Mainloop, sm90::FwdEpilogue<Mainloop>, sm90::FwdScheduler>;
