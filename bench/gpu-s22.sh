@@ -9,6 +9,7 @@
 # PART=v8: the variant tests, sanitizers, and hdim 64 kernel times of plain, dropout (v7c) and
 # softcap (v8: three warpgroups), base and new.
 # PART=bench: bench/variants.py at hdim 128 (every variant) and 64.
+# PART=final: every attention gtest, and a second round of the hdim 128 bench.
 # usage: tar xzf .ab/lib.tgz && tar xzf .ab/base22.tgz -C .ab && OUT=/some/dir PART=ab bench/gpu-s22.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
@@ -59,6 +60,13 @@ v8)  # dropout (v7c) and softcap (v8) at hdim 64: kernel times, base and new
   ;;
 bench)
   variants_both
+  ;;
+final)  # every attention gtest on the landed build, then a second round of the hdim 128 bench
+  gtest all 'Attention*' 420
+  grep -E "tests ran|PASSED|FAILED" "$log/all.log" | tail -3
+  stamp "variants hdim 128 (round 2)"
+  timeout 100 python3 bench/variants.py --out "$out/r2" --hdim 128 >"$log/var128b.log" 2>&1
+  stamp "rc=$?"; tail -17 "$log/var128b.log"
   ;;
 esac
 stamp "done"

@@ -36,9 +36,9 @@ struct AttentionOptions {
   // Dropout on P: probability of dropping, in [0, 1). It is quantised to 1/256 (as
   // FlashAttention-2's): the drop probability used is threshold / 256 with threshold =
   // round(p * 256) clamped to [0, 255], and kept values are scaled by 256 / (256 - threshold),
-  // the inverse of that keep probability, so the output stays unbiased. Element (b, h, i, j) (i, j
-  // within the sequence) is decided by an 8-bit Philox4x32-7 draw keyed on (seed, offset, b, h, i, j)
-  // (src/common/philox.h), so every backend and the backward draw the same mask.
+  // the inverse of that keep probability, so the output stays unbiased. Element (b, h, i, j)
+  // (i, j within the sequence) is decided by an 8-bit Philox4x32-7 draw keyed on (seed, offset,
+  // b, h, i, j) (src/common/philox.h), so every backend and the backward draw the same mask.
   float dropout_p = 0.f;
   uint64_t dropout_seed = 0;
   uint64_t dropout_offset = 0;

@@ -70,7 +70,9 @@ FK_HD Philox4 dropout_draws(uint64_t seed, uint64_t offset, int batch, int head,
 }
 
 // The 8-bit draw of column c (0..15) of a dropout_draws result.
-FK_HD uint32_t dropout_byte(const Philox4& d, int c) { return (d.x[c >> 2] >> (8 * (c & 3))) & 0xFFu; }
+FK_HD uint32_t dropout_byte(const Philox4& d, int c) {
+  return (d.x[c >> 2] >> (8 * (c & 3))) & 0xFFu;
+}
 
 // Bit b (0..3) set iff byte b of x >= t (t < 256), with 32-bit operations: (x | 0x80) - (t &
 // 0x7F) per byte never borrows and its top bit says low7(x) >= low7(t); the top bits decide the
@@ -90,7 +92,8 @@ FK_HD uint32_t dropout_byte_perm(uint32_t lo, uint32_t hi, uint32_t sel) {
 #else
   const uint64_t v = (static_cast<uint64_t>(hi) << 32) | lo;
   uint32_t r = 0;
-  for (int i = 0; i < 4; ++i) r |= static_cast<uint32_t>((v >> (8 * ((sel >> (4 * i)) & 7))) & 0xFFu) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    r |= static_cast<uint32_t>((v >> (8 * ((sel >> (4 * i)) & 7))) & 0xFFu) << (8 * i);
   return r;
 #endif
 }

@@ -532,24 +532,31 @@ struct GeneralScores {
     using Bits = std::conditional_t<(kElems <= 32), uint32_t, uint64_t>;
     const uint32_t thr = p->drop_threshold;
     const int q = int(threadIdx.x % 4);
-    // The (row, column) of this thread's element i.
-    auto at = [&](int i) {
-      return cute::make_tuple(row0 + cute::get<0>(coord(i / kCols, i % kCols)),
-                              col0 + cute::get<1>(coord(i / kCols, i % kCols)));
+    // The (row, column) of this thread's element i0 + step * q, the one whose call lane q of
+    // the quad draws (unrolled over q: compile-time element indices).
+    auto drawn = [&](int i0, int step) {
+      int rc[2] = {0, 0};
+      CUTE_UNROLL
+      for (int j = 0; j < 4; ++j) {
+        const int i = i0 + step * j;
+        if (q == j) {
+          rc[0] = row0 + cute::get<0>(coord(i / kCols, i % kCols));
+          rc[1] = col0 + cute::get<1>(coord(i / kCols, i % kCols));
+        }
+      }
+      return cute::make_tuple(rc[0], rc[1]);
     };
     Bits keep = 0;
     if constexpr (kElems % 16 == 0 && kCols % 4 == 0) {
-      if (cute::get<1>(at(2)) - cute::get<1>(at(0)) == 8) {  // atoms 2a, 2a + 1 neighbours
+      // Atoms 2a and 2a + 1 neighbours (element 2 is atom 1's first column pair)?
+      if (cute::get<1>(coord(0, 2)) - cute::get<1>(coord(0, 0)) == 8) {
         CUTE_UNROLL
         for (int w = 0; w < (kElems + 31) / 32; ++w) {  // 32 bits (two calls a lane) at a time
           uint32_t word = 0;
           CUTE_UNROLL
           for (int g = 2 * w; g < 2 * w + 2 && g < kElems / 16; ++g) {
-            int row = 0, col16 = 0;  // of element 16g + 4q
-            CUTE_UNROLL
-            for (int j = 0; j < 4; ++j)
-              if (q == j) row = cute::get<0>(at(16 * g + 4 * j)), col16 = cute::get<1>(at(16 * g + 4 * j)) >> 4;
-            const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, col16);
+            const auto [row, col] = drawn(16 * g, 4);  // element 16g + 4q's
+            const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, col >> 4);
             word |= dropout_keep16_as<KeepOrder::kPairs>(d, thr) << (16 * (g % 2));
           }
           // Field f of lane q's half holds lane f's nibble -> field q of lane f's half.
@@ -566,10 +573,7 @@ struct GeneralScores {
         uint32_t word = 0;
         CUTE_UNROLL
         for (int b = 4 * w; b < 4 * w + 4 && b < kElems / 8; ++b) {
-          int row = 0, col = 0;  // of element 8b + 2q
-          CUTE_UNROLL
-          for (int j = 0; j < 4; ++j)
-            if (q == j) row = cute::get<0>(at(8 * b + 2 * j)), col = cute::get<1>(at(8 * b + 2 * j));
+          const auto [row, col] = drawn(8 * b, 2);  // element 8b + 2q's
           const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, col >> 4);
           word |= ((dropout_keep16(d, thr) >> (col & 8)) & 0xFFu) << (8 * (b % 4));
         }
@@ -632,7 +636,7 @@ struct GeneralScores {
           const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, k16);
           word |= dropout_keep16_as<KeepOrder::kInterleaved>(d, thr) << (16 * (h % 2));
         }
-        // Field f of lane i's half is lane f's two keys -> field i of lane f's half (lanes 4 apart).
+        // Field f of lane i's half: lane f's two keys -> field i of lane f's half (lanes 4 apart).
         word = transpose_fields<2, 1>(word, i, 4);
         word = transpose_fields<2, 2>(word, i, 8);
         word = transpose_fields<2, 4>(word, i, 16);
