@@ -15,23 +15,6 @@ set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 carried_library
 export PYTHONPATH=bench:$PYTHONPATH
-bd() { env ${ENVS:-} timeout 60 python3 bench/kernel_breakdown.py --backend flashkit --seqlen 8192 "$@" \
-  2>&1 | head -8; }
-# bd with build $1: base (.ab/old, session 21's python package) or new (python/); its kernel lines.
-bd_of() {
-  local v=$1; shift
-  if [ "$v" = base ]; then PYTHONPATH=bench:.ab/old bd "$@"; else bd "$@"; fi | grep -E "Kernel<|us per"
-}
-variants_both() {
-  stamp "variants hdim 128"
-  timeout 200 python3 bench/variants.py --out "$out" --hdim 128 >"$log/var128.log" 2>&1
-  stamp "rc=$?"; tail -17 "$log/var128.log"
-  stamp "variants hdim 64"
-  timeout 200 python3 bench/variants.py --out "$out" --hdim 64 --heads 32 \
-    --variants softcap,alibi,window,dropout,blocksparse_0.5,blocksparse_0.25,blocksparse_0.1 \
-    >"$log/var64.log" 2>&1
-  stamp "rc=$?"; tail -17 "$log/var64.log"
-}
 case "${PART:?set PART}" in
 ab)
   gtest drop 'AttentionGpuDropout*:AttentionGpu/AttentionGpuVariants*:AttentionGpuSm90.*Variants*:AttentionGpuSmall.Sm90AndSm80*Variants*' 300

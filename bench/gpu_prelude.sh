@@ -91,3 +91,24 @@ gtest() {
   stamp "rc=$?"
   grep -E "^\[  FAILED|^\[  PASSED|Failure|differ" "$log/$1.log" | head -12
 }
+# Attention variant A/B helpers (bench/gpu-s21.sh, gpu-s22.sh; PYTHONPATH=bench first):
+# bd: per-kernel GPU time of one flashkit forward + backward at 8k (bench/kernel_breakdown.py).
+bd() { env ${ENVS:-} timeout 60 python3 bench/kernel_breakdown.py --backend flashkit --seqlen 8192 "$@" \
+  2>&1 | head -8; }
+# bd with build $1: base (.ab/old, the previous session's python package) or new (python/); its
+# kernel lines.
+bd_of() {
+  local v=$1; shift
+  if [ "$v" = base ]; then PYTHONPATH=bench:.ab/old bd "$@"; else bd "$@"; fi | grep -E "Kernel<|us per"
+}
+# bench/variants.py at hdim 128 (every variant) and 64 (the two head dims), into $out.
+variants_both() {
+  stamp "variants hdim 128"
+  timeout 200 python3 bench/variants.py --out "$out" --hdim 128 >"$log/var128.log" 2>&1
+  stamp "rc=$?"; tail -17 "$log/var128.log"
+  stamp "variants hdim 64"
+  timeout 200 python3 bench/variants.py --out "$out" --hdim 64 --heads 32 \
+    --variants softcap,alibi,window,dropout,blocksparse_0.5,blocksparse_0.25,blocksparse_0.1 \
+    >"$log/var64.log" 2>&1
+  stamp "rc=$?"; tail -17 "$log/var64.log"
+}
