@@ -10,6 +10,7 @@
 # softcap (v8: three warpgroups), base and new.
 # PART=bench: bench/variants.py at hdim 128 (every variant) and 64.
 # PART=final: every attention gtest, and a second round of the hdim 128 bench.
+# PART=review: the review's build: dropout / variant tests, sanitizers, dropout kernel times.
 # usage: tar xzf .ab/lib.tgz && tar xzf .ab/base22.tgz -C .ab && OUT=/some/dir PART=ab bench/gpu-s22.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
@@ -43,6 +44,14 @@ v8)  # dropout (v7c) and softcap (v8) at hdim 64: kernel times, base and new
   ;;
 bench)
   variants_both
+  ;;
+review)  # the review's build (keep_bits refactor: SASS not identical): dropout tests, kernel times
+  gtest drop 'AttentionGpuDropout*:AttentionGpu/AttentionGpuVariants*:AttentionGpuSm90.*Variants*:AttentionGpuSmall.Sm90AndSm80*Variants*' 300
+  SAN_EACH=${SAN_EACH:-90} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
+  for d in 128 64; do
+    stamp "breakdown new hdim $d --dropout 0.1"
+    bd_of new --hdim $d --dropout 0.1
+  done
   ;;
 final)  # every attention gtest on the landed build, then a second round of the hdim 128 bench
   gtest all 'Attention*' 420
