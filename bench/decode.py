@@ -29,8 +29,10 @@ DATE = time.strftime("%Y-%m-%d")  # of the run, for the result files' names
 
 
 def load_extension():
-    """flashkit._C alone (the package __init__ pulls in other families' Python layers)."""
-    path = glob.glob(os.path.join(os.path.dirname(__file__), "..", "python", "flashkit", "_C*.so"))[0]
+    """flashkit._C alone (the package __init__ pulls in other families' Python layers); the
+    FLASHKIT_EXT_DIR environment variable names another package folder (an A/B base build)."""
+    pkg = os.environ.get("FLASHKIT_EXT_DIR") or os.path.join(os.path.dirname(__file__), "..", "python", "flashkit")
+    path = glob.glob(os.path.join(pkg, "_C*.so"))[0]
     spec = importlib.util.spec_from_file_location("_C", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -10,6 +10,8 @@
 # softcap (v8: three warpgroups), base and new.
 # PART=bench: bench/variants.py at hdim 128 (every variant) and 64.
 # PART=final: every attention gtest, and a second round of the hdim 128 bench.
+# PART=decode: decode v8 (no CTA barrier in the TMA mainloop): DecodeGpu tests, sanitizers, and
+# bench/decode.py on the bar's shapes, base and new in two rounds.
 # PART=review: the review's build: dropout / variant tests, sanitizers, dropout kernel times.
 # usage: tar xzf .ab/lib.tgz && tar xzf .ab/base22.tgz -C .ab && OUT=/some/dir PART=ab bench/gpu-s22.sh
 set -uo pipefail
@@ -52,6 +54,21 @@ review)  # the review's build (keep_bits refactor: SASS not identical): dropout 
     stamp "breakdown new hdim $d --dropout 0.1"
     bd_of new --hdim $d --dropout 0.1
   done
+  ;;
+decode)  # decode v8: tests, sanitizers, decode.py base / new / base / new on the bar's shapes
+  gtest dec 'DecodeGpu*' 300
+  SAN_EACH=${SAN_EACH:-60} sanitize "$bin" 'DecodeGpuSmall*'
+  shapes="128,4,32,131072 128,1,56,65536 128,1,128,32768 128,9,32,16384 128,1,56,8192 64,1,56,65536 64,1,56,8192 64,4,32,131072"
+  for round in 1 2; do
+    for v in base new; do
+      stamp "decode.py $v round $round"
+      if [ "$v" = base ]; then export FLASHKIT_EXT_DIR=$PWD/.ab/old/flashkit; else unset FLASHKIT_EXT_DIR; fi
+      timeout 150 python3 bench/decode.py --out "$out/$v$round" --skip single,flash_decoding,torch_flash,torch_efficient \
+        --shapes $shapes >"$log/dec_$v$round.log" 2>&1
+      stamp "rc=$?"; grep -E "^d(64|128)" "$log/dec_$v$round.log" | sed 's/max_diff.*//' | cut -c1-150
+    done
+  done
+  unset FLASHKIT_EXT_DIR
   ;;
 final)  # every attention gtest on the landed build, then a second round of the hdim 128 bench
   gtest all 'Attention*' 420

@@ -1,10 +1,9 @@
 // The decode mainloop: rows [row_block*16, +16) of a tile (query heads of one KV head x query
 // tokens: one m16 MMA tile, so K/V are read once per KV head) against a token range of the cache,
-// streamed through a shared-memory ring (Traits::kStages). Two loaders fill the ring: on sm_90
-// (kTma) one thread issues tensor-map boxes completing on the stage's mbarrier into
-// 128-byte-swizzled stages, the last warp done reading a stage refilling it (v8); elsewhere all
-// threads issue 16-byte cp.async into padded stages (v2), refilled at a CTA barrier. Each warp
-// takes 16 of every 64 keys with its own log2-domain online softmax; warps merge with merge_stats.
+// streamed through a 3-stage shared-memory ring. Two loaders fill the ring: on sm_90 (kTma) one
+// thread issues tensor-map boxes completing on the stage's mbarrier into 128-byte-swizzled
+// stages; elsewhere all threads issue 16-byte cp.async into padded stages (v2). Each warp takes
+// 16 of every 64 keys with its own log2-domain online softmax; warps merge with merge_stats.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -42,9 +41,8 @@ struct Traits {
   static constexpr size_t kAreaBytes = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
   static constexpr int kQPitch = D + 8;
   static constexpr size_t kBarOffset = kAreaBytes + size_t{kRows} * kQPitch * sizeof(T);
-  // TMA: the stages' full barriers and read counters (8 bytes each), and 1 KiB to align the
-  // area up (the swizzle's atom).
-  static constexpr size_t kSmemBytes = kBarOffset + (kTma ? kStages * 16 + 1024 : 0);
+  // TMA: the stages' full barriers, and 1 KiB to align the area up (the swizzle's atom).
+  static constexpr size_t kSmemBytes = kBarOffset + (kTma ? kStages * 8 + 1024 : 0);
   static constexpr bool kQInRegs = D <= 128;  // Q fragments stay in registers when O leaves room
 };
 
@@ -190,17 +188,18 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
   const int row0 = tile.row_block * Tr::kRows;
   const Segment sg = make_segment<Tr::kTokens>(p, tile, lo, hi);
 
-  // Chunk of this segment into ring position it + chunk; TMA: by the one calling thread.
-  auto issue = [&](int chunk) {
+  auto issue = [&](int chunk) {  // chunk of this segment into ring position it + chunk
     T* ks = pipe + (it + chunk) % kStages * Tr::kStageElems;
     if constexpr (kTma) {
-      load_tma<T, D>(p, tile, sg, chunk, ks, full + (it + chunk) % kStages);
-      // FLASHKIT_DECODE_L2_PREFETCH = n > 0: chunk + n of the segment into L2 now, so more of
-      // the stream is in flight than the ring holds (an A/B knob; not at hdim 256, whose Lean
-      // kernel is at the register limit).
-      if constexpr (D <= 128)
-        if (p.l2_prefetch > 0 && chunk + p.l2_prefetch < sg.chunks)
-          load_tma<T, D, true>(p, tile, sg, chunk + p.l2_prefetch, nullptr, nullptr);
+      if (tid == 0) {
+        load_tma<T, D>(p, tile, sg, chunk, ks, full + (it + chunk) % kStages);
+        // FLASHKIT_DECODE_L2_PREFETCH = n > 0: chunk + n of the segment into L2 now, so more of
+        // the stream is in flight than the ring holds (an A/B knob; not at hdim 256, whose Lean
+        // kernel is at the register limit).
+        if constexpr (D <= 128)
+          if (p.l2_prefetch > 0 && chunk + p.l2_prefetch < sg.chunks)
+            load_tma<T, D, true>(p, tile, sg, chunk + p.l2_prefetch, nullptr, nullptr);
+      }
     } else {
       load_cp_async<T, D>(p, tile, sg, chunk, ks);
     }
@@ -209,17 +208,9 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
     fence_proxy_async();  // the previous segment's merge wrote this area through the generic proxy
     __syncthreads();
   }
-  // TMA (v8): the whole ring in flight at once; each stage is refilled by the last warp to finish
-  // reading it (`reads` counts the warps' reads of each stage), so warps never wait for one
-  // another inside the segment. cp.async: kStages - 1 chunks ahead, refilled at a CTA barrier.
-  unsigned* reads = reinterpret_cast<unsigned*>(full + kStages);
-  for (int s = 0; s < (kTma ? kStages : kStages - 1); ++s) {
-    if constexpr (kTma) {
-      if (s < sg.chunks && tid == 0) issue(s);
-    } else {
-      if (s < sg.chunks) issue(s);
-      cp_async_commit();
-    }
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < sg.chunks) issue(s);
+    if constexpr (!kTma) cp_async_commit();
   }
   // Q after the first K/V copies are in flight: its load latency hides behind theirs.
   for (int i = tid; i < Tr::kRows * D / 8; i += Tr::kThreads) {
@@ -262,6 +253,8 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
   for (int chunk = 0; chunk < sg.chunks; ++chunk) {
     const int stage = (it + chunk) % kStages;
     if constexpr (kTma) {
+      __syncthreads();  // everyone is done with the stage refilled next
+      if (chunk + kStages - 1 < sg.chunks) issue(chunk + kStages - 1);
       mbar_wait(full + stage, (it + chunk) / kStages & 1);
     } else {
       cp_async_wait<kStages - 2>();
@@ -343,19 +336,6 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
         ldmatrix_x4_trans(b, vs + frag_at<T, D, kTma>(first + vr, dn, vb, vx));
         mma_16816<T>(o[2 * dn], pa, b[0], b[1]);
         mma_16816<T>(o[2 * dn + 1], pa, b[2], b[3]);
-      }
-    }
-    if constexpr (kTma) {
-      // This warp is done with the stage (its fragments are in registers, its zeroing fenced):
-      // the last of the kWarps to say so refills it with chunk + kStages. The counter only
-      // grows; its value mod kWarps tells the last reader.
-      __syncwarp();
-      if (lane == 0) {
-        __threadfence_block();
-        const unsigned before = atomicAdd(reads + stage, 1u);
-        __threadfence_block();
-        if (before % Tr::kWarps == Tr::kWarps - 1 && chunk + kStages < sg.chunks)
-          issue(chunk + kStages);
       }
     }
   }

@@ -131,9 +131,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
     if constexpr (kTma) {
       tma_prefetch_map(&p.k_map);
       tma_prefetch_map(&p.v_map);
-      for (int s = 0; s < Tr::kStages; ++s) mbar_init(full + s, 1);  // the issuer's expect_tx
-      unsigned* reads = reinterpret_cast<unsigned*>(full + Tr::kStages);  // attend()'s counters
-      for (int s = 0; s < Tr::kStages; ++s) reads[s] = 0u;
+      for (int s = 0; s < Tr::kStages; ++s) mbar_init(full + s, 1);  // thread 0's expect_tx
       fence_mbarrier_init();
     }
   }
