@@ -47,10 +47,11 @@ struct FwdScheduler {
   static dim3 grid_shape(const Params& p) { return dim3(unsigned(p.ctas)); }
 
   // One thread, before the block-wide barrier that publishes it.
-  __device__ static void init(SharedStorage& s, int consumer_threads) {
+  // readers: the threads that call consumer_next (consumers, and producer warps with a role).
+  __device__ static void init(SharedStorage& s, int readers) {
     for (int i = 0; i < 2; ++i) {
       Barrier::init(&s.full[i], 1);
-      Barrier::init(&s.empty[i], consumer_threads);
+      Barrier::init(&s.empty[i], readers);
     }
   }
   __device__ static WorkTile dynamic_tile(const Params& p, int t) {
@@ -84,7 +85,7 @@ struct FwdScheduler {
     t = __shfl_sync(0xffffffffu, t, leader_lane);
     return dynamic_tile(p, t);
   }
-  // Every consumer thread, its k-th tile done: the next tile.
+  // Every reader thread (see init), its k-th tile done: the next tile.
   __device__ static WorkTile consumer_next(const Params& p, SharedStorage& s, const WorkTile& w,
                                            int k) {
     if (!p.counter) return p.fixed.next(w, int(blockIdx.x), int(gridDim.x));
