@@ -12,6 +12,7 @@
 # PART=final: every attention gtest, and a second round of the hdim 128 bench.
 # PART=decode: decode v8 (no CTA barrier in the TMA mainloop): DecodeGpu tests, sanitizers, and
 # bench/decode.py on the bar's shapes, base and new in two rounds.
+# PART=v7d: dropout v7d (producer warps draw 3/4 of the bits): tests, sanitizers, kernel times.
 # PART=review: the review's build: dropout / variant tests, sanitizers, dropout kernel times.
 # usage: tar xzf .ab/lib.tgz && tar xzf .ab/base22.tgz -C .ab && OUT=/some/dir PART=ab bench/gpu-s22.sh
 set -uo pipefail
@@ -69,6 +70,18 @@ decode)  # decode v8: tests, sanitizers, decode.py base / new / base / new on th
     done
   done
   unset FLASHKIT_EXT_DIR
+  ;;
+v7d)  # dropout v7d: tests, sanitizers, kernel times base / new (hdim 128, 64; dense, causal)
+  gtest drop 'AttentionGpuDropout*:AttentionGpu/AttentionGpuVariants*:AttentionGpuSm90.*Variants*:AttentionGpuSmall.Sm90AndSm80*Variants*' 300
+  SAN_EACH=${SAN_EACH:-90} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
+  for d in 128 64; do
+    for args in "--dropout 0.1" "--dropout 0.1 --causal"; do
+      for v in base new; do
+        stamp "breakdown $v hdim $d $args"
+        bd_of $v --hdim $d $args
+      done
+    done
+  done
   ;;
 final)  # every attention gtest on the landed build, then a second round of the hdim 128 bench
   gtest all 'Attention*' 420
