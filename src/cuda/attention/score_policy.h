@@ -521,14 +521,11 @@ struct GeneralScores {
   // each byte: elements / 8 calls. Elements a thread: 16, 32 or 64 in the tile configs that
   // instantiate dropout (sm80 forward 16-64, sm80 backward 16-64, sm90 forward 64); a dropout
   // instantiation of any other shape fails to compile.
-  // kHalves < kElems / 16 (paired atoms only): the first kHalves halves, the rest left 0 (drawn
-  // by quad_keep_half elsewhere).
-  template <int kHalves = 4, class S, class Coord>
+  template <class S, class Coord>
   __device__ __forceinline__ auto keep_bits(const S& s, const Coord& coord, int row0,
                                             int col0) const {
     constexpr int kCols = decltype(cute::size<1>(s))::value;
     constexpr int kElems = decltype(cute::size(s))::value;
-    constexpr int kDrawn = kHalves < kElems / 16 ? kHalves : kElems / 16;  // halves drawn here
     // Only dropout instantiations draw bits (the others never call this: dropout_on()).
     static_assert(!kHasDropout || (kElems <= 64 && kElems % 8 == 0 && kCols % 2 == 0),
                   "dropout needs whole bytes of m16n8 column pairs, at most 64 a thread");
@@ -554,10 +551,10 @@ struct GeneralScores {
       // Atoms 2a and 2a + 1 neighbours (element 2 is atom 1's first column pair)?
       if (cute::get<1>(coord(0, 2)) - cute::get<1>(coord(0, 0)) == 8) {
         CUTE_UNROLL
-        for (int w = 0; w < (kDrawn + 1) / 2; ++w) {  // 32 bits (two calls a lane) at a time
+        for (int w = 0; w < (kElems + 31) / 32; ++w) {  // 32 bits (two calls a lane) at a time
           uint32_t word = 0;
           CUTE_UNROLL
-          for (int g = 2 * w; g < 2 * w + 2 && g < kDrawn; ++g) {
+          for (int g = 2 * w; g < 2 * w + 2 && g < kElems / 16; ++g) {
             const auto [row, col] = drawn(16 * g, 4);  // element 16g + 4q's
             const Philox4 d = dropout_draws(p->seed, p->offset, bh, 0, 1, row, col >> 4);
             word |= dropout_keep16_as<KeepOrder::kPairs>(d, thr) << (16 * (g % 2));
@@ -570,7 +567,6 @@ struct GeneralScores {
         return keep;
       }
     }
-    static_assert(kHalves >= kElems / 16 || kCols % 4 == 0, "part of the bits: paired atoms only");
     if constexpr (kElems % 8 == 0 && kCols % 2 == 0) {
       CUTE_UNROLL
       for (int w = 0; w < (kElems + 31) / 32; ++w) {  // 32 bits (four calls a lane) at a time
@@ -588,25 +584,6 @@ struct GeneralScores {
       }
     }
     return keep;
-  }
-
-  // keep_bits' half g of the four lanes of one quad (paired atoms), drawn by a thread outside
-  // the quad (the Hopper forward's producer warps: sm90/fwd_mainloop.h's keep ring): `row` is
-  // the quad's row of the half and col16 the 16-column group of its element 16g; the half's four
-  // calls are groups col16 .. col16 + 3 (kCols % 16 == 0). Bits 16f .. 16f + 15 of the result are
-  // lane f's half as keep_bits leaves it after its transposes: nibble j from call j.
-  __device__ __forceinline__ uint64_t quad_keep_half(int row, int col16) const {
-    const uint32_t thr = p->drop_threshold;
-    uint32_t lanes[4] = {0u, 0u, 0u, 0u};
-    CUTE_UNROLL
-    for (int j = 0; j < 4; ++j) {
-      const uint32_t v = dropout_keep16_as<KeepOrder::kPairs>(
-          dropout_draws(p->seed, p->offset, bh, 0, 1, row, col16 + j), thr);
-      CUTE_UNROLL
-      for (int f = 0; f < 4; ++f) lanes[f] |= ((v >> (4 * f)) & 0xFu) << (4 * j);
-    }
-    return uint64_t(lanes[0]) | uint64_t(lanes[1]) << 16 | uint64_t(lanes[2]) << 32 |
-           uint64_t(lanes[3]) << 48;
   }
 
   // Forward dropout on P (after the softmax summed it into l): dropped entries become 0; the

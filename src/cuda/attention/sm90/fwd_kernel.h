@@ -1,7 +1,6 @@
 // The Hopper forward kernel: Kernel<Mainloop, Epilogue, TileScheduler> like fwd_kernel.h, but
 // warp-specialised. Warpgroup 0 is the producer (its registers given up with setmaxnreg; its
-// first warp walks the key blocks, one lane issues every TMA load; with dropout on two consumer
-// warpgroups its other three draw the keep bits: the mainloop's keep ring); the other two or three are
+// first warp walks the key blocks, one lane issues every TMA load); the other two or three are
 // the consumers (registers raised), which run the mainloop's GEMMs, softmax and the epilogue.
 // Both roles walk the persistent scheduler's tiles in the same order (sm90/fwd_scheduler.h: a
 // fixed order, or one the producer draws from a counter and hands on) and meet only at the
@@ -21,11 +20,9 @@ struct FwdKernel {
   static constexpr int kThreads = 128 + Mainloop::kConsumerThreads;
   // The 64K registers per SM: with 2 consumer warpgroups the producer keeps 24 per thread and
   // the consumers take 240 (128*24 + 256*240 = 64512); with 3, 32 and 160 (= 65536).
-  // With the keep ring (dropout drawn by producer warps 1-3) 40 and 232 (= 64512).
   static constexpr bool kThreeConsumers = Mainloop::kConsumerWarpgroups == 3;
-  static constexpr bool kKeepRing = Mainloop::kKeepRing;
-  static constexpr uint32_t kProducerRegs = kThreeConsumers ? 32 : kKeepRing ? 40 : 24;
-  static constexpr uint32_t kConsumerRegs = kThreeConsumers ? 160 : kKeepRing ? 232 : 240;
+  static constexpr uint32_t kProducerRegs = kThreeConsumers ? 32 : 24;
+  static constexpr uint32_t kConsumerRegs = kThreeConsumers ? 160 : 240;
   static_assert(Mainloop::kConsumerWarpgroups == 2 || Mainloop::kConsumerWarpgroups == 3);
   struct SharedStorage {
     typename Mainloop::SharedStorage mainloop;
@@ -48,7 +45,7 @@ struct FwdKernel {
     const int warpgroup = cutlass::canonical_warp_group_idx();
     if (threadIdx.x == 0) {
       Mainloop::init(smem.mainloop);
-      Scheduler::init(smem.scheduler, Mainloop::kTileReaders);
+      Scheduler::init(smem.scheduler, Mainloop::kConsumerThreads);
       cutlass::arch::fence_barrier_init();
     }
     __syncthreads();
@@ -68,14 +65,6 @@ struct FwdKernel {
             Mainloop::load(p.mainloop, smem.mainloop, w, sb, pipe, leader);
           w = Scheduler::producer_next(p.scheduler, smem.scheduler, w, ticket, k, leader,
                                        leader_lane);
-        }
-      } else if constexpr (kKeepRing) {  // warps 1-3: dropout's keep bits, tile by tile
-        int k = 0;
-        for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
-             w = Scheduler::consumer_next(p.scheduler, smem.scheduler, w, k++)) {
-          const SeqBounds sb = Mainloop::seq_bounds(p.mainloop, w);
-          if (Mainloop::in_sequence(sb, w))
-            Mainloop::draw_keep(p.mainloop, smem.mainloop, w, sb, pipe, int(threadIdx.x) - 32);
         }
       }
     } else {

@@ -197,26 +197,6 @@ struct FwdMainloop {
   // hdim 256 its second copy of the score pass raised the spills from 12 to 84 bytes.
   static constexpr bool kRowOffsets = Policy::kRowOffsets && kHeadDim <= 128;
   using Ring = TmaRing<kStages>;
-  // Dropout's keep bits drawn mostly by the producer warpgroup's warps 1-3 (v7d: "keep ring" in
-  // bench/NOTES-attention.md), which otherwise idle, instead of by the consumers on their
-  // softmax's critical path: per live key block each consumer thread finds most of its keep_bits
-  // word (the same bits, bit for bit) in a kKeepStages-deep ring of shared memory. Two consumer
-  // warpgroups only: their 240 registers give 8 a thread to the producer warpgroup (40 / 232).
-  static constexpr bool kKeepRing = Policy::kHasDropout && !kFp8 && kConsumerWarpgroups == 2;
-  static constexpr int kHelperThreads = kKeepRing ? 96 : 0;
-  static constexpr int kTileReaders = kConsumerThreads + kHelperThreads;  // the scheduler's mailbox
-  static constexpr int kKeepStages = 4;
-  // The consumers draw the first of the four 16-element halves of their keep word themselves
-  // (one Philox call a thread a block), the producer warps the other three (v7d: v7's three
-  // warps managed about a third of all the calls at the consumers' pace).
-  static constexpr int kOwnHalves = 1;
-  static constexpr int kKeepElems = kBlockM * kBlockN / kConsumerThreads;  // a thread's scores
-  using KeepWord = std::conditional_t<(kKeepElems <= 32), uint32_t, uint64_t>;
-  struct KeepStorage {
-    KeepWord word[kKeepStages][kConsumerThreads];
-    uint64_t full[kKeepStages], empty[kKeepStages];
-  };
-  struct NoKeep {};
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
 
@@ -232,7 +212,6 @@ struct FwdMainloop {
     alignas(1024) Element v[cosize_v<LayoutVt>];
     typename Ring::Storage k_ring, v_ring;
     alignas(8) uint64_t q_full, q_empty;
-    std::conditional_t<kKeepRing, KeepStorage, NoKeep> keep;
   };
 
   struct Params {
@@ -289,11 +268,6 @@ struct FwdMainloop {
     Ring::init(smem.v_ring, kConsumerThreads);
     Ring::Barrier::init(&smem.q_full, 1);
     Ring::Barrier::init(&smem.q_empty, kConsumerThreads);
-    if constexpr (kKeepRing)
-      for (int i = 0; i < kKeepStages; ++i) {
-        Ring::Barrier::init(&smem.keep.full[i], kHelperThreads);
-        Ring::Barrier::init(&smem.keep.empty[i], kConsumerThreads);
-      }
   }
   // Consumers, kOInQ: this thread no longer touches Q's buffer (the epilogue's O staged in it).
   __device__ static void release_q(SharedStorage& smem) { Ring::Barrier::arrive(&smem.q_empty); }
@@ -306,7 +280,6 @@ struct FwdMainloop {
   // Where the two sides are in the rings, and how many Q tiles have gone through (Q's phase).
   struct PipelineState {
     typename Ring::State k, v;
-    RingState<kKeepStages> keep;
     int q_tiles = 0;
   };
 
@@ -410,48 +383,6 @@ struct FwdMainloop {
     }
   }
 
-  // Producer warps 1-3 (htid in [0, 96)), with the keep ring: for every live key block of the
-  // tile, in the consumers' order, the keep_bits halves kOwnHalves.. of every consumer thread,
-  // each stage as soon as the consumers have read its previous use. A unit is one half of one
-  // consumer quad's four words (four Philox calls, GeneralScores::quad_keep_half); a 128 x 128
-  // block has 64 quads x 3 halves = 192 units, two a thread.
-  __device__ static void draw_keep(const Params& p, SharedStorage& smem, const WorkTile& w,
-                                   const SeqBounds& sb, PipelineState& st, int htid) {
-    if constexpr (kKeepRing) {
-      const Policy pol = policy(p, sb, w);
-      if (!pol.dropout_on()) return;
-      constexpr int kCols = kKeepElems / 2;  // a thread's scores: 2 rows x kCols
-      constexpr int kHalves = kKeepElems / 16, kRingHalves = kHalves - kOwnHalves;
-      static_assert(kCols % 16 == 0, "a half of keep bits lies in one row");
-      constexpr int kUnits = kConsumerThreads / 4 * kRingHalves;
-      const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
-      LiveCursor cur;
-      for (int n = first_live(pol, kr, w.block, cur); n >= kr.begin;
-           n = next_live(pol, kr, w.block, n, cur)) {
-        const int col0 = key_block(pol, kr, w.block, n) * kBlockN;
-        Ring::Barrier::wait(&smem.keep.empty[st.keep.stage], st.keep.phase ^ 1);
-        auto* halves = reinterpret_cast<uint16_t*>(smem.keep.word[st.keep.stage]);
-#pragma unroll 1
-        for (int u = htid; u < kUnits; u += kHelperThreads) {
-          // Unit u: quad u / kRingHalves (consumer threads t = 4 (u / kRingHalves) ..), half g.
-          // The wgmma accumulator's rows: warpgroup t / 128 holds rows 64 (t / 128) .., its
-          // warp (t / 32) % 4 rows 16 of them, a quad rows r and r + 8 (r = (t % 32) / 4);
-          // element i of a thread is (row half i / kCols, column pair (i % kCols) / 2), lane 0's
-          // column of pair c being 8c.
-          const int t = 4 * (u / kRingHalves), g = kOwnHalves + u % kRingHalves, i = 16 * g;
-          const int row = w.block * kBlockM + 64 * (t / 128) + 16 * (t / 32 % 4) + t % 32 / 4 +
-                          8 * (i / kCols);
-          const uint64_t x = pol.quad_keep_half(row, (col0 + 8 * (i % kCols / 2)) >> 4);
-          CUTE_UNROLL
-          for (int f = 0; f < 4; ++f)
-            halves[(t + f) * (sizeof(KeepWord) / 2) + g] = uint16_t(x >> (16 * f));
-        }
-        Ring::Barrier::arrive(&smem.keep.full[st.keep.stage]);
-        st.keep.advance();
-      }
-    }
-  }
-
   // Consumers (tid in [0, kConsumerThreads)): acc_o un-scaled O of the tile's rows, softmax its stats. A tile
   // whose rows see no key leaves acc_o = 0 and the stats empty (the epilogue writes 0, -inf);
   // with kOInQ it still waits for Q's buffer, where its epilogue stages those zeros.
@@ -520,23 +451,10 @@ struct FwdMainloop {
       const int kv_head = w.head / (p.heads / p.kv_heads);
       scale_log2 *= p.q_descale.at(w.batch, kv_head) * p.k_descale.at(w.batch, kv_head);
     }
-    const bool keep_ring = kKeepRing && pol.dropout_on();
     auto softmax_of = [&](auto& acc_s, int pos, float (&alpha)[Softmax::kRows]) {
       Tensor s = rowcol_view(acc_s);
       softmax.template update_stats<kRowOffsets>(s, alpha, scale_log2, row_off);
-      if constexpr (kKeepRing) {
-        if (keep_ring) {  // halves 0 .. kOwnHalves drawn here, the others by the producer warps
-          const int col0 = key_block(pol, kr, w.block, pos) * kBlockN;
-          KeepWord keep = pol.template keep_bits<kOwnHalves>(s, cS, row0, col0);
-          Ring::Barrier::wait(&smem.keep.full[st.keep.stage], st.keep.phase);
-          keep |= smem.keep.word[st.keep.stage][tid];
-          Ring::Barrier::arrive(&smem.keep.empty[st.keep.stage]);
-          st.keep.advance();
-          Policy::apply_keep(s, keep);
-        }
-      } else {
-        pol.fwd_dropout(s, cS, row0, key_block(pol, kr, w.block, pos) * kBlockN);
-      }
+      pol.fwd_dropout(s, cS, row0, key_block(pol, kr, w.block, pos) * kBlockN);
     };
     // O += P V_n; V_n's stage is freed by pv_done once the product has completed.
     auto pv = [&](auto& tOrP) {

@@ -47,11 +47,10 @@ struct FwdScheduler {
   static dim3 grid_shape(const Params& p) { return dim3(unsigned(p.ctas)); }
 
   // One thread, before the block-wide barrier that publishes it.
-  // readers: the threads that call consumer_next (consumers, and producer warps with a role).
-  __device__ static void init(SharedStorage& s, int readers) {
+  __device__ static void init(SharedStorage& s, int consumer_threads) {
     for (int i = 0; i < 2; ++i) {
       Barrier::init(&s.full[i], 1);
-      Barrier::init(&s.empty[i], readers);
+      Barrier::init(&s.empty[i], consumer_threads);
     }
   }
   __device__ static WorkTile dynamic_tile(const Params& p, int t) {
@@ -85,7 +84,7 @@ struct FwdScheduler {
     t = __shfl_sync(0xffffffffu, t, leader_lane);
     return dynamic_tile(p, t);
   }
-  // Every reader thread (see init), its k-th tile done: the next tile.
+  // Every consumer thread, its k-th tile done: the next tile.
   __device__ static WorkTile consumer_next(const Params& p, SharedStorage& s, const WorkTile& w,
                                            int k) {
     if (!p.counter) return p.fixed.next(w, int(blockIdx.x), int(gridDim.x));
