@@ -13,6 +13,8 @@
 # PART=decode: decode v8 (no CTA barrier in the TMA mainloop): DecodeGpu tests, sanitizers, and
 # bench/decode.py on the bar's shapes, base and new in two rounds.
 # PART=v7d: dropout v7d (producer warps draw 3/4 of the bits): tests, sanitizers, kernel times.
+# PART=pre: the backward preprocess that zeroes the dQ accumulator itself (no memset): every
+# attention gtest, sanitizers, per-kernel times base / new.
 # PART=review: the review's build: dropout / variant tests, sanitizers, dropout kernel times.
 # usage: tar xzf .ab/lib.tgz && tar xzf .ab/base22.tgz -C .ab && OUT=/some/dir PART=ab bench/gpu-s22.sh
 set -uo pipefail
@@ -80,6 +82,17 @@ v7d)  # dropout v7d: tests, sanitizers, kernel times base / new (hdim 128, 64; d
         stamp "breakdown $v hdim $d $args"
         bd_of $v --hdim $d $args
       done
+    done
+  done
+  ;;
+pre)  # backward preprocess v2 (zeroes dQ itself): every attention gtest, sanitizers, kernel times
+  gtest all 'Attention*' 420
+  grep -E "tests ran|PASSED|FAILED" "$log/all.log" | tail -3
+  SAN_EACH=${SAN_EACH:-100} sanitize "$bin" 'AttentionGpuSmall.DenseCausalGqa:AttentionGpuSmall.Sm90AndSm80Paths'
+  for args in "" "--seqlen 2048" "--density 0.1" "--seqlen 2048 --causal" "--hdim 64 --seqlen 2048"; do
+    for v in base new; do
+      stamp "breakdown $v $args"
+      if [ "$v" = base ]; then PYTHONPATH=bench:.ab/old bd $args; else bd $args; fi | grep -v "^#" | cut -c1-120
     done
   done
   ;;

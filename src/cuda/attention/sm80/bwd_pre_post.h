@@ -1,6 +1,7 @@
 // The backward's pieces shared by the sm80 and sm90 main kernels (FA2 Algorithm 2): the two small
 // memory-bound kernels around them (preprocess: D = rowsum(dO * O) per (token, head) in fp32 and
-// LSE in log2 units beside it, in blocks of block_m rows padded past the sequence's end;
+// LSE in log2 units beside it, in blocks of block_m rows padded past the sequence's end, and the
+// dQ accumulator zeroed;
 // convert_dq: dQ = scale * dq_accum in q's dtype, read in the fragment order the main kernel
 // added it in, see dq_chunk below), the host prologue that carves the scratch and launches
 // preprocess, and the dQ adds (staged for bulk reduces, or atomics in deterministic turns).
@@ -18,15 +19,6 @@
 #include "cuda/common/check.h"
 
 namespace flashkit::cuda::attn::sm80 {
-
-// 16 bytes of Element as 8 floats.
-template <class Element>
-__device__ __forceinline__ void load8(const Element* p, float (&f)[8]) {
-  uint4 u = *reinterpret_cast<const uint4*>(p);
-  const Element* e = reinterpret_cast<const Element*>(&u);
-  CUTE_UNROLL
-  for (int i = 0; i < 8; ++i) f[i] = float(e[i]);
-}
 
 struct BwdScratch {
   float* dq_accum;  // [chunk, heads, block_m * hdim] in MMA-fragment order (dq_chunk)
@@ -50,35 +42,60 @@ __device__ __forceinline__ float* dq_chunk(float* dq_accum, int64_t first_token,
   return dq_accum + row_chunk<kBlockM>(first_token, b, m, h, heads) * kHeadDim;
 }
 
-// One warp per 4 rows: 8 lanes per (token, head) row, 8 elements each per step. Rows from the
+// One warp per 4 rows: 8 lanes per (token, head) row, 8 elements each per step, every step's
+// loads issued before the sums (kHeadDim bounds the steps at compile time). Rows from the
 // sequence's end to its last query block's end are padding (LSE +inf makes P = 0, D = 0), so the
-// main kernel reads whole blocks without bounds checks.
+// main kernel reads whole blocks without bounds checks. With zero_dq the CTA also zeroes its
+// share of the dQ accumulator, in place of a memset of all of it (one pass over the rows instead
+// of two launches): rows r0 .. r0 + 31 of query block m own the floats (r0 % kBlockM) * kHeadDim
+// .. + 32 * kHeadDim of the block's chunk (a fill does not care about the chunk's fragment order).
 template <class Element, int kHeadDim, int kBlockM>
-__global__ void __launch_bounds__(256) bwd_preprocess(const AttnArguments a, BwdScratch ws) {
+__global__ void __launch_bounds__(256) bwd_preprocess(const AttnArguments a, BwdScratch ws,
+                                                      bool zero_dq) {
+  static_assert(kBlockM % 32 == 0, "a CTA's 32 rows lie in one query block");
+  constexpr int kSteps = (kHeadDim + 63) / 64;
   const int lane8 = threadIdx.x % 8;
-  const int row = blockIdx.x * 32 + threadIdx.x / 8;  // over seqlen_q (the grid covers the longest)
+  const int row0 = blockIdx.x * 32, row = row0 + threadIdx.x / 8;  // the grid covers the longest
   const int h = blockIdx.y, b = blockIdx.z;
   SeqBounds sb(a.cu_seqlens_q, a.cu_seqlens_k, b, a.seqlen_q, a.seqlen_k);
+  const int padded = ceil_div(sb.seqlen_q, kBlockM) * kBlockM;  // rows with a dQ chunk
+  if (zero_dq && row0 < padded) {
+    float4* z = reinterpret_cast<float4*>(
+        dq_chunk<kBlockM, kHeadDim>(ws.dq_accum, sb.q_token(b), b, row0 / kBlockM, h, a.heads) +
+        (row0 % kBlockM) * kHeadDim);
+    CUTE_UNROLL
+    for (int i = threadIdx.x; i < 32 * kHeadDim / 4; i += 256) z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
   const bool valid = row < sb.seqlen_q;
   float sum = 0.f, lse_log2 = INFINITY;
   if (valid) {
     const auto* o = static_cast<const Element*>(a.o) + sb.q_offset(a.o_stride, b, h) + int64_t(row) * a.o_stride.row;
     const auto* d_o = static_cast<const Element*>(a.dout) + sb.q_offset(a.do_stride, b, h) + int64_t(row) * a.do_stride.row;
-    for (int c = lane8 * 8; c < a.head_dim; c += 64) {
-      float x[8], y[8];
-      load8(o + c, x);
-      load8(d_o + c, y);
-      CUTE_UNROLL
-      for (int i = 0; i < 8; ++i) sum += x[i] * y[i];
-    }
     const float l = a.lse[int64_t(b) * a.lse_batch_stride + int64_t(h) * a.lse_head_stride +
                           (int64_t(sb.q_start) + row) * a.lse_row_stride];
+    uint4 x[kSteps], y[kSteps];
+    CUTE_UNROLL
+    for (int s = 0; s < kSteps; ++s) {
+      const int c = lane8 * 8 + 64 * s;
+      x[s] = y[s] = make_uint4(0u, 0u, 0u, 0u);
+      if (c < a.head_dim) {
+        x[s] = *reinterpret_cast<const uint4*>(o + c);
+        y[s] = *reinterpret_cast<const uint4*>(d_o + c);
+      }
+    }
+    CUTE_UNROLL
+    for (int s = 0; s < kSteps; ++s) {
+      const Element* xe = reinterpret_cast<const Element*>(&x[s]);
+      const Element* ye = reinterpret_cast<const Element*>(&y[s]);
+      CUTE_UNROLL
+      for (int i = 0; i < 8; ++i) sum += float(xe[i]) * float(ye[i]);
+    }
     lse_log2 = l == -INFINITY ? INFINITY : l * float(M_LOG2E);  // a row without keys: P = 0
   }
   sum += __shfl_xor_sync(0xffffffffu, sum, 1);  // every lane takes part (no early exit above)
   sum += __shfl_xor_sync(0xffffffffu, sum, 2);
   sum += __shfl_xor_sync(0xffffffffu, sum, 4);
-  if (lane8 == 0 && row < ceil_div(sb.seqlen_q, kBlockM) * kBlockM) {
+  if (lane8 == 0 && row < padded) {
     const int64_t at = row_chunk<kBlockM>(sb.q_token(b), b, row / kBlockM, h, a.heads) + row % kBlockM;
     ws.dsum[at] = sum;
     ws.lse_log2[at] = lse_log2;
@@ -135,9 +152,9 @@ __global__ void __launch_bounds__(kThreads) bwd_convert_dq(const AttnArguments a
   }
 }
 
-// Host: carves the scratch from a.workspace (kernels.h's BwdWorkspace), zeroes the dQ
-// accumulator (unless `zero_dq` is false: no kernel adds into it) and the deterministic
-// semaphores, and launches preprocess, on `stream`.
+// Host: carves the scratch from a.workspace (kernels.h's BwdWorkspace), zeroes the deterministic
+// semaphores, and launches preprocess, which also zeroes the dQ accumulator (unless `zero_dq` is
+// false: no kernel adds into it), on `stream`.
 template <class Element, int kHeadDim, int kBlockM>
 BwdScratch bwd_prologue(const AttnArguments& a, cudaStream_t stream, bool zero_dq = true) {
   BwdWorkspace wl = bwd_workspace_layout(a.batch, a.heads, a.total_q, a.seqlen_q, kHeadDim);
@@ -145,12 +162,11 @@ BwdScratch bwd_prologue(const AttnArguments& a, cudaStream_t stream, bool zero_d
   BwdScratch ws{reinterpret_cast<float*>(base + wl.dq_accum), reinterpret_cast<float*>(base + wl.dsum),
                 reinterpret_cast<float*>(base + wl.lse_log2),
                 a.deterministic ? reinterpret_cast<int*>(base + wl.semaphore) : nullptr};
-  if (zero_dq) FK_CUDA_CHECK(cudaMemsetAsync(ws.dq_accum, 0, wl.dsum - wl.dq_accum, stream));
   if (a.deterministic) FK_CUDA_CHECK(cudaMemsetAsync(ws.semaphore, 0, wl.bytes - wl.semaphore, stream));
   // Rows up to the end of each sequence's last query block: the padding gets LSE +inf and D 0.
   dim3 rows_grid(unsigned(ceil_div(ceil_div(a.seqlen_q, kBlockM) * kBlockM, 32)), unsigned(a.heads),
                  unsigned(a.batch));
-  bwd_preprocess<Element, kHeadDim, kBlockM><<<rows_grid, 256, 0, stream>>>(a, ws);
+  bwd_preprocess<Element, kHeadDim, kBlockM><<<rows_grid, 256, 0, stream>>>(a, ws, zero_dq);
   FK_CHECK_LAUNCH("attention backward preprocess");
   return ws;
 }
