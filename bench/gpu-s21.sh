@@ -90,12 +90,7 @@ win64)  # v6: hdim 64 window tests, then the forward kernel, base (session 20) a
   gtest win 'AttentionGpuSm90.VariantsBothPaths:AttentionGpuSm90.VarlenVariantsBothPaths:AttentionGpuVariantsShapes*:AttentionGpu/AttentionGpuVariants*:AttentionGpuSmall.Sm90AndSm80PathsVariants' 150
   SAN_EACH=${SAN_EACH:-40} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
   for r in 1 2; do
-    for c in "--window 1024,1024" "--causal --window 1024,0"; do
-      for v in base new; do
-        stamp "r$r $v hdim 64 $c"
-        bd_of $v --hdim 64 $c
-      done
-    done
+    ab_times 64 "--window 1024,1024" "--causal --window 1024,0"
   done
   ;;
 esac

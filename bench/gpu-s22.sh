@@ -21,38 +21,31 @@ set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 carried_library
 export PYTHONPATH=bench:$PYTHONPATH
-case "${PART:?set PART}" in
-ab)
+# The dropout / variant gtests (both paths), then memcheck / racecheck on the small variants test.
+drop_tests() {
   gtest drop 'AttentionGpuDropout*:AttentionGpu/AttentionGpuVariants*:AttentionGpuSm90.*Variants*:AttentionGpuSmall.Sm90AndSm80*Variants*' 300
   SAN_EACH=${SAN_EACH:-90} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
+}
+case "${PART:?set PART}" in
+ab)
+  drop_tests
   stamp "torch dropout tests"
   timeout 120 python3 -m pytest -q -x tests/python/test_torch_attention.py -k dropout >"$log/pytest.log" 2>&1
   stamp "rc=$?"; tail -2 "$log/pytest.log"
   for d in ${HDIMS:-128 64}; do
-    for args in "" "--dropout 0.1" ${CAUSAL:+"--dropout 0.1 --causal"}; do
-      for v in base new; do
-        stamp "breakdown $v hdim $d $args"
-        bd_of $v --hdim $d $args
-      done
-    done
+    ab_times "$d" "" "--dropout 0.1" ${CAUSAL:+"--dropout 0.1 --causal"}
   done
   ;;
 v8)  # dropout (v7c) and softcap (v8) at hdim 64: kernel times, base and new
   gtest var 'AttentionGpu/AttentionGpuVariants*:AttentionGpuSm90.*Variants*:AttentionGpuSmall.Sm90AndSm80PathsVariants' 200
   SAN_EACH=${SAN_EACH:-90} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
-  for args in "" "--dropout 0.1" "--softcap 30" "--softcap 30 --causal"; do
-    for v in base new; do
-      stamp "breakdown $v hdim 64 $args"
-      bd_of $v --hdim 64 $args
-    done
-  done
+  ab_times 64 "" "--dropout 0.1" "--softcap 30" "--softcap 30 --causal"
   ;;
 bench)
   variants_both
   ;;
 review)  # the review's build (keep_bits refactor: SASS not identical): dropout tests, kernel times
-  gtest drop 'AttentionGpuDropout*:AttentionGpu/AttentionGpuVariants*:AttentionGpuSm90.*Variants*:AttentionGpuSmall.Sm90AndSm80*Variants*' 300
-  SAN_EACH=${SAN_EACH:-90} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
+  drop_tests
   for d in 128 64; do
     stamp "breakdown new hdim $d --dropout 0.1"
     bd_of new --hdim $d --dropout 0.1
@@ -74,15 +67,9 @@ decode)  # decode v8: tests, sanitizers, decode.py base / new / base / new on th
   unset FLASHKIT_EXT_DIR
   ;;
 v7d)  # dropout v7d: tests, sanitizers, kernel times base / new (hdim 128, 64; dense, causal)
-  gtest drop 'AttentionGpuDropout*:AttentionGpu/AttentionGpuVariants*:AttentionGpuSm90.*Variants*:AttentionGpuSmall.Sm90AndSm80*Variants*' 300
-  SAN_EACH=${SAN_EACH:-90} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
+  drop_tests
   for d in 128 64; do
-    for args in "--dropout 0.1" "--dropout 0.1 --causal"; do
-      for v in base new; do
-        stamp "breakdown $v hdim $d $args"
-        bd_of $v --hdim $d $args
-      done
-    done
+    ab_times "$d" "--dropout 0.1" "--dropout 0.1 --causal"
   done
   ;;
 pre)  # backward preprocess v2 (zeroes dQ itself): every attention gtest, sanitizers, kernel times

@@ -101,6 +101,16 @@ bd_of() {
   local v=$1; shift
   if [ "$v" = base ]; then PYTHONPATH=bench:.ab/old bd "$@"; else bd "$@"; fi | grep -E "Kernel<|us per"
 }
+# ab_times HDIM ARGS..: bd_of base, then new, for each of the argument strings at head dim HDIM.
+ab_times() {
+  local d=$1 args v; shift
+  for args in "$@"; do
+    for v in base new; do
+      stamp "breakdown $v hdim $d $args"
+      bd_of $v --hdim "$d" $args
+    done
+  done
+}
 # bench/variants.py at hdim 128 (every variant) and 64 (the two head dims), into $out.
 variants_both() {
   stamp "variants hdim 128"

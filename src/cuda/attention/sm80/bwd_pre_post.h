@@ -50,8 +50,8 @@ __device__ __forceinline__ float* dq_chunk(float* dq_accum, int64_t first_token,
 // of two launches): rows r0 .. r0 + 31 of query block m own the floats (r0 % kBlockM) * kHeadDim
 // .. + 32 * kHeadDim of the block's chunk (a fill does not care about the chunk's fragment order).
 template <class Element, int kHeadDim, int kBlockM>
-__global__ void __launch_bounds__(256) bwd_preprocess(const AttnArguments a, BwdScratch ws,
-                                                      bool zero_dq) {
+__global__ void __launch_bounds__(256)
+    bwd_preprocess(const AttnArguments a, BwdScratch ws, bool zero_dq) {
   static_assert(kBlockM % 32 == 0, "a CTA's 32 rows lie in one query block");
   constexpr int kSteps = (kHeadDim + 63) / 64;
   const int lane8 = threadIdx.x % 8;
@@ -64,7 +64,8 @@ __global__ void __launch_bounds__(256) bwd_preprocess(const AttnArguments a, Bwd
         dq_chunk<kBlockM, kHeadDim>(ws.dq_accum, sb.q_token(b), b, row0 / kBlockM, h, a.heads) +
         (row0 % kBlockM) * kHeadDim);
     CUTE_UNROLL
-    for (int i = threadIdx.x; i < 32 * kHeadDim / 4; i += 256) z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int i = threadIdx.x; i < 32 * kHeadDim / 4; i += 256)
+      z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
   const bool valid = row < sb.seqlen_q;
   float sum = 0.f, lse_log2 = INFINITY;
