@@ -15,6 +15,7 @@
 # PART=v7d: dropout v7d (producer warps draw 3/4 of the bits): tests, sanitizers, kernel times.
 # PART=pre: the backward preprocess that zeroes the dQ accumulator itself (no memset): every
 # attention gtest, sanitizers, per-kernel times base / new.
+# PART=alibi64: v9, hdim 64 ALiBi on three warpgroups: variant tests, sanitizers, kernel times.
 # PART=review: the review's build: dropout / variant tests, sanitizers, dropout kernel times.
 # usage: tar xzf .ab/lib.tgz && tar xzf .ab/base22.tgz -C .ab && OUT=/some/dir PART=ab bench/gpu-s22.sh
 set -uo pipefail
@@ -82,6 +83,11 @@ pre)  # backward preprocess v2 (zeroes dQ itself): every attention gtest, saniti
       if [ "$v" = base ]; then PYTHONPATH=bench:.ab/old bd $args; else bd $args; fi | grep -v "^#" | cut -c1-120
     done
   done
+  ;;
+alibi64)  # v9: hdim 64 ALiBi on three warpgroups: variant tests, sanitizers, kernel times
+  gtest var 'AttentionGpu/AttentionGpuVariants*:AttentionGpuSm90.*Variants*:AttentionGpuSmall.Sm90AndSm80PathsVariants' 200
+  SAN_EACH=${SAN_EACH:-90} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
+  ab_times 64 "" "--alibi" "--alibi --causal"
   ;;
 final)  # every attention gtest on the landed build, then a second round of the hdim 128 bench
   gtest all 'Attention*' 420

@@ -1,6 +1,6 @@
 """Per-kernel GPU time of one attention backward (torch.profiler): PyTorch SDPA's (cudnn, flash)
 or flashkit's, the latter also with a random block mask (bench/variants.py's, --density) or a
-window (--window L,R), dropout (--dropout P) or softcap (--softcap C), to see which kernels a backward launches and what each costs.
+window (--window L,R), dropout (--dropout P), softcap (--softcap C) or ALiBi (--alibi), to see which kernels a backward launches and what each costs.
   python3 bench/kernel_breakdown.py --backend cudnn --hdim 128 --seqlen 2048 [--causal]
   python3 bench/kernel_breakdown.py --backend flashkit --seqlen 8192 --density 0.1"""
 import argparse
@@ -24,6 +24,7 @@ def main():
     ap.add_argument("--window", default="", help="flashkit: L,R")
     ap.add_argument("--dropout", type=float, default=0.0, help="flashkit: dropout_p")
     ap.add_argument("--softcap", type=float, default=0.0, help="flashkit: softcap")
+    ap.add_argument("--alibi", action="store_true", help="flashkit: ALiBi, slopes 2^(-8 (h + 1) / H)")
     a = ap.parse_args()
     s, d = a.seqlen, a.hdim
     b, h = max(1, 16384 // s), 2048 // d
@@ -67,6 +68,9 @@ def flashkit_breakdown(a, b, s, h, d):
         kw["dropout_p"] = a.dropout
     if a.softcap > 0:
         kw["softcap"] = a.softcap
+    if a.alibi:
+        kw["alibi_slopes"] = torch.tensor([2.0 ** (-8.0 * (i + 1) / h) for i in range(h)],
+                                          device="cuda", dtype=torch.float32)
     q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
                for _ in range(3))
     do = torch.randn_like(q)
@@ -79,7 +83,7 @@ def flashkit_breakdown(a, b, s, h, d):
     report(bwd, both, a.calls,
            f"flashkit fwd + bwd d{d} {'causal' if a.causal else 'full'} s{s} b{b} h{h} "
            f"{sorted(kw)} density {a.density} window {a.window or '-'} dropout {a.dropout} "
-           f"softcap {a.softcap}")
+           f"softcap {a.softcap} alibi {a.alibi}")
 
 
 if __name__ == "__main__":

@@ -751,6 +751,7 @@ TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
                     {variant_spec(DType::bf16, 64, softcap, 200, 75), true},  // 192-row tiles
                     {variant_spec(DType::bf16, 128, softcap, 75, 140), true},
                     {variant_spec(DType::bf16, 128, alibi, 70, 9), true},
+                    {variant_spec(DType::bf16, 64, alibi, 200, 90), true},  // 192-row tiles
                     {variant_spec(DType::bf16, 64, dropout, 70, 140), true},
                     {variant_spec(DType::bf16, 128, dropout, 40, 75), true},
                     {variant_spec(DType::bf16, 64, sparse, 150, 300), true},

@@ -240,8 +240,9 @@ struct GeneralScores {
   static constexpr bool kCausal = false;  // causal is window_right = 0 here
   static constexpr bool kPlain = false;
   // Per-score state small enough for hdim 64's three-warpgroup forward tile (tile_config.h):
-  // masks only, or softcap alone (its tanh needs no state across scores).
-  static constexpr bool kSlimScores = kMods == 0 || kMods == mods::kSoftcap;
+  // masks only, softcap alone (its tanh needs no state across scores) or ALiBi alone.
+  static constexpr bool kSlimScores =
+      kMods == 0 || kMods == mods::kSoftcap || kMods == mods::kAlibi;
   static constexpr bool kHasSoftcap = kMods & mods::kSoftcap, kHasAlibi = kMods & mods::kAlibi;
   static constexpr bool kHasDropout = kMods & mods::kDropout;
   static constexpr bool kHasBlockMask = kMods & mods::kBlockSparse;
