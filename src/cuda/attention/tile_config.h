@@ -52,8 +52,8 @@ struct Sm90FwdTiles {
 // Score modifiers (`plain` false: GeneralScores) take 128 rows at hdim 64 too: 160 registers a
 // thread leave them no room, and block masks need tiles inside one 128 x 128 mask block. A window
 // alone, softcap alone or ALiBi alone (`slim`: no per-score state carried across scores) takes
-// plain's 192 rows (window: 104 B of spills, forward 12% faster than on 128; bench/NOTES-
-// attention.md "Window v6"; softcap -9%: "Softcap v8"; ALiBi 152 B, -20%: "ALiBi v9").
+// plain's 192 rows (bench/NOTES-attention.md: window 104 B of spills, forward 12% faster than on
+// 128, "Window v6"; softcap 104 B, -9%, "Softcap v8"; ALiBi 152 B, -20%, "ALiBi v9").
 constexpr Sm90FwdTiles sm90_fwd_tiles(int hdim, bool plain, bool slim) {
   if (hdim <= 64)
     return plain || slim ? Sm90FwdTiles{192, 128, 3, true} : Sm90FwdTiles{128, 128, 3, true};
