@@ -97,7 +97,6 @@ struct PlainScores {
   static constexpr bool kRowOffsets = false;  // see GeneralScores::fwd_scores_rows
   static constexpr bool kNarrowKeys = false;  // forward key steps: the tile config's full width
   static constexpr bool kHasBlockMask = false;
-  static constexpr bool kHasDropout = false;
   struct Params {};
   static Params to_params(const AttnArguments&) { return {}; }
 
@@ -592,11 +591,7 @@ struct GeneralScores {
   template <class S, class Coord>
   __device__ __forceinline__ void fwd_dropout(S& s, const Coord& coord, int row0, int col0) const {
     if (!dropout_on()) return;
-    apply_keep(s, keep_bits(s, coord, row0, col0));
-  }
-  // The same with the thread's keep bits drawn elsewhere (keep_bits' pattern).
-  template <class S, class Bits>
-  static __device__ __forceinline__ void apply_keep(S& s, Bits keep) {
+    const auto keep = keep_bits(s, coord, row0, col0);
     CUTE_UNROLL
     for (int i = 0; i < cute::size<0>(s) * cute::size<1>(s); ++i)
       if (!((keep >> i) & 1)) s(i / cute::size<1>(s), i % cute::size<1>(s)) = 0.f;
