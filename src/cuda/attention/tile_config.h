@@ -48,19 +48,7 @@ struct Sm90FwdTiles {
   int block_m, block_n, stages;
   bool pingpong;
   bool o_in_q = false;
-  // `carry`: the pipeline carried across tiles (sm90/fwd_mainloop.h mma_carry): two Q buffers, O
-  // staged in the finished tile's one, the next tile's first S issued with the last P V.
-  bool carry = false;
 };
-#ifndef FLASHKIT_SM90_FWD_CARRY
-#define FLASHKIT_SM90_FWD_CARRY 1
-#endif
-// The 16-bit forward's tiles with the carried pipeline where two consumer warpgroups run 64 or 128
-// columns of head dim (smem: 2 Q + 2 x stages K/V tiles, no O tile: hdim 128 192 KB).
-constexpr Sm90FwdTiles with_carry(Sm90FwdTiles t, int hdim) {
-  t.carry = FLASHKIT_SM90_FWD_CARRY && t.block_m == 128 && !t.o_in_q && hdim <= 128;
-  return t;
-}
 // Score modifiers (`plain` false: GeneralScores) take 128 rows at hdim 64 too: 160 registers a
 // thread leave them no room, and block masks need tiles inside one 128 x 128 mask block. A window
 // alone, softcap alone or ALiBi alone (`slim`: no per-score state carried across scores) takes

@@ -57,23 +57,19 @@ struct FwdEpilogue {
   // The default (see above): per warpgroup for the score variants (windows and block masks
   // leave tiles of few key blocks; measured 1.3-2.3% faster, session 21) and at hdim 64 causal
   // with plain scores; all consumers together for plain scores otherwise (level at hdim 128).
-  // With the carried pipeline always per warpgroup (all consumers meeting would stop the one
-  // whose turn comes next).
   static constexpr bool kPerWgDefault =
-      kSlices && (Mainloop::kCarry || !Mainloop::Policy::kPlain ||
-                  (kHeadDim == 64 && Mainloop::Policy::kCausal));
+      kSlices && (!Mainloop::Policy::kPlain || (kHeadDim == 64 && Mainloop::Policy::kCausal));
 
   struct OwnTile {
     alignas(1024) Element o[cosize_v<LayoutO>];
   };
   struct InQ {};
-  static constexpr bool kInQ = Mainloop::kOInQ || Mainloop::kCarry;  // O staged in a Q buffer
-  using SharedStorage = std::conditional_t<kInQ, InQ, OwnTile>;
+  using SharedStorage = std::conditional_t<Mainloop::kOInQ, InQ, OwnTile>;
   using MainloopStorage = typename Mainloop::SharedStorage;
-  static_assert(!kInQ || (cosize_v<LayoutO> == cosize_v<typename Mainloop::LayoutQ> &&
-                          std::is_same_v<Element, typename Mainloop::Element>));
-  __device__ static Element* staging(SharedStorage& smem, MainloopStorage& ms, int qbuf) {
-    if constexpr (kInQ) return Mainloop::q_buf(ms, qbuf);
+  static_assert(!Mainloop::kOInQ || (cosize_v<LayoutO> == cosize_v<typename Mainloop::LayoutQ> &&
+                                      std::is_same_v<Element, typename Mainloop::Element>));
+  __device__ static Element* staging(SharedStorage& smem, MainloopStorage& ms) {
+    if constexpr (Mainloop::kOInQ) return ms.q;
     else return smem.o;
   }
   struct Params {
@@ -100,22 +96,11 @@ struct FwdEpilogue {
   }
 
   // Every consumer thread, after the mainloop's last wgmma (so, past the first barrier below,
-  // no wgmma of the tile reads Q's buffer any more when kOInQ stages O there). kCarry: O goes
-  // into the tile's own Q buffer `qbuf`, whose rows each thread's warpgroup alone read (its S
-  // GEMMs, all complete), and which no store has used since the producer filled it.
+  // no wgmma of the tile reads Q's buffer any more when kOInQ stages O there).
   template <class AccO, class Softmax>
-  __device__ __forceinline__ static void store(const Params& p, SharedStorage& smem,
-                                               MainloopStorage& ms, const WorkTile& w,
-                                               const SeqBounds& sb, AccO& acc_o, Softmax& softmax,
-                                               int tid, int qbuf = 0) {
-    stage(p, smem, ms, w, sb, finish_rows(p, w, sb, acc_o, softmax, tid), tid, qbuf);
-  }
-  // store's first half, registers and the LSE only: O / l in the output type, each row's LSE
-  // written.
-  template <class AccO, class Softmax>
-  __device__ __forceinline__ static auto finish_rows(const Params& p, const WorkTile& w,
-                                                     const SeqBounds& sb, AccO& acc_o,
-                                                     Softmax& softmax, int tid) {
+  __device__ static void store(const Params& p, SharedStorage& smem, MainloopStorage& ms,
+                               const WorkTile& w, const SeqBounds& sb, AccO& acc_o,
+                               Softmax& softmax, int tid) {
     typename Mainloop::TiledMmaPV mma;
     auto thr = mma.get_thread_slice(tid);
     Tensor o = rowcol_view(acc_o);
@@ -132,18 +117,9 @@ struct FwdEpilogue {
         if (row < rows) lse[row * p.lse_row_stride] = softmax.lse(r);
       }
     }
-    return sm80::convert<Element>(acc_o);
-  }
-  // store's second half: rO (finish_rows) staged in shared memory and stored.
-  template <class FragO>
-  __device__ __forceinline__ static void stage(const Params& p, SharedStorage& smem,
-                                               MainloopStorage& ms, const WorkTile& w,
-                                               const SeqBounds& sb, const FragO& rO, int tid,
-                                               int qbuf) {
-    typename Mainloop::TiledMmaPV mma;
-    auto thr = mma.get_thread_slice(tid);
-    const int rows = sb.seqlen_q - w.block * kBlockM;
-    Tensor sO = make_tensor(make_smem_ptr(staging(smem, ms, qbuf)), LayoutO{});
+
+    Tensor rO = sm80::convert<Element>(acc_o);
+    Tensor sO = make_tensor(make_smem_ptr(staging(smem, ms)), LayoutO{});
     // The threads that stage and store together: every consumer thread, or (per_wg, dense) each
     // warpgroup its own 64 rows, with its own named barrier and bulk stores; `part` is the
     // group's 64-row slice of the tile.
@@ -151,10 +127,8 @@ struct FwdEpilogue {
     const int group = own ? 128 : kThreads, part = own ? tid / 128 : 0;
     const int barrier = own ? kBarrier + 1 + Mainloop::kConsumerWarpgroups + part : kBarrier;
     const bool leader = own ? tid % 128 == 0 : tid == 0;
-    if constexpr (!Mainloop::kCarry) {
-      if (leader) tma_store_wait<0>();  // the group's previous store has read its part of sO
-      cutlass::arch::NamedBarrier::sync(group, barrier);
-    }
+    if (leader) tma_store_wait<0>();  // the group's previous store has read its part of sO
+    cutlass::arch::NamedBarrier::sync(group, barrier);
     copy(rO, thr.partition_C(sO));
     cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to the TMA engine
     cutlass::arch::NamedBarrier::sync(group, barrier);
@@ -164,8 +138,7 @@ struct FwdEpilogue {
                               make_stride(p.o_stride.row, _1{}));
       store_tile_rows<Element, kThreads, kHeadDim, TileO>(
           sO, local_tile(mO, TileO{}, make_coord(w.block, _0{})), rows, p.head_dim, tid);
-      // this thread's reads are done (kCarry: the mainloop releases the buffer, later)
-      if constexpr (Mainloop::kOInQ) Mainloop::release_q(ms, qbuf);
+      if constexpr (Mainloop::kOInQ) Mainloop::release_q(ms);  // this thread's reads are done
       return;
     }
     if (leader) {
@@ -175,7 +148,7 @@ struct FwdEpilogue {
       for (int r = own ? part : 0; r < (own ? part + 1 : kRowSlices); ++r) {
         CUTE_UNROLL
         for (int k = 0; k < kColSlices; ++k) {
-          Element* piece = staging(smem, ms, qbuf) + (k * kBlockM + r * kStoreRows) * kStoreCols;
+          Element* piece = staging(smem, ms) + (k * kBlockM + r * kStoreRows) * kStoreCols;
           Tensor gO = local_tile(mO(_, _, w.head, w.batch), TileStore{},
                                  make_coord(w.block * kRowSlices + r, k));
           copy(p.tma_o, c.partition_S(make_tensor(make_smem_ptr(piece), LayoutStore{})),
@@ -186,10 +159,9 @@ struct FwdEpilogue {
     }
     // kOInQ: the next tile's Q may land in the buffer once the bulk store has read all of O (the
     // others have written their part and fenced it before the barrier above).
-    // kCarry: the mainloop waits for the read and releases the buffer a turn later (release_q_late).
     if constexpr (Mainloop::kOInQ) {
       if (leader) tma_store_wait<0>();
-      Mainloop::release_q(ms, qbuf);
+      Mainloop::release_q(ms);
     }
   }
   // Before the CTA exits: its last bulk store must have finished reading shared memory.

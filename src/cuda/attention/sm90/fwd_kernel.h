@@ -30,24 +30,6 @@ struct FwdKernel {
     typename Scheduler::SharedStorage scheduler;
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
-  struct Params;
-  // The epilogue in the two halves the carried pipeline runs apart (Mainloop::mma_carry):
-  // registers and LSE, then shared memory and the store.
-  struct CarryEpilogue {
-    const Params& p;
-    SharedStorage& smem;
-    int tid;
-    template <class AccO, class Softmax>
-    __device__ __forceinline__ auto rows(const WorkTile& w, AccO& acc_o, Softmax& softmax) const {
-      return Epilogue::finish_rows(p.epilogue, w, Mainloop::seq_bounds(p.mainloop, w), acc_o,
-                                   softmax, tid);
-    }
-    template <class FragO>
-    __device__ __forceinline__ void stage(const WorkTile& w, const FragO& ro, int qbuf) const {
-      Epilogue::stage(p.epilogue, smem.epilogue, smem.mainloop, w,
-                      Mainloop::seq_bounds(p.mainloop, w), ro, tid, qbuf);
-    }
-  };
 
   struct Params {
     typename Mainloop::Params mainloop;
@@ -93,29 +75,16 @@ struct FwdKernel {
       const typename Mainloop::Turns turns{__shfl_sync(0xffffffffu, tid / 128, 0)};
       turns.start();
       int k = 0;
-      if constexpr (Mainloop::kCarry) {
-        // Each tile's last P V and epilogue run in the next live tile's first turn (mma_carry).
-        typename Mainloop::Carry carry;
-        const CarryEpilogue epi{p, smem, tid};
-        for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
-             w = Scheduler::consumer_next(p.scheduler, smem.scheduler, w, k++)) {
-          const SeqBounds sb = Mainloop::seq_bounds(p.mainloop, w);
-          if (!Mainloop::in_sequence(sb, w)) continue;
-          Mainloop::mma_carry(p.mainloop, smem.mainloop, w, sb, carry, pipe, turns, tid, epi);
-        }
-        Mainloop::finish_pending(smem.mainloop, carry, pipe, turns, tid, epi);
-      } else {
-        for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
-             w = Scheduler::consumer_next(p.scheduler, smem.scheduler, w, k++)) {
-          const SeqBounds sb = Mainloop::seq_bounds(p.mainloop, w);
-          if (!Mainloop::in_sequence(sb, w)) continue;
-          auto acc_o = partition_fragment_C(
-              typename Mainloop::TiledMmaPV{},
-              Shape<Int<Mainloop::kBlockM>, Int<Mainloop::kHeadDim>>{});
-          typename Mainloop::Softmax softmax;
-          Mainloop::mma(p.mainloop, smem.mainloop, w, sb, acc_o, softmax, pipe, turns, tid);
-          Epilogue::store(p.epilogue, smem.epilogue, smem.mainloop, w, sb, acc_o, softmax, tid);
-        }
+      for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
+           w = Scheduler::consumer_next(p.scheduler, smem.scheduler, w, k++)) {
+        const SeqBounds sb = Mainloop::seq_bounds(p.mainloop, w);
+        if (!Mainloop::in_sequence(sb, w)) continue;
+        auto acc_o = partition_fragment_C(
+            typename Mainloop::TiledMmaPV{},
+            Shape<Int<Mainloop::kBlockM>, Int<Mainloop::kHeadDim>>{});
+        typename Mainloop::Softmax softmax;
+        Mainloop::mma(p.mainloop, smem.mainloop, w, sb, acc_o, softmax, pipe, turns, tid);
+        Epilogue::store(p.epilogue, smem.epilogue, smem.mainloop, w, sb, acc_o, softmax, tid);
       }
       turns.finish();
       Epilogue::finish(tid);

@@ -20,10 +20,9 @@ void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   constexpr bool kFp8 = sizeof(Element) == 1;
   static_assert(!kFp8 || Policy::kPlain, "the fp8 forward takes plain scores (causal or not)");
   constexpr Sm90FwdTiles t = kFp8 ? sm90_fwd_tiles_fp8(kHeadDim, Policy::kCausal)
-                                  : with_carry(sm90_fwd_tiles(kHeadDim, Policy::kPlain,
-                                                              Policy::kSlimScores), kHeadDim);
+                                  : sm90_fwd_tiles(kHeadDim, Policy::kPlain, Policy::kSlimScores);
   using Mainloop = sm90::FwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.stages, t.pingpong,
-                                     t.o_in_q, t.carry, Policy>;
+                                     t.o_in_q, Policy>;
   using Kernel = sm90::FwdKernel<Mainloop, sm90::FwdEpilogue<Mainloop>, sm90::FwdScheduler>;
   static_assert(Kernel::kSmemBytes <= 227 * 1024,
                 "sm90 forward tiles exceed the 227 KB of shared memory a CTA may use");

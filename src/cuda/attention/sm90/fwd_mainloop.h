@@ -157,17 +157,13 @@ struct FwdVOperand<true, Element, kHeadDim, kBlockN, kStages> {
 };
 
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kPingPong_,
-          bool kOInQ_, bool kCarry_, class Policy_>
+          bool kOInQ_, class Policy_>
 struct FwdMainloop {
   using Element = Element_;
   using Policy = Policy_;
   static constexpr int kHeadDim = kHeadDim_, kBlockM = kBlockM_, kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   static constexpr bool kOInQ = kOInQ_;  // the epilogue stages O in Q's buffer
-  // The pipeline carried across tiles (mma_carry): Q in two buffers, tile t's O staged in its
-  // own, tile t + 1's first S issued with tile t's last P V.
-  static constexpr bool kCarry = kCarry_;
-  static constexpr int kQBuffers = kCarry ? 2 : 1;
   static constexpr int kConsumerWarpgroups = kBlockM / 64;  // 64 query rows each
   using Turns = PingPong<kPingPong_, kConsumerWarpgroups>;
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
@@ -211,19 +207,12 @@ struct FwdMainloop {
   using TmaV = typename FwdVOperand<kFp8, Element, kHeadDim, kBlockN, kStages>::template Tma<TmaKV>;
 
   struct SharedStorage {
-    alignas(1024) Element q[kQBuffers * cosize_v<LayoutQ>];
+    alignas(1024) Element q[cosize_v<LayoutQ>];
     alignas(1024) Element k[cosize_v<LayoutKV>];
     alignas(1024) Element v[cosize_v<LayoutVt>];
     typename Ring::Storage k_ring, v_ring;
-    alignas(8) uint64_t q_full[kQBuffers], q_empty[kQBuffers];
+    alignas(8) uint64_t q_full, q_empty;
   };
-  // Q buffer `buf`; the q-th tile a role takes (in sequence) uses buffer q % kQBuffers, in that
-  // buffer's (q / kQBuffers)-th phase.
-  __device__ static Element* q_buf(SharedStorage& smem, int buf) {
-    return smem.q + buf * cosize_v<LayoutQ>;
-  }
-  __device__ static int q_index(int q) { return q % kQBuffers; }
-  __device__ static uint32_t q_parity(int q) { return uint32_t(q / kQBuffers) & 1; }
 
   struct Params {
     TmaQ tma_q;
@@ -277,16 +266,11 @@ struct FwdMainloop {
   __device__ static void init(SharedStorage& smem) {
     Ring::init(smem.k_ring, kConsumerThreads);
     Ring::init(smem.v_ring, kConsumerThreads);
-    for (int i = 0; i < kQBuffers; ++i) {
-      Ring::Barrier::init(&smem.q_full[i], 1);
-      Ring::Barrier::init(&smem.q_empty[i], kConsumerThreads);
-    }
+    Ring::Barrier::init(&smem.q_full, 1);
+    Ring::Barrier::init(&smem.q_empty, kConsumerThreads);
   }
-  // Consumers, kOInQ / kCarry: this thread no longer touches Q buffer `buf` (the epilogue's O
-  // staged in it).
-  __device__ static void release_q(SharedStorage& smem, int buf = 0) {
-    Ring::Barrier::arrive(&smem.q_empty[buf]);
-  }
+  // Consumers, kOInQ: this thread no longer touches Q's buffer (the epilogue's O staged in it).
+  __device__ static void release_q(SharedStorage& smem) { Ring::Barrier::arrive(&smem.q_empty); }
   __device__ static void prefetch_descriptors(const Params& p) {
     prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
@@ -331,7 +315,7 @@ struct FwdMainloop {
     LiveCursor cur;
     int n = first_live(pol, kr, w.block, cur);
     const bool live = n >= kr.begin;
-    if (!live && !kOInQ && !kCarry) return;
+    if (!live && !kOInQ) return;
     const int kv_head = w.head / (p.heads / p.kv_heads);
     const int b = sb.varlen ? 0 : w.batch;
     Tensor mQ = p.tma_q.get_tma_tensor(GmemShape{p.rows_q, p.head_dim, p.heads, p.tma_batch});
@@ -356,8 +340,7 @@ struct FwdMainloop {
         return local_tile(seq_k(mV(_, _, kv_head, b)), TileKV{}, make_coord(_, _0{}));
       }
     }();
-    const int qb = q_index(st.q_tiles);
-    Tensor sQ = make_tensor(make_smem_ptr(q_buf(smem, qb)), LayoutQ{});
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q), LayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});  // (BN, D, stage)
     Tensor sV = make_tensor(make_smem_ptr(smem.v), std::conditional_t<kFp8, LayoutVt, LayoutKV>{});
     auto cq = p.tma_q.get_slice(_0{});
@@ -370,12 +353,12 @@ struct FwdMainloop {
 
     auto load_q = [&] {
       if (leader) {
-        Ring::Barrier::wait(&smem.q_empty[qb], q_parity(st.q_tiles) ^ 1);
+        Ring::Barrier::wait(&smem.q_empty, (st.q_tiles & 1) ^ 1);
         if (live) {
-          Ring::Barrier::arrive_and_expect_tx(&smem.q_full[qb], kBytesQ);
-          copy(p.tma_q.with(smem.q_full[qb]), cq.partition_S(gQ), cq.partition_D(sQ));
+          Ring::Barrier::arrive_and_expect_tx(&smem.q_full, kBytesQ);
+          copy(p.tma_q.with(smem.q_full), cq.partition_S(gQ), cq.partition_D(sQ));
         } else {
-          Ring::Barrier::arrive(&smem.q_full[qb]);
+          Ring::Barrier::arrive(&smem.q_full);
         }
       }
       ++st.q_tiles;
@@ -413,7 +396,7 @@ struct FwdMainloop {
     LiveCursor cur;
     int n = first_live(pol, kr, w.block, cur);
     if (n < kr.begin) {
-      if constexpr (kOInQ) Ring::Barrier::wait(&smem.q_full[0], st.q_tiles++ & 1);
+      if constexpr (kOInQ) Ring::Barrier::wait(&smem.q_full, st.q_tiles++ & 1);
       return;
     }
     const int row0 = w.block * kBlockM;
@@ -421,7 +404,7 @@ struct FwdMainloop {
     TiledMmaQK mma_qk;
     TiledMmaPV mma_pv;
     auto thr_qk = mma_qk.get_thread_slice(tid);
-    Tensor sQ = make_tensor(make_smem_ptr(q_buf(smem, 0)), LayoutQ{});
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q), LayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});
     Tensor sVt = make_tensor(make_smem_ptr(smem.v), LayoutVt{});  // (D, BN, stage)
     // The operand descriptors depend only on the warpgroup; built from an index the compiler
@@ -451,7 +434,7 @@ struct FwdMainloop {
       }
       // After the tile's last S, Q is free: the producer loads the next tile's Q while this
       // warpgroup finishes the last P V and the epilogue (with kOInQ, once O's store has read it).
-      if (last && !kOInQ) Ring::Barrier::arrive(&smem.q_empty[0]);
+      if (last && !kOInQ) Ring::Barrier::arrive(&smem.q_empty);
       Tensor s = rowcol_view(acc_s);
       const int n = key_block(pol, kr, w.block, pos);
       const bool masked = pol.template fwd_needs_mask<kBlockM, kBlockN>(w.block, n);
@@ -499,17 +482,17 @@ struct FwdMainloop {
         st.k.advance();
         Ring::consumer_release(smem.v_ring, st.v);
         st.v.advance();
-        if (nn < kr.begin) Ring::Barrier::arrive(&smem.q_empty[0]);
+        if (nn < kr.begin) Ring::Barrier::arrive(&smem.q_empty);
         n = nn;
       }
       if (n < kr.begin) {  // these rows see no key: O = 0, empty stats (the epilogue: 0, -inf)
         turns.wait_turn();  // the final P V's turn
         turns.pass_turn();
-        Ring::Barrier::wait(&smem.q_full[0], st.q_tiles++ & 1);  // Q's phase, kept in step
+        Ring::Barrier::wait(&smem.q_full, st.q_tiles++ & 1);  // Q's phase, kept in step
         return;
       }
     }
-    Ring::Barrier::wait(&smem.q_full[0], st.q_tiles & 1);
+    Ring::Barrier::wait(&smem.q_full, st.q_tiles & 1);
     // Live key blocks run last to first (the masked ones first). Intra-warpgroup pipelining
     // (FA3's Algorithm 2): while P_{n'} V_{n'} (n' the previous live block) runs on the tensor
     // cores, this warpgroup waits only for S_n = Q K_n^T and computes its softmax; O is rescaled
@@ -578,242 +561,6 @@ struct FwdMainloop {
       CUTE_UNROLL
       for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= out_scale;
     }
-  }
-
-  // ---- The pipeline carried across tiles (kCarry) ----
-  // A tile's last P V is not issued at its end: it stays pending (P in Carry::p) and goes out in
-  // the same turn as the next live tile's first S, the turn the mainloop's steady state has; the
-  // next tile's first softmax then runs while it is in flight. Once it has landed, the finished
-  // tile's O is normalised and converted in registers (its LSE written), and the next turn's
-  // GEMMs are issued before that O is staged in shared memory and stored (Epi::rows, then
-  // Epi::stage), so no part of the epilogue that touches memory sits between two turns. O goes
-  // into the finished tile's own Q buffer (its S GEMMs are done; the next tile's Q is in the
-  // other), which returns to the producer one turn after its TMA store was issued.
-  using AccO = decltype(partition_fragment_C(std::declval<TiledMmaPV>(),
-                                             Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-  using AccS = decltype(partition_fragment_C(std::declval<TiledMmaQK>(),
-                                             Shape<Int<kBlockM>, Int<kBlockN>>{}));
-  using FragP = decltype(make_tensor<Element>(acc_as_a(typename AccS::layout_type{})));
-  struct Carry {
-    AccO acc_o;          // O of the pending tile (un-scaled), or of the running one
-    FragP p;             // the pending tile's last P
-    Softmax softmax;     // the pending (or running) tile's stats
-    WorkTile w;          // the pending tile
-    int qbuf = 0;        // its Q buffer, where its O is staged
-    float out_scale = 1.f;
-    bool pending = false;
-    int staged = -1;  // a Q buffer whose O store may still be reading it, or -1
-  };
-  // Q buffer c.staged back to the producer: each warpgroup's first thread (the one that issued
-  // its bulk stores) waits until they have read shared memory, then every consumer thread
-  // arrives. Called a turn after the store was issued (the wait is then ~free), and before any
-  // wait for a Q (the producer may need the buffer for it).
-  __device__ __forceinline__ static void release_staged(SharedStorage& smem, Carry& c, int tid) {
-    if (c.staged < 0) return;
-    if (tid % 128 == 0) tma_store_wait<0>();
-    release_q(smem, c.staged);
-    c.staged = -1;
-  }
-  __device__ __forceinline__ static void scale_out(AccO& acc_o, float out_scale) {
-    if (out_scale != 1.f) {
-      CUTE_UNROLL
-      for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= out_scale;
-    }
-  }
-  // The whole epilogue of tile w at once (O = acc_o, stats `sm`), staged in Q buffer `qbuf`.
-  template <class Epi, class Sm>
-  __device__ __forceinline__ static void epilogue_now(SharedStorage& smem, Carry& c,
-                                                      const WorkTile& w, Sm& sm, int qbuf, int tid,
-                                                      const Epi& epi) {
-    release_staged(smem, c, tid);
-    epi.stage(w, epi.rows(w, c.acc_o, sm), qbuf);
-    c.staged = qbuf;
-  }
-  // The pending tile's last P V on a turn of its own, then its epilogue.
-  template <class Epi>
-  __device__ __forceinline__ static void finish_pending(SharedStorage& smem, Carry& c,
-                                                        PipelineState& st, const Turns& turns,
-                                                        int tid, const Epi& epi) {
-    if (!c.pending) return;
-    const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
-    TiledMmaPV mma_pv;
-    Tensor tOrV = mma_pv.get_thread_slice(wg * 128).partition_fragment_B(
-        make_tensor(make_smem_ptr(smem.v), LayoutVt{}));
-    turns.wait_turn();
-    Ring::consumer_wait(smem.v_ring, st.v);
-    warpgroup_fence_operand(c.p);
-    wgmma<false>(mma_pv, c.p, tOrV(_, _, _, st.v.stage), c.acc_o);
-    turns.pass_turn();
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(c.p);
-    Ring::consumer_release(smem.v_ring, st.v);
-    st.v.advance();
-    scale_out(c.acc_o, c.out_scale);
-    epilogue_now(smem, c, c.w, c.softmax, c.qbuf, tid, epi);
-    c.pending = false;
-  }
-
-  // Consumers, kCarry: tile w (in sequence), with the previous live tile pending in c. Tiles
-  // without live key blocks end the carry (the pending tile finishes first) and store zeros.
-  template <class Epi>
-  __device__ __forceinline__ static void mma_carry(const Params& p, SharedStorage& smem,
-                                                   const WorkTile& w, const SeqBounds& sb,
-                                                   Carry& c, PipelineState& st, const Turns& turns,
-                                                   int tid, const Epi& epi) {
-    static_assert(kCarry && !kFp8 && !kSkipMaskedWg && !kOInQ);
-    const Policy pol = policy(p, sb, w);
-    const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
-    LiveCursor cur;
-    int n = first_live(pol, kr, w.block, cur);
-    // (from lane 0: the compiler then knows it is warp-uniform, so Q's wgmma descriptors stay in
-    // uniform registers)
-    const int qbuf = __shfl_sync(0xffffffffu, q_index(st.q_tiles), 0);
-    release_staged(smem, c, tid);  // the producer may be waiting for that buffer to load this Q
-    Ring::Barrier::wait(&smem.q_full[qbuf], q_parity(st.q_tiles));
-    ++st.q_tiles;
-    if (n < kr.begin) {  // no live key: O = 0 and empty stats (the epilogue writes 0, -inf)
-      finish_pending(smem, c, st, turns, tid, epi);
-      clear(c.acc_o);
-      Softmax none;
-      epilogue_now(smem, c, w, none, qbuf, tid, epi);
-      return;
-    }
-    const int row0 = w.block * kBlockM;
-
-    TiledMmaQK mma_qk;
-    TiledMmaPV mma_pv;
-    auto thr_qk = mma_qk.get_thread_slice(tid);
-    Tensor sQ = make_tensor(make_smem_ptr(q_buf(smem, qbuf)), LayoutQ{});
-    Tensor sK = make_tensor(make_smem_ptr(smem.k), LayoutKV{});
-    Tensor sVt = make_tensor(make_smem_ptr(smem.v), LayoutVt{});
-    const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
-    auto wg_qk = mma_qk.get_thread_slice(wg * 128);
-    auto wg_pv = mma_pv.get_thread_slice(wg * 128);
-    Tensor tSrQ = wg_qk.partition_fragment_A(sQ);
-    Tensor tSrK = wg_qk.partition_fragment_B(sK);
-    Tensor tOrV = wg_pv.partition_fragment_B(sVt);
-    Tensor cS = rowcol_view(thr_qk.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{})));
-    Tensor o = rowcol_view(c.acc_o);
-
-    auto scores = [&](auto& acc_s) CUTLASS_LAMBDA_FUNC_INLINE {
-      Ring::consumer_wait(smem.k_ring, st.k);
-      wgmma<true>(mma_qk, tSrQ, tSrK(_, _, _, st.k.stage), acc_s);
-    };
-    float row_off[Softmax::kRows];
-    auto scores_done = [&](auto& acc_s, int pos, bool release_k) CUTLASS_LAMBDA_FUNC_INLINE {
-      if (release_k) {
-        Ring::consumer_release(smem.k_ring, st.k);
-        st.k.advance();
-      }
-      Tensor s = rowcol_view(acc_s);
-      const int nb = key_block(pol, kr, w.block, pos);
-      const bool masked = pol.template fwd_needs_mask<kBlockM, kBlockN>(w.block, nb);
-      if constexpr (kRowOffsets)
-        pol.template fwd_scores_rows<kBlockM, kBlockN>(s, cS, row0, nb * kBlockN, masked,
-                                                       p.scale, row_off);
-      else
-        pol.fwd_scores(s, cS, row0, nb * kBlockN, masked, p.scale);
-    };
-    auto softmax_of = [&](auto& acc_s, int pos,
-                          float (&alpha)[Softmax::kRows]) CUTLASS_LAMBDA_FUNC_INLINE {
-      Tensor s = rowcol_view(acc_s);
-      c.softmax.template update_stats<kRowOffsets>(s, alpha, p.scale_log2, row_off);
-      pol.fwd_dropout(s, cS, row0, key_block(pol, kr, w.block, pos) * kBlockN);
-    };
-    // K_n's release once the exponentials are done (kExpsBeforePvWait: see mma()).
-    auto release_k_late = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
-      if constexpr (kExpsBeforePvWait) {
-        Ring::consumer_release_after(smem.k_ring, st.k,
-                                     c.softmax.stat[0].l + c.softmax.stat[1].l);
-        st.k.advance();
-      }
-    };
-    auto pv = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
-      Ring::consumer_wait(smem.v_ring, st.v);
-      warpgroup_fence_operand(c.p);
-      wgmma<false>(mma_pv, c.p, tOrV(_, _, _, st.v.stage), c.acc_o);
-    };
-    auto pv_done = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
-      warpgroup_fence_operand(c.p);
-      Ring::consumer_release(smem.v_ring, st.v);
-      st.v.advance();
-    };
-    auto to_p = [&](auto& acc_s) CUTLASS_LAMBDA_FUNC_INLINE {
-      Tensor rP = make_tensor(c.p.data(), acc_s.layout());
-      CUTE_UNROLL
-      for (int i = 0; i < size(acc_s); ++i) rP(i) = static_cast<Element>(acc_s(i));
-    };
-    AccS acc_s;
-    float alpha[Softmax::kRows];
-    // One steady-state step: S_n and the previous block's P V in one turn; `issued` runs right
-    // after the turn is passed, while both GEMMs are in flight.
-    auto step = [&](auto issued) CUTLASS_LAMBDA_FUNC_INLINE {
-      turns.wait_turn();
-      scores(acc_s);
-      pv();
-      turns.pass_turn();
-      issued();
-      const int nn = next_live(pol, kr, w.block, n, cur);
-      warpgroup_wait<1>();
-      scores_done(acc_s, n, !kExpsBeforePvWait);
-      softmax_of(acc_s, n, alpha);
-      release_k_late();
-      warpgroup_wait<0>();
-      pv_done();
-      Softmax::rescale(o, alpha);
-      to_p(acc_s);
-      n = nn;
-    };
-
-    // The tile's first S, with the pending tile's last P V when there is one.
-    turns.wait_turn();
-    scores(acc_s);
-    int n_next;
-    if (c.pending) {
-      const WorkTile done_w = c.w;
-      const int done_buf = c.qbuf;
-      pv();
-      turns.pass_turn();
-      n_next = next_live(pol, kr, w.block, n, cur);
-      warpgroup_wait<1>();
-      scores_done(acc_s, n, !kExpsBeforePvWait);
-      Softmax done = c.softmax;  // the pending tile's stats, for its epilogue
-      c.softmax = Softmax{};
-      softmax_of(acc_s, n, alpha);  // O starts from 0: no rescale
-      release_k_late();
-      warpgroup_wait<0>();
-      pv_done();
-      to_p(acc_s);
-      scale_out(c.acc_o, c.out_scale);
-      auto ro = epi.rows(done_w, c.acc_o, done);  // registers and the LSE only
-      clear(c.acc_o);
-      c.pending = false;
-      auto stage = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
-        release_staged(smem, c, tid);  // the store before it has had a tile to read
-        epi.stage(done_w, ro, done_buf);
-        c.staged = done_buf;
-      };
-      n = n_next;
-      if (n >= kr.begin) step(stage);  // staged under the next turn's GEMMs
-      else stage();
-    } else {
-      turns.pass_turn();
-      n_next = next_live(pol, kr, w.block, n, cur);
-      warpgroup_wait<0>();
-      scores_done(acc_s, n, true);
-      c.softmax = Softmax{};
-      softmax_of(acc_s, n, alpha);
-      clear(c.acc_o);
-      to_p(acc_s);
-      n = n_next;
-    }
-    // The buffer staged above goes back a turn later, under the following GEMMs.
-    if (n >= kr.begin) step([&]() CUTLASS_LAMBDA_FUNC_INLINE { release_staged(smem, c, tid); });
-    while (n >= kr.begin) step([]() CUTLASS_LAMBDA_FUNC_INLINE {});
-    c.pending = true;
-    c.w = w;
-    c.qbuf = qbuf;
-    c.out_scale = pol.fwd_out_scale();
   }
 };
 
