@@ -7,6 +7,11 @@
 # times (bench/kernel_breakdown.py) of the base and the new build in turn: hdim 128 plain 8k / 2k,
 # causal 8k / 2k, block-sparse 0.1, window, dropout; hdim 64 block-sparse 0.1.
 # PART=quick: the sm90 and block-mask tests, and a subset of carry's kernel times.
+# PART=issue8: bench/attention.py forward + backward, flashkit / flash / cuDNN, hdim 128, 64, 256.
+# PART=bt: the one-lane backtrack with its loads a step ahead (bench/NOTES-mas.md session 23): MAS
+# gtests, memcheck / racecheck on the small band / staged tests, GPU time of a call base / new.
+# PART=issue3: bench/attention.py, the sm80-class path against torch flash (FA2), hdim 128 and 64.
+# PART=mas: bench/mas.py (Super-MAS's own timing beside ours) with the base package.
 # PART=bench: bench/attention.py forward (flashkit, flash, cuDNN; hdim 128 and 64, 2k-16k), then
 # bench/variants.py at hdim 128 and 64, then bench/mas.py (both timings).
 # usage: tar xzf .ab/lib.tgz && tar xzf .ab/base23.tgz -C .ab && OUT=/some/dir PART=carry bench/gpu-s23.sh
@@ -31,6 +36,48 @@ quick)  # a rebuilt carry: the sm90 / block-mask tests, then the kernel times th
 bench)
   fwd_vs_cudnn "attention-fwd-s23"
   variants_both
+  mas_sweep 150
+  ;;
+masknobs)  # GPU time of a drop-in call at T = 128 / 256 under the MAS knobs, two rounds
+  export PYTHONPATH=.ab/old:$PYTHONPATH
+  for round in 1 2; do
+    for kn in "" FLASHKIT_MAS_BAND_WARPS=2 FLASHKIT_MAS_PATH_KERNEL=1 FLASHKIT_MAS_BAND_BULK=0 \
+        ${KNOBS:-}; do
+      stamp "mas_overhead.py $kn"
+      env $kn timeout 60 python3 bench/mas_overhead.py --Ts 128,256 --reps 30 2>&1 | grep -E "T=" | cut -c1-110
+    done
+  done
+  ;;
+issue8)  # forward and backward against cuDNN and flash in one process on main's build (base package)
+  export PYTHONPATH=.ab/old:$PYTHONPATH
+  stamp "bench/attention.py"
+  timeout "$(left)" python3 bench/attention.py --out "$out" --methods flashkit,flash,cudnn --no-memory \
+    --hdims 128,64,256 --seqlens 2048,4096,8192,16384 --name attention-s23 >"$log/attn.log" 2>&1
+  stamp "rc=$?"
+  tail -40 "$log/attn.log"
+  ;;
+bt)  # the backtrack with its loads a step ahead: MAS tests, sanitizers, GPU time base / new
+  gtest mas 'MasGpu*' 300
+  SAN_EACH=${SAN_EACH:-120} sanitize "$bin" 'MasGpuSmall.BandKernelShapes:MasGpuSmall.NanAndInfCells:MasGpuSmall.StagedRowsEachDtype:MasGpuSmall.RandomTieHeavyAndInfEachNeg'
+  for round in 1 2; do
+    for v in base new; do
+      stamp "mas_overhead.py $v"
+      if [ "$v" = base ]; then pp=.ab/old:$PYTHONPATH; else pp=$PYTHONPATH; fi
+      PYTHONPATH=$pp timeout 90 python3 bench/mas_overhead.py --Ts 128,256,1024 --reps 30 2>&1 \
+        | grep -E "T=" | cut -c1-110
+    done
+  done
+  ;;
+issue3)  # the sm80-class path against FA2 (torch flash) in one process, forward and backward
+  export PYTHONPATH=.ab/old:$PYTHONPATH
+  stamp "bench/attention.py sm80"
+  timeout "$(left)" python3 bench/attention.py --out "$out" --methods flashkit-sm80,flash --no-memory \
+    --hdims 128,64 --seqlens 2048,4096,8192,16384 --name attention-sm80-s23 >"$log/attn.log" 2>&1
+  stamp "rc=$?"
+  tail -24 "$log/attn.log"
+  ;;
+mas)  # bench/mas.py on main's build (the base package: no MAS code changed), both timings
+  export PYTHONPATH=.ab/old:$PYTHONPATH
   mas_sweep 150
   ;;
 esac

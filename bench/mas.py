@@ -1,6 +1,8 @@
 """GPU benchmark of monotonic alignment search (issue 5), Super-MAS's protocol: B = 32, S = 4T,
 value ~ N(0, 1) fp32 [B, T, S], mask of ones, every method through its `maximum_path(value, mask)`
-drop-in, side by side in one process on the same inputs:
+drop-in, side by side in one process on the same inputs. Each GPU method is timed two ways:
+one call at a time from an idle stream (host time included: `ms_median`), and by Super-MAS's own
+timing, triton's do_bench (calls queued behind L2 flushes: the GPU's time, `ms_queued`):
 
   flashkit GPU (unfused; fused from z, m, logs with C = 192), flashkit CPU, Super-MAS Triton,
   its TorchScript v1, and the Cython monotonic_align (glow-tts core.pyx, built here).
@@ -120,6 +122,43 @@ class Timer:
             times.append(a.elapsed_time(b))
         return statistics.median(times), times, out
 
+    def queued(self, fn):
+        """Super-MAS's own protocol (its test.py: triton.testing.do_bench(fn, quantiles=[0.5, 0.2,
+        0.8], rep=500)): calls queued back to back, each behind an L2 flush, CUDA events around
+        each call, one synchronize at the end; the median. Host work inside a call is hidden
+        whenever the GPU is busier than the host (the flush alone takes ~80 us), so this times
+        the GPU's share of a call. triton's own function when importable (the peer needs it),
+        else the same steps here. Returns (median ms, which timer)."""
+        try:
+            import triton.testing
+
+            return triton.testing.do_bench(fn, quantiles=[0.5, 0.2, 0.8], rep=500)[0], "triton"
+        except ImportError:
+            pass
+        torch = self.torch
+        fn()
+        torch.cuda.synchronize()
+        est0, est1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        est0.record()
+        for _ in range(5):
+            self.flush.zero_()
+            fn()
+        est1.record()
+        torch.cuda.synchronize()
+        est = max(est0.elapsed_time(est1) / 5, 1e-3)
+        for _ in range(max(1, int(25 / est))):
+            fn()
+        n = max(1, int(500 / est))
+        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(n)]
+        for a, b in ev:
+            self.flush.zero_()
+            a.record()
+            fn()
+            b.record()
+        torch.cuda.synchronize()
+        return statistics.median(a.elapsed_time(b) for a, b in ev), "flashkit"
+
 
 def checks(torch, flashkit):
     """Torch CUDA through the drop-in equals NumPy on the CPU (both layouts, random lengths,
@@ -225,9 +264,16 @@ def sweep(args):
             med, all_ms, out = timer.run(call, reps, setup, 0.0 if slow else WARMUP_MS)
             out = torch.as_tensor(out).to("cuda")
             paths[name] = out
-            rows.append({"T": T, "S": S, "method": name, "ms_median": med, "ms_all": all_ms,
-                         "peak_mem_bytes": mem})
-            print(f"  {name:18s} {med:10.3f} ms  mem {mem / 2**20:8.1f} MiB", flush=True)
+            row = {"T": T, "S": S, "method": name, "ms_median": med, "ms_all": all_ms,
+                   "peak_mem_bytes": mem}
+            q = ""
+            if not slow:  # the GPU methods also by Super-MAS's protocol (on a copy it may modify)
+                v_q = value.clone()
+                row["ms_queued"], row["queued_timer"] = timer.queued(lambda: fn(v_q, mask))
+                q = f"  queued {row['ms_queued']:8.3f} ms"
+                del v_q
+            rows.append(row)
+            print(f"  {name:18s} {med:10.3f} ms{q}  mem {mem / 2**20:8.1f} MiB", flush=True)
         # Where flashkit's time goes: the kernels alone (preallocated outputs, int32 lengths):
         # forward + backtrack only (durations), then with the path written too.
         tx = torch.full((B,), T, dtype=torch.int32, device="cuda")
@@ -282,7 +328,9 @@ def sweep(args):
         torch.cuda.empty_cache()
 
     doc = {"what": "MAS, Super-MAS protocol: B=32, S=4T, value ~ N(0,1) fp32, mask of ones; "
-                   "each method through its maximum_path drop-in; median of reps, L2 flushed",
+                   "each method through its maximum_path drop-in; median of reps, L2 flushed "
+                   "(ms_median: one call at a time from an idle stream, host time included; "
+                   "ms_queued: Super-MAS's test.py timing, do_bench: calls queued, GPU time)",
            "gpu": gpu, "torch": torch.__version__, "batch": B, "rows": rows,
            "peers": {"super_mas": open(os.path.join(PEERS, "super_monotonic_align",
                                                     "COMMIT")).read().strip(),
@@ -302,13 +350,16 @@ def summary(doc):
     for r in doc["rows"]:
         by.setdefault(r["T"], {})[r["method"]] = r
     print(f"\n{'T':>5} {'flashkit':>9} {'fused':>9} {'super-mas':>10} {'speedup':>8} "
-          f"{'cython':>9} {'mismatch':>8}")
+          f"{'cython':>9} {'mismatch':>8} | queued: {'flashkit':>9} {'super-mas':>10} {'speedup':>8}")
     for T, d in sorted(by.items()):
         fk, sm = d["flashkit_gpu"]["ms_median"], d["super_mas_triton"]["ms_median"]
         cy = d.get("cython", {}).get("ms_median", float("nan"))
         mm = [v for k, v in d["flashkit_gpu"].items() if k.startswith("mismatching")]
+        fq = d["flashkit_gpu"].get("ms_queued", float("nan"))
+        sq = d["super_mas_triton"].get("ms_queued", float("nan"))
         print(f"{T:5d} {fk:9.3f} {d['flashkit_gpu_fused']['ms_median']:9.3f} {sm:10.3f} "
-              f"{sm / fk:7.1f}x {cy:9.1f} {mm[0] if mm else -1:8d}")
+              f"{sm / fk:7.1f}x {cy:9.1f} {mm[0] if mm else -1:8d} |         {fq:9.3f} {sq:10.3f} "
+              f"{sq / fq:7.1f}x")
 
 
 def plot(doc, png):
@@ -323,10 +374,13 @@ def plot(doc, png):
     series = {}
     for r in doc["rows"]:
         series.setdefault(r["method"], []).append((r["T"], r["ms_median"]))
+        if "ms_queued" in r and r["method"] in ("flashkit_gpu", "super_mas_triton"):
+            series.setdefault(r["method"] + " (queued)", []).append((r["T"], r["ms_queued"]))
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, pts in sorted(series.items()):
         pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name,
+                linestyle="--" if name.endswith("(queued)") else "-")
     ax.set_yscale("log")
     ax.set_xlabel("T (text length), S = 4T, B = %d" % doc["batch"])
     ax.set_ylabel("ms (median)")
