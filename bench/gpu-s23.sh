@@ -11,6 +11,10 @@
 # PART=bt: the one-lane backtrack with its loads a step ahead (bench/NOTES-mas.md session 23): MAS
 # gtests, memcheck / racecheck on the small band / staged tests, GPU time of a call base / new.
 # PART=issue3: bench/attention.py, the sm80-class path against torch flash (FA2), hdim 128 and 64.
+# PART=trace: the forward A/B harness (bench/sm90_fwd_ab.sh 'trace=-DFLASHKIT_SM90_FWD_TRACE'
+# 'plain=') at 2k and 8k: CTA 0's clock at each phase of its tiles (fwd_mainloop.h FK_FWD_STAMP).
+# PART=sched: the forward schedulers' divisions by launch-time constants (FastDiv): tests,
+# sanitizers, kernel times base / new in two rounds, the trace harness.
 # PART=mas: bench/mas.py (Super-MAS's own timing beside ours) with the base package.
 # PART=bench: bench/attention.py forward (flashkit, flash, cuDNN; hdim 128 and 64, 2k-16k), then
 # bench/variants.py at hdim 128 and 64, then bench/mas.py (both timings).
@@ -75,6 +79,31 @@ issue3)  # the sm80-class path against FA2 (torch flash) in one process, forward
     --hdims 128,64 --seqlens 2048,4096,8192,16384 --name attention-sm80-s23 >"$log/attn.log" 2>&1
   stamp "rc=$?"
   tail -24 "$log/attn.log"
+  ;;
+trace)  # the forward's per-tile phases (A/B harness with FLASHKIT_SM90_FWD_TRACE) beside the plain harness
+  for v in plain trace; do
+    stamp "harness $v"
+    timeout 120 ".ab/$v" "$v" 2048 8192 2>&1 | grep -v "^check" | head -40
+  done
+  if [ -n "${EPI:-}" ]; then  # the per-warpgroup epilogue against all consumers', two rounds
+    for r in 1 2; do
+      for e in 0 1; do
+        stamp "harness plain, FLASHKIT_SM90_FWD_WG_EPI=$e"
+        FLASHKIT_SM90_FWD_WG_EPI=$e timeout 120 .ab/plain "epi$e" 2048 4096 8192 2>&1 | grep -v "^check"
+      done
+    done
+    stamp "trace, FLASHKIT_SM90_FWD_WG_EPI=1"
+    FLASHKIT_SM90_FWD_WG_EPI=1 timeout 120 .ab/trace trace-epi1 2048 2>&1 | grep "mean\|trace d"
+  fi
+  ;;
+sched)  # scheduler v9b (FastDiv): forward tests, sanitizers, kernel times base / new, the trace
+  gtest fwd 'AttentionGpuSm90*:AttentionGpuSmall.Sm90*:AttentionGpuBlockSparse*:AttentionGpu/AttentionGpuVariants*:AttentionGpu.*' 300
+  SAN_EACH=${SAN_EACH:-80} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80Paths:AttentionGpuSmall.Sm90AndSm80PathsVariants'
+  for r in 1 2; do
+    ab_times 128 "--seqlen 2048" "--seqlen 2048 --causal" "--causal"
+    ab_times 64 "--seqlen 2048" "--seqlen 2048 --causal"
+  done
+  [ -x .ab/trace ] && timeout 60 .ab/trace trace 2048 2>&1 | grep "mean\|trace d"
   ;;
 mas)  # bench/mas.py on main's build (the base package: no MAS code changed), both timings
   export PYTHONPATH=.ab/old:$PYTHONPATH

@@ -52,6 +52,43 @@ bool check(int b, int h, int sq, int sk, bool causal, uint32_t seed) {
   return ok;
 }
 
+#ifdef FLASHKIT_SM90_FWD_TRACE
+// CTA 0's phases per tile (fwd_mainloop.h's stamps), cycles, each consumer warpgroup: Q wait
+// (0-1), first S + softmax (1-2), the other key blocks (2-3, and per block), the last P V on its
+// own turn (3-4), the epilogue (4-5), and the scheduler to the next tile's start (5-0').
+void trace_summary(bool causal, int s) {
+  long long t[3][flashkit::cuda::attn::sm90::kTraceTiles][flashkit::cuda::attn::sm90::kTraceStamps];
+  AB_CHECK(cudaMemcpyFromSymbol(t, flashkit::cuda::attn::sm90::fwd_trace, sizeof(t)));
+  for (int wg = 0; wg < 2; ++wg) {
+    double sum[7] = {}, per_block = 0;
+    int n = 0;
+    for (int k = 0; k + 1 < flashkit::cuda::attn::sm90::kTraceTiles; ++k) {
+      const long long* a = t[wg][k];
+      const long long* nx = t[wg][k + 1];
+      if (a[0] == 0 || nx[0] == 0 || nx[0] < a[5] || a[6] < 1) break;  // past the CTA's tiles
+      const double d[6] = {double(a[1] - a[0]), double(a[2] - a[1]), double(a[3] - a[2]),
+                           double(a[4] - a[3]), double(a[5] - a[4]), double(nx[0] - a[5])};
+      for (int i = 0; i < 6; ++i) sum[i] += d[i];
+      sum[6] += double(a[6]);
+      per_block += a[6] > 1 ? d[2] / double(a[6] - 1) : 0;
+      if (k < 3)
+        std::printf("trace %s s%d wg%d tile %d blocks %lld: q %.0f first %.0f loop %.0f last_pv %.0f "
+                    "epi %.0f next %.0f\n", causal ? "causal" : "full", s, wg, k, a[6], d[0], d[1],
+                    d[2], d[3], d[4], d[5]);
+      ++n;
+    }
+    if (n)
+      std::printf("trace %s s%d wg%d mean of %d tiles (%.1f blocks): q %.0f first %.0f loop %.0f "
+                  "(%.0f a block) last_pv %.0f epi %.0f next %.0f\n", causal ? "causal" : "full", s,
+                  wg, n, sum[6] / n, sum[0] / n, sum[1] / n, sum[2] / n, per_block / n, sum[3] / n,
+                  sum[4] / n, sum[5] / n);
+  }
+  void* addr = nullptr;  // cleared for the next shape (CTA 0 may take fewer tiles there)
+  AB_CHECK(cudaGetSymbolAddress(&addr, flashkit::cuda::attn::sm90::fwd_trace));
+  AB_CHECK(cudaMemset(addr, 0, sizeof(t)));
+}
+#endif
+
 }  // namespace (opened in ab_common.cuh)
 
 int main(int argc, char** argv) {
@@ -64,6 +101,9 @@ int main(int argc, char** argv) {
       [](bool causal, int s, int b, int h) {
         Problem p = make(b, h, s, s, causal, 7);
         const float ms = median_ms([&] { run_forward(p); });
+#ifdef FLASHKIT_SM90_FWD_TRACE
+        trace_summary(causal, s);  // the last timed call's stamps
+#endif
         release(p);
         return std::pair<float, double>(ms, 4.0 * b * h * double(s) * s * kD / (causal ? 2 : 1));
       });

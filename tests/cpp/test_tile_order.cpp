@@ -110,3 +110,55 @@ TEST(TileOrder, DenseQueryBlocksFastest) {
 }
 
 }  // namespace
+
+// The schedulers' divider (FastDiv) against integer division: small divisors exhaustively over
+// small dividends, and every divisor shape (powers of two and their neighbours, large ones)
+// against dividends up to 2^31 - 1.
+TEST(TileOrder, FastDivEqualsDivision) {
+  using flashkit::cuda::attn::FastDiv;
+  std::vector<int> divisors;
+  for (int d = 1; d <= 300; ++d) divisors.push_back(d);
+  for (int k = 1; k < 31; ++k)
+    for (int e : {-1, 0, 1}) divisors.push_back((1 << k) + e);
+  divisors.push_back(2147483647);
+  std::vector<int> dividends;
+  for (int n = 0; n < 5000; ++n) dividends.push_back(n);
+  uint32_t x = 12345;
+  for (int i = 0; i < 3000; ++i) {
+    x = x * 1664525u + 1013904223u;
+    dividends.push_back(int(x >> 1));
+  }
+  for (int k = 1; k < 31; ++k)
+    for (int e : {-1, 0, 1}) dividends.push_back((1 << k) + e);
+  dividends.push_back(2147483647);
+  for (int d : divisors) {
+    if (d <= 0) continue;
+    const FastDiv f = FastDiv::make(d);
+    for (int n : dividends) {
+      if (n < 0) continue;
+      const int q = f.div(n);
+      ASSERT_EQ(q, n / d) << n << " / " << d;
+      ASSERT_EQ(f.mod(n, q), n % d) << n << " % " << d;
+    }
+  }
+}
+
+// The dynamic scheduler's GroupedOrder (divisors made once) hands out grouped_tile's tiles.
+TEST(TileOrder, GroupedOrderEqualsGroupedTile) {
+  using flashkit::cuda::attn::grouped_tile;
+  using flashkit::cuda::attn::GroupedOrder;
+  for (bool reverse : {false, true})
+    for (int nb : {1, 2, 7, 11, 16, 43, 128})
+      for (int heads : {1, 3, 16, 40})
+        for (int batch : {1, 2, 5})
+          for (int group : {1, 2, 3, 4, 7, 64}) {
+            const GroupedOrder g = GroupedOrder::make(nb, heads, batch, reverse, group);
+            for (int t = 0; t < nb * heads * batch; ++t) {
+              const WorkTile a = g.tile(t), b = grouped_tile(t, nb, heads, batch, reverse, group);
+              ASSERT_TRUE(a.block == b.block && a.head == b.head && a.batch == b.batch &&
+                          a.valid == b.valid && a.index == b.index)
+                  << "t " << t << " nb " << nb << " heads " << heads << " batch " << batch
+                  << " group " << group << " reverse " << reverse;
+            }
+          }
+}

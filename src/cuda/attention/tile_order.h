@@ -3,9 +3,37 @@
 // the CPU tests can check that every CTA count and shape takes every tile exactly once and in
 // equal shares (tests/cpp/test_tile_order.cpp).
 #pragma once
+#include <cstdint>
+
 #include "common/hd.h"
 
 namespace flashkit::cuda::attn {
+
+// Division by a divisor fixed at launch (1 <= d < 2^31) for dividends in [0, 2^31): a multiply
+// high, an add and a shift instead of the ~20 dependent instructions of an integer division by
+// a register (Granlund and Montgomery's round-up method: l = ceil(log2 d), m = floor(2^32 (2^l -
+// d) / d) + 1, q = (mulhi(m, n) + n) >> l). The sm90 forward's schedulers divide tile numbers by
+// block and head counts once per tile, on the consumers' path between two tiles (session 23: ~600
+// cycles of a tile's ~4k-cycle boundary; bench/NOTES-attention.md). Host-made, used on both sides.
+struct FastDiv {
+  int d = 1;
+  uint32_t m = 1, l = 0;
+  static FastDiv make(int d) {
+    uint32_t l = 0;
+    while ((uint64_t(1) << l) < uint64_t(d)) ++l;
+    const uint64_t m = ((uint64_t(1) << 32) * ((uint64_t(1) << l) - uint64_t(d))) / uint64_t(d) + 1;
+    return {d, uint32_t(m), l};
+  }
+  FK_HD int div(int n) const {
+#if defined(__CUDA_ARCH__)
+    const uint32_t hi = __umulhi(m, uint32_t(n));
+#else
+    const uint32_t hi = uint32_t((uint64_t(m) * uint32_t(n)) >> 32);
+#endif
+    return int((uint64_t(hi) + uint32_t(n)) >> l);
+  }
+  FK_HD int mod(int n, int q) const { return n - q * d; }  // q = div(n)
+};
 
 struct WorkTile {
   int block, head, batch;
@@ -25,6 +53,26 @@ FK_HD WorkTile grouped_tile(int t, int num_blocks, int heads, int batch, bool re
   return {reverse ? num_blocks - 1 - rank : rank, pair % heads, pair / heads, true, t};
 }
 
+// grouped_tile with the launch's divisors made once (the sm90 forward's dynamic scheduler: one
+// tile number a tile, from the counter).
+struct GroupedOrder {
+  int num_blocks, pairs, heads, group;
+  bool reverse;
+  FastDiv div_per_group, div_group, div_last, div_heads;  // div_last: the last group's size
+  static GroupedOrder make(int num_blocks, int heads, int batch, bool reverse, int group) {
+    const int pairs = heads * batch, last = pairs % group == 0 ? group : pairs % group;
+    return {num_blocks, pairs, heads, group, reverse, FastDiv::make(group * num_blocks),
+            FastDiv::make(group), FastDiv::make(last), FastDiv::make(heads)};
+  }
+  FK_HD WorkTile tile(int t) const {
+    const int gi = div_per_group.div(t), in = div_per_group.mod(t, gi), first = gi * group;
+    const FastDiv& size = pairs - first < group ? div_last : div_group;
+    const int rank = size.div(in), pair = first + size.mod(in, rank);
+    const int b = div_heads.div(pair);
+    return {reverse ? num_blocks - 1 - rank : rank, div_heads.mod(pair, b), b, true, t};
+  }
+};
+
 // Dense (`reverse` off): query blocks vary fastest, so the CTAs of one wave share a head's K/V
 // in L2. Causal (`reverse` on, the query blocks' key ranges growing with the block): a work
 // unit is two query blocks of one (head, batch) pair, ranks num_blocks-1-r and r (the long one
@@ -39,28 +87,33 @@ struct PersistentOrder {
   int num_blocks, heads, batch;
   bool reverse;
   int num_ctas, units;  // units: work items (tiles, or reverse's block pairs)
+  FastDiv div_blocks, div_heads, div_pair;  // by num_blocks, heads, (num_blocks + 1) / 2
 
   static PersistentOrder make(int num_blocks, int heads, int batch, bool reverse, int ctas) {
     const int units = (reverse ? (num_blocks + 1) / 2 : num_blocks) * heads * batch;
-    return {num_blocks, heads, batch, reverse, units < ctas ? units : ctas, units};
+    return {num_blocks, heads, batch, reverse, units < ctas ? units : ctas, units,
+            FastDiv::make(num_blocks), FastDiv::make(heads), FastDiv::make((num_blocks + 1) / 2)};
   }
   FK_HD WorkTile tile(int c, int n, int s) const {
     if (!reverse) {
       const int t = s * n + c;
       if (t >= units) return {0, 0, 0, false, s};
-      const int hb = t / num_blocks;
-      return {t % num_blocks, hb % heads, hb / heads, true, s};
+      const int hb = div_blocks.div(t), b = div_heads.div(hb);
+      return {div_blocks.mod(t, hb), div_heads.mod(hb, b), b, true, s};
     }
-    const int u = (s >> 1) * n + c, per_pair = (num_blocks + 1) / 2;
+    const int u = (s >> 1) * n + c;
     if (u >= units) return {0, 0, 0, false, s};
-    const int pair = u / per_pair, k = u % per_pair;
+    const int pair = div_pair.div(u), k = div_pair.mod(u, pair);
     const int odd = num_blocks & 1, even = num_blocks - odd, r = k - odd;
     const int block = r < 0 ? num_blocks - 1 : (s & 1) ? r : even - 1 - r;
-    return {block, pair % heads, pair / heads, true, s};
+    const int b = div_heads.div(pair);
+    return {block, div_heads.mod(pair, b), b, true, s};
   }
   // Step s is the empty second half of an odd block count's single-block unit.
   FK_HD bool empty_half(int c, int n, int s) const {
-    return reverse && (s & 1) && (num_blocks & 1) && ((s >> 1) * n + c) % ((num_blocks + 1) / 2) == 0;
+    if (!(reverse && (s & 1) && (num_blocks & 1))) return false;
+    const int u = (s >> 1) * n + c;
+    return div_pair.mod(u, div_pair.div(u)) == 0;
   }
   FK_HD WorkTile first(int c, int n) const { return tile(c, n, 0); }
   FK_HD WorkTile next(const WorkTile& w, int c, int n) const {

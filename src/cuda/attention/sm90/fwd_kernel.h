@@ -11,6 +11,7 @@
 
 #include "cuda/attention/params.h"
 #include "cuda/attention/seqlen.h"
+#include "cuda/attention/sm90/fwd_mainloop.h"
 #include "cuda/attention/sm90/fwd_scheduler.h"
 
 namespace flashkit::cuda::attn::sm90 {
@@ -77,14 +78,17 @@ struct FwdKernel {
       int k = 0;
       for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
            w = Scheduler::consumer_next(p.scheduler, smem.scheduler, w, k++)) {
+        FK_FWD_STAMP(tid, k, 0);
         const SeqBounds sb = Mainloop::seq_bounds(p.mainloop, w);
         if (!Mainloop::in_sequence(sb, w)) continue;
         auto acc_o = partition_fragment_C(
             typename Mainloop::TiledMmaPV{},
             Shape<Int<Mainloop::kBlockM>, Int<Mainloop::kHeadDim>>{});
         typename Mainloop::Softmax softmax;
-        Mainloop::mma(p.mainloop, smem.mainloop, w, sb, acc_o, softmax, pipe, turns, tid);
+        Mainloop::mma(p.mainloop, smem.mainloop, w, sb, acc_o, softmax, pipe, turns, tid, k);
+        FK_FWD_STAMP(tid, k, 4);
         Epilogue::store(p.epilogue, smem.epilogue, smem.mainloop, w, sb, acc_o, softmax, tid);
+        FK_FWD_STAMP(tid, k, 5);
       }
       turns.finish();
       Epilogue::finish(tid);

@@ -56,6 +56,20 @@
 
 namespace flashkit::cuda::attn::sm90 {
 
+// FLASHKIT_SM90_FWD_TRACE (A/B harness builds only, bench/sm90_fwd_ab.cu): clock64 of CTA 0's
+// consumer warpgroups at the phases of each of its first kTraceTiles tiles, into fwd_trace.
+#ifdef FLASHKIT_SM90_FWD_TRACE
+constexpr int kTraceTiles = 64, kTraceStamps = 8;
+__device__ long long fwd_trace[3][kTraceTiles][kTraceStamps];
+__device__ __forceinline__ void fwd_stamp(int tid, int tile, int i, long long v = -1) {
+  if (blockIdx.x == 0 && tid % 128 == 0 && tile < kTraceTiles)
+    fwd_trace[tid / 128][tile][i] = v < 0 ? clock64() : v;
+}
+#define FK_FWD_STAMP(...) fwd_stamp(__VA_ARGS__)
+#else
+#define FK_FWD_STAMP(...) ((void)0)
+#endif
+
 // Global tensors as TMA sees them: (seqlen, hdim, heads, batch), hdim contiguous. The extent in
 // hdim is the real head dim, so TMA zero-fills a bucket's tail columns and rows past the end.
 // Varlen tensors [tokens, heads, hdim] are one batch entry of all tokens (`rows`); a sequence is
@@ -386,10 +400,12 @@ struct FwdMainloop {
   // Consumers (tid in [0, kConsumerThreads)): acc_o un-scaled O of the tile's rows, softmax its stats. A tile
   // whose rows see no key leaves acc_o = 0 and the stats empty (the epilogue writes 0, -inf);
   // with kOInQ it still waits for Q's buffer, where its epilogue stages those zeros.
+  // trace_tile: the tile's index in this CTA, for FLASHKIT_SM90_FWD_TRACE's stamps (fwd_kernel.h).
   template <class AccO>
   __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w,
                              const SeqBounds& sb, AccO& acc_o, Softmax& softmax, PipelineState& st,
-                             const Turns& turns, int tid) {
+                             const Turns& turns, int tid, int trace_tile = 0) {
+    (void)trace_tile;
     clear(acc_o);
     const Policy pol = policy(p, sb, w);
     const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
@@ -493,6 +509,8 @@ struct FwdMainloop {
       }
     }
     Ring::Barrier::wait(&smem.q_full, st.q_tiles & 1);
+    FK_FWD_STAMP(tid, trace_tile, 1);
+    FK_FWD_STAMP(tid, trace_tile, 6, kr.end - kr.begin);
     // Live key blocks run last to first (the masked ones first). Intra-warpgroup pipelining
     // (FA3's Algorithm 2): while P_{n'} V_{n'} (n' the previous live block) runs on the tensor
     // cores, this warpgroup waits only for S_n = Q K_n^T and computes its softmax; O is rescaled
@@ -506,6 +524,7 @@ struct FwdMainloop {
     scores_done(acc_s, n, n_next < kr.begin);
     float alpha[Softmax::kRows];
     softmax_of(acc_s, n, alpha);  // O is still 0: no rescale
+    FK_FWD_STAMP(tid, trace_tile, 2);
     // P as the A operand of O += P V: 16-bit P in the accumulator's own layout (acc_as_a), fp8 P
     // as the ((4, 2, 2), 1, BN / 32) fragment in fp8.h's key order.
     auto make_p = [&] {
@@ -548,6 +567,7 @@ struct FwdMainloop {
       Softmax::rescale(o, alpha);
       to_p();
     }
+    FK_FWD_STAMP(tid, trace_tile, 3);
     turns.wait_turn();
     pv(tOrP);
     turns.pass_turn();

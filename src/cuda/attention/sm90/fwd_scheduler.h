@@ -28,6 +28,7 @@ struct FwdScheduler {
   };
   struct Params {
     PersistentOrder fixed;
+    GroupedOrder grouped;  // dynamic
     unsigned* counter;
     int group, tiles, ctas;  // dynamic: the grid is min(tiles, SMs)
   };
@@ -40,9 +41,9 @@ struct FwdScheduler {
   static Params to_params(const Arguments& a) {
     const PersistentOrder fixed =
         PersistentOrder::make(a.num_blocks, a.heads, a.batch, a.reverse, a.num_ctas);
-    const int tiles = a.num_blocks * a.heads * a.batch;
-    return {fixed, a.counter, a.group < 1 ? 1 : a.group, tiles,
-            a.counter ? (tiles < a.num_ctas ? tiles : a.num_ctas) : fixed.num_ctas};
+    const int tiles = a.num_blocks * a.heads * a.batch, group = a.group < 1 ? 1 : a.group;
+    return {fixed, GroupedOrder::make(a.num_blocks, a.heads, a.batch, a.reverse, group), a.counter,
+            group, tiles, a.counter ? (tiles < a.num_ctas ? tiles : a.num_ctas) : fixed.num_ctas};
   }
   static dim3 grid_shape(const Params& p) { return dim3(unsigned(p.ctas)); }
 
@@ -55,8 +56,7 @@ struct FwdScheduler {
   }
   __device__ static WorkTile dynamic_tile(const Params& p, int t) {
     if (t >= p.tiles) return {0, 0, 0, false, t};
-    return grouped_tile(t, p.fixed.num_blocks, p.fixed.heads, p.fixed.batch, p.fixed.reverse,
-                        p.group);
+    return p.grouped.tile(t);
   }
   __device__ static WorkTile initial_work(const Params& p) {
     if (p.counter) return dynamic_tile(p, int(blockIdx.x));
