@@ -72,16 +72,18 @@ void trace_summary(bool causal, int s) {
       sum[6] += double(a[6]);
       per_block += a[6] > 1 ? d[2] / double(a[6] - 1) : 0;
       if (k < 3)
-        std::printf("trace %s s%d wg%d tile %d blocks %lld: q %.0f first %.0f loop %.0f last_pv %.0f "
-                    "epi %.0f next %.0f\n", causal ? "causal" : "full", s, wg, k, a[6], d[0], d[1],
-                    d[2], d[3], d[4], d[5]);
+        std::printf(
+            "trace %s s%d wg%d tile %d blocks %lld: q %.0f first %.0f loop %.0f last_pv %.0f "
+            "epi %.0f next %.0f\n",
+            causal ? "causal" : "full", s, wg, k, a[6], d[0], d[1], d[2], d[3], d[4], d[5]);
       ++n;
     }
     if (n)
-      std::printf("trace %s s%d wg%d mean of %d tiles (%.1f blocks): q %.0f first %.0f loop %.0f "
-                  "(%.0f a block) last_pv %.0f epi %.0f next %.0f\n", causal ? "causal" : "full", s,
-                  wg, n, sum[6] / n, sum[0] / n, sum[1] / n, sum[2] / n, per_block / n, sum[3] / n,
-                  sum[4] / n, sum[5] / n);
+      std::printf(
+          "trace %s s%d wg%d mean of %d tiles (%.1f blocks): q %.0f first %.0f loop %.0f "
+          "(%.0f a block) last_pv %.0f epi %.0f next %.0f\n",
+          causal ? "causal" : "full", s, wg, n, sum[6] / n, sum[0] / n, sum[1] / n, sum[2] / n,
+          per_block / n, sum[3] / n, sum[4] / n, sum[5] / n);
   }
   void* addr = nullptr;  // cleared for the next shape (CTA 0 may take fewer tiles there)
   AB_CHECK(cudaGetSymbolAddress(&addr, flashkit::cuda::attn::sm90::fwd_trace));

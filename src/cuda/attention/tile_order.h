@@ -61,8 +61,14 @@ struct GroupedOrder {
   FastDiv div_per_group, div_group, div_last, div_heads;  // div_last: the last group's size
   static GroupedOrder make(int num_blocks, int heads, int batch, bool reverse, int group) {
     const int pairs = heads * batch, last = pairs % group == 0 ? group : pairs % group;
-    return {num_blocks, pairs, heads, group, reverse, FastDiv::make(group * num_blocks),
-            FastDiv::make(group), FastDiv::make(last), FastDiv::make(heads)};
+    GroupedOrder g{};
+    g.num_blocks = num_blocks, g.pairs = pairs, g.heads = heads, g.group = group;
+    g.reverse = reverse;
+    g.div_per_group = FastDiv::make(group * num_blocks);
+    g.div_group = FastDiv::make(group);
+    g.div_last = FastDiv::make(last);
+    g.div_heads = FastDiv::make(heads);
+    return g;
   }
   FK_HD WorkTile tile(int t) const {
     const int gi = div_per_group.div(t), in = div_per_group.mod(t, gi), first = gi * group;
@@ -91,8 +97,13 @@ struct PersistentOrder {
 
   static PersistentOrder make(int num_blocks, int heads, int batch, bool reverse, int ctas) {
     const int units = (reverse ? (num_blocks + 1) / 2 : num_blocks) * heads * batch;
-    return {num_blocks, heads, batch, reverse, units < ctas ? units : ctas, units,
-            FastDiv::make(num_blocks), FastDiv::make(heads), FastDiv::make((num_blocks + 1) / 2)};
+    PersistentOrder o{};
+    o.num_blocks = num_blocks, o.heads = heads, o.batch = batch, o.reverse = reverse;
+    o.num_ctas = units < ctas ? units : ctas, o.units = units;
+    o.div_blocks = FastDiv::make(num_blocks);
+    o.div_heads = FastDiv::make(heads);
+    o.div_pair = FastDiv::make((num_blocks + 1) / 2);
+    return o;
   }
   FK_HD WorkTile tile(int c, int n, int s) const {
     if (!reverse) {

@@ -397,9 +397,9 @@ struct FwdMainloop {
     }
   }
 
-  // Consumers (tid in [0, kConsumerThreads)): acc_o un-scaled O of the tile's rows, softmax its stats. A tile
-  // whose rows see no key leaves acc_o = 0 and the stats empty (the epilogue writes 0, -inf);
-  // with kOInQ it still waits for Q's buffer, where its epilogue stages those zeros.
+  // Consumers (tid in [0, kConsumerThreads)): acc_o un-scaled O of the tile's rows, softmax its
+  // stats. A tile whose rows see no key leaves acc_o = 0 and the stats empty (the epilogue writes
+  // 0, -inf); with kOInQ it still waits for Q's buffer, where its epilogue stages those zeros.
   // trace_tile: the tile's index in this CTA, for FLASHKIT_SM90_FWD_TRACE's stamps (fwd_kernel.h).
   template <class AccO>
   __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w,

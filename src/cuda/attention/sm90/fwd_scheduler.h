@@ -42,8 +42,10 @@ struct FwdScheduler {
     const PersistentOrder fixed =
         PersistentOrder::make(a.num_blocks, a.heads, a.batch, a.reverse, a.num_ctas);
     const int tiles = a.num_blocks * a.heads * a.batch, group = a.group < 1 ? 1 : a.group;
-    return {fixed, GroupedOrder::make(a.num_blocks, a.heads, a.batch, a.reverse, group), a.counter,
-            group, tiles, a.counter ? (tiles < a.num_ctas ? tiles : a.num_ctas) : fixed.num_ctas};
+    const GroupedOrder grouped =
+        GroupedOrder::make(a.num_blocks, a.heads, a.batch, a.reverse, group);
+    const int ctas = a.counter ? (tiles < a.num_ctas ? tiles : a.num_ctas) : fixed.num_ctas;
+    return {fixed, grouped, a.counter, group, tiles, ctas};
   }
   static dim3 grid_shape(const Params& p) { return dim3(unsigned(p.ctas)); }
 
