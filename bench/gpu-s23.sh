@@ -15,6 +15,8 @@
 # 'plain=') at 2k and 8k: CTA 0's clock at each phase of its tiles (fwd_mainloop.h FK_FWD_STAMP).
 # PART=sched: the forward schedulers' divisions by launch-time constants (FastDiv): tests,
 # sanitizers, kernel times base / new in two rounds, the trace harness.
+# PART=stsm: the epilogue's O staging by stmatrix: forward + fp8 tests, sanitizers, kernel times
+# against v9b's build (tar xzf .ab/v9b.tgz -C .ab first).
 # PART=mas: bench/mas.py (Super-MAS's own timing beside ours) with the base package.
 # PART=bench: bench/attention.py forward (flashkit, flash, cuDNN; hdim 128 and 64, 2k-16k), then
 # bench/variants.py at hdim 128 and 64, then bench/mas.py (both timings).
@@ -105,6 +107,20 @@ sched)  # scheduler v9b (FastDiv): forward tests, sanitizers, kernel times base 
     ab_times 64 "--seqlen 2048" "--seqlen 2048 --causal"
   done
   [ -x .ab/trace ] && timeout 60 .ab/trace trace 2048 2>&1 | grep "mean\|trace d"
+  ;;
+stsm)  # the forward epilogue's O staging by stmatrix: forward tests, sanitizers, kernel times
+  gtest fwd 'AttentionGpuSm90*:AttentionGpuSmall.Sm90*:AttentionGpuSmall.Fp8*:AttentionGpuFp8*:AttentionGpuBlockSparse*:AttentionGpu/AttentionGpuVariants*:AttentionGpu.*' 300
+  SAN_EACH=${SAN_EACH:-80} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80Paths:AttentionGpuSmall.Sm90PaddedBuckets:AttentionGpuSmall.Fp8Forward'
+  # against v9b's build (.ab/v9b.tgz: the same python files, v9b's extension), two rounds
+  for r in 1 2; do
+    for args in "--hdim 128 --seqlen 2048" "--hdim 128 --seqlen 2048 --causal" "--hdim 128" \
+        "--hdim 64 --seqlen 2048" "--hdim 64 --seqlen 2048 --causal"; do
+      stamp "breakdown v9b $args"
+      PYTHONPATH=bench:.ab/v9b bd $args | grep -E "Kernel<|us per" | grep -v Bwd
+      stamp "breakdown new $args"
+      bd $args | grep -E "Kernel<|us per" | grep -v Bwd
+    done
+  done
   ;;
 mas)  # bench/mas.py on main's build (the base package: no MAS code changed), both timings
   export PYTHONPATH=.ab/old:$PYTHONPATH
