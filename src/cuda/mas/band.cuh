@@ -276,25 +276,21 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
     for (int r = 0; r < R; ++r)
 #pragma unroll
       for (int w = 0; w < kWords; ++w) pa[r][w] = pb[r][w] = 0;
-    // Decision words as cell_fbit's float halves (v21): [0, 1] the previous segment's last word,
-    // [2 m, 2 m + 1] word m - 1 of this segment's.
-    float acc[R][2 * (kNW + 1)];
+    // Decision words: [0] the previous segment's last word, [m] word m - 1 of this segment's.
+    uint32_t acc[R][kNW + 1];
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int m = 0; m < 2 * (kNW + 1); ++m) acc[r][m] = kBitBias;
-    auto store_words = [&](int wi, int m) {  // word wi of the lane's rows from acc[.][2m, 2m+1]
+      for (int m = 0; m <= kNW; ++m) acc[r][m] = 0;
+    auto store_words = [&](int wi, int m) {  // word wi of the lane's rows from acc[.][m]
       if (wi < 0 || wi >= p.W) return;
       uint32_t* dst = bits + wi * (kRows * NW) + row0 + R * lane;
-      uint32_t w[R];
-#pragma unroll
-      for (int r = 0; r < R; ++r) w[r] = band_word(acc[r][2 * m], acc[r][2 * m + 1]);
       if constexpr (R == 1) {
-        dst[0] = w[0];
+        dst[0] = acc[0][m];
       } else if constexpr (R == 2) {
-        *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+        *reinterpret_cast<uint2*>(dst) = make_uint2(acc[0][m], acc[1][m]);
       } else {
-        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+        *reinterpret_cast<uint4*>(dst) = make_uint4(acc[0][m], acc[1][m], acc[2][m], acc[3][m]);
       }
     };
     const char* lane_ring = ring + lane * kBandRowStride;
@@ -366,8 +362,8 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
               const int e = r + f;  // frame R s + e: piece s element e, or piece s + 1's e - F
               const float v = e < F ? Chunk<S>::get(pa[r], e) : Chunk<S>::get(pb[r], e - F);
               const int fr = F * (j - 1) + e + 32;  // frame - 32 (kSpg g - 1) in this block
-              q[r][f] = cell_fbit(r > 0 ? q[r - 1][f] : up[f], f > 0 ? q[r][f - 1] : qlast[r], v,
-                                  acc[r][fr >> 4], static_cast<float>(1u << (fr & 15)));
+              q[r][f] = cell_pred<true>(r > 0 ? q[r - 1][f] : up[f], f > 0 ? q[r][f - 1] : qlast[r],
+                                        v, acc[r][fr >> 5], 1u << (fr & 31));
             }
           const bool started = s >= lane;  // else the tile lies before the band: k < 0
 #pragma unroll
@@ -402,9 +398,9 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
       if (x_send && lane == 31) mbar_arrive(&s_xfull[xst % kBandStages]);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        acc[r][0] = acc[r][2 * kNW], acc[r][1] = acc[r][2 * kNW + 1];
+        acc[r][0] = acc[r][kNW];
 #pragma unroll
-        for (int m = 2; m < 2 * (kNW + 1); ++m) acc[r][m] = kBitBias;
+        for (int m = 1; m <= kNW; ++m) acc[r][m] = 0;
       }
     }
     store_words((nblocks + gofs) * kNW - 1, 0);

@@ -438,30 +438,6 @@ __device__ __forceinline__ float cell_pred(float v_prev, float v_cur, float valu
   return q;
 }
 
-// The band kernel's cell (v21): one instruction on the half-rate ALU pipe instead of three. The
-// compare sets a predicate (FSETP, the only ALU instruction); the sum is v_cur + value,
-// overwritten by v_prev + value when the compare holds (two FADDs, the second predicated: the
-// selected operand plus value, the same rounding and NaN rule as cell_pred), and the decision bit
-// is *added as a float*: `fbits` holds 2^23 + (the bits so far), so adding 2^k (k < 16) sets bit
-// k of its mantissa exactly (the bits of a word are distinct), on the FMA pipe. band_word reads
-// two such halves back as one 32-bit word. ptxas's static schedule of the band loop at R = 4
-// (bench/NOTES-mas.md v21): 4 instructions a cell, 1 of them ALU (cell_pred<true>: 3 of 4).
-constexpr float kBitBias = 8388608.f;  // 2^23: the float whose mantissa holds the bits
-__device__ __forceinline__ float cell_fbit(float v_prev, float v_cur, float value, float& fbits,
-                                           float fbit) {
-  float q;
-  asm("{ .reg .pred p; .reg .f32 a;\n\t"
-      "setp.gt.f32 p, %2, %3; add.rn.f32 a, %3, %4; @p add.rn.f32 a, %2, %4;\n\t"
-      "@p add.rn.f32 %1, %1, %5; mov.f32 %0, a; }"
-      : "=f"(q), "+f"(fbits)
-      : "f"(v_prev), "f"(v_cur), "f"(value), "f"(fbit));
-  return q;
-}
-// The 32-bit decision word of two cell_fbit halves (frames 0-15 in lo, 16-31 in hi).
-__device__ __forceinline__ uint32_t band_word(float lo, float hi) {
-  return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x5410);
-}
-
 // A 32-frame block's decision words of the lane's K rows (consecutive words, 4K-byte aligned).
 template <int K>
 __device__ __forceinline__ void store_bits(uint32_t* dst, const uint32_t (&bits)[K]) {
@@ -694,21 +670,22 @@ static __device__ int backtrack_one_lane(const uint32_t* bits, int bstride, int 
   return steps;
 }
 
-// The same walk over registers (v21, `Params::walk_regs`): backtrack_one_lane waits on a
-// shared-memory load in every step (~75 cycles a step at T = 128 and 256, v19). Here a batch of
-// the words of rows index .. index - 15 in the current 32-frame block is loaded at once (16
-// independent loads, one latency), and the walk inside the block runs over them: the path moves
-// down one row a move, so move j of the batch reads w[j], a register fixed at compile time. The
-// chain of a move is three instructions: the mask of the frames left (bmsk: bits below the last
-// move's frame, or up to y at the batch's start), one LOP3 (word & mask | forced move), and the
-// highest set bit (the move's frame in the block); the forced move at y' == x and the run start's
-// store are off it. The batch ends when a move leaves the block (mv < 2: no move, so the row
-// keeps the rest of the block; or a move at the block's first frame), at row 0 (its word and
-// forced bit are 0), or after 16 moves inside the block (the next batch, same block). Returns the
-// batches (FLASHKIT_MAS_TRACE). Same starts as backtrack_one_lane.
+// The same walk over registers (v21b, `Params::walk_regs`). The one-lane walk costs ~75 cycles a
+// row, and not for its shared-memory load: measured on an H200 (bench/mas_walk_micro.cu), the
+// chain bmsk -> LOP3 -> bfind is ~28 cycles (bfind alone ~19, a variable-latency instruction), a
+// branch on each move's result adds ~30, and a store of the move's frame that waits on the bfind
+// ~47 more. So here the moves run in groups of kGroup with neither: inside a 32-frame block the
+// path moves down one row a move, so move j of a batch reads the word of row index - j, a
+// register fixed at compile time (a batch of 16 words loaded at once, the forced move at
+// y' == x or'ed in off the chain; rows <= 0 read as 0). A move's mask is bmsk(lim), lim the
+// frames left in the block (the previous move's frame); a move that finds no bit (mv == 0: the
+// row keeps the rest of the block) or moves at the block's first frame (mv == 1) leaves the
+// block, and the moves after it in the group are computed and dropped. Once a group is done, its
+// run starts are stored (predicated, off the chain) and one branch decides whether the walk left
+// the block. Returns the batches (FLASHKIT_MAS_TRACE). Same starts as backtrack_one_lane.
 static __device__ int backtrack_regs(const uint32_t* bits, int bstride, int tx, int ty,
                                      int32_t* start) {
-  constexpr int kBatch = 16;
+  constexpr int kBatch = 16, kGroup = 4;
   int batches = 0;
   const uint32_t base = smem_addr(bits), sstart = smem_addr(start);
   int index = tx - 1, y = ty - 1;
@@ -718,35 +695,50 @@ static __device__ int backtrack_regs(const uint32_t* bits, int bstride, int tx, 
     const uint32_t block = base + 4 * ((y >> 5) * bstride);
     uint32_t w[kBatch];
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j)  // rows <= 0 read as 0 (row 0 never moves)
+    for (int j = 0; j < kBatch; ++j) {  // rows <= 0 read as 0 (row 0 never moves)
+      const int x = index - j;
       asm volatile(
           "{ .reg .pred p; setp.gt.s32 p, %1, 0; mov.u32 %0, 0; @p ld.shared.u32 %0, [%2]; }"
           : "=r"(w[j])
-          : "r"(index - j), "r"(block + 4 * (index - j)));
-    int lim = (y & 31) + 1;  // the frames b0 .. b0 + lim - 1 are left in this block
+          : "r"(x), "r"(block + 4 * x));
+      // The forced move at y' == x, inside the frames left whenever the row is reached (y >= x).
+      w[j] |= x > 0 && x >= b0 ? 1u << (x - b0) : 0u;
+    }
+    uint32_t lim = (y & 31) + 1;  // the frames b0 .. b0 + lim - 1 are left in this block
     bool left = false;
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int x = index - j;
-      const uint32_t forced = x > 0 && x >= b0 ? 1u << (x - b0) : 0u;  // y >= x: inside the mask
-      uint32_t mask, hsb;
-      asm("bmsk.clamp.b32 %0, 0, %1;" : "=r"(mask) : "r"(lim));
-      const uint32_t mv = (w[j] & mask) | forced;
-      asm("bfind.u32 %0, %1;" : "=r"(hsb) : "r"(mv));  // the move's frame - b0 (~0u: none)
-      asm volatile("{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.shared.s32 [%1], %2; }" ::"r"(mv),
-                   "r"(sstart + 4 * x), "r"(b0 + static_cast<int>(hsb))
-                   : "memory");
-      if (mv < 2u) {  // the walk leaves the block: row x keeps the rest of it, or row x - 1 enters
-        index = x - (mv != 0u);
+    for (int g = 0; g < kBatch / kGroup && !left; ++g) {
+      uint32_t mv[kGroup], hsb[kGroup];
+#pragma unroll
+      for (int k = 0; k < kGroup; ++k) {
+        uint32_t mask;
+        asm("bmsk.clamp.b32 %0, 0, %1;" : "=r"(mask) : "r"(lim));
+        mv[k] = w[g * kGroup + k] & mask;
+        asm("bfind.u32 %0, %1;" : "=r"(hsb[k]) : "r"(mv[k]));  // the move's frame - b0
+        lim = hsb[k];
+      }
+      int stop = kGroup;  // the first move of the group that leaves the block
+#pragma unroll
+      for (int k = kGroup - 1; k >= 0; --k) stop = mv[k] < 2u ? k : stop;
+#pragma unroll
+      for (int k = 0; k < kGroup; ++k)  // moves up to the one that leaves, if it moves (mv == 1)
+        asm volatile(
+            "{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.shared.s32 [%1], %2; }" ::"r"(
+                static_cast<uint32_t>(k <= stop && mv[k] != 0u)),
+            "r"(sstart + 4 * (index - g * kGroup - k)), "r"(b0 + static_cast<int>(hsb[k]))
+            : "memory");
+      if (stop < kGroup) {  // row x keeps the rest of the block (mv == 0) or row x - 1 enters
+        uint32_t mstop = mv[0];
+#pragma unroll
+        for (int k = 1; k < kGroup; ++k) mstop = k == stop ? mv[k] : mstop;
+        index -= g * kGroup + stop + (mstop != 0u);
         y = b0 - 1;
         left = true;
-        break;
       }
-      lim = static_cast<int>(hsb);
     }
     if (!left) {  // 16 moves inside the block: the next batch starts at row index - 16
       index -= kBatch;
-      y = b0 + lim - 1;
+      y = b0 + static_cast<int>(lim) - 1;
     }
   }
   asm volatile("st.shared.s32 [%0], 0;" ::"r"(sstart) : "memory");
