@@ -4,7 +4,7 @@
 # with its extension) in .ab/base24.tgz.
 # PART=mas21: the MAS GPU tests (and the band tests with the old loads and walk), memcheck /
 # racecheck on the small band / staged tests, then GPU time of a drop-in call (bench/mas_overhead.py)
-# for base, new, new with FLASHKIT_MAS_BAND_TMA=0 and new with FLASHKIT_MAS_WALK=0, two rounds, and
+# for base, new and new with FLASHKIT_MAS_WALK=0 (the old walk), two rounds, and
 # CTA 0's phase clocks (FLASHKIT_MAS_TRACE) base / new.
 # PART=mas: bench/mas.py (both timings) with the new package.
 # usage: tar xzf .ab/lib.tgz && tar xzf .ab/base24.tgz -C .ab && OUT=/some/dir PART=mas21 bench/gpu-s24.sh
@@ -16,16 +16,16 @@ small='MasGpuSmall.BandKernelShapes:MasGpuSmall.NanAndInfCells:MasGpuSmall.Stage
 case "${PART:?set PART}" in
 mas21)
   gtest mas 'MasGpu*' 200
-  ENVS="FLASHKIT_MAS_BAND_TMA=0 FLASHKIT_MAS_WALK=0" gtest mas-old "$small" 100
+  ENVS="FLASHKIT_MAS_WALK=0" gtest mas-old "$small" 100
   SAN_EACH=${SAN_EACH:-100} sanitize "$bin" "$small"
   for round in 1 2; do
-    for v in base new "new FLASHKIT_MAS_BAND_TMA=0" "new FLASHKIT_MAS_WALK=0"; do
+    for v in base new "new FLASHKIT_MAS_WALK=0"; do
       set -- $v
       stamp "mas_overhead.py $v"
       if [ "$1" = base ]; then pp=.ab/old:$PYTHONPATH; else pp=$PYTHONPATH; fi
       shift
       PYTHONPATH=$pp env "$@" timeout 60 python3 bench/mas_overhead.py --Ts 128,256,1024 --reps 30 2>&1 \
-        | grep -E "T=" | cut -c1-110
+        | grep -E "T=.*drop-in" | cut -c1-110
     done
   done
   for v in base new; do

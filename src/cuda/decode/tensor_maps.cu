@@ -1,14 +1,29 @@
-// tensor_maps.h: the maps encoded through tensor_map_encoder (cuda/common/tensor_map_encoder.h).
-#include "cuda/decode/tensor_maps.h"
+// tensor_maps.h: cuTensorMapEncodeTiled reached through the runtime's driver entry point (so the
+// library needs no -lcuda link), looked up once per process.
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
 
-#include "cuda/common/tensor_map_encoder.h"
+#include "cuda/decode/tensor_maps.h"
 
 namespace flashkit::cuda::decoding {
 
 namespace {
 
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
 bool encode(CUtensorMap* map, const TensorView& t, int box, int l2_promo) {
-  const PFN_cuTensorMapEncodeTiled_v12000 fn = tensor_map_encoder();
+  const PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
   if (!fn || t.stride[3] != 1) return false;
   const cuuint64_t es = 2;  // bf16 / fp16
   // Innermost first: dim, head, token, outer (batch, or page when paged).

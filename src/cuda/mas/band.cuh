@@ -12,10 +12,8 @@
 // R s + 2R - 2 of all rows, so the likelihood streams through a ring of 128-byte row segments in
 // frame order (cp.async, one commit group a segment, 4 whole rows a warp instruction). The
 // decision bits go to shared memory as words (frame / 32, row) with bit frame % 32, as the staged
-// kernel's, and backtrack_one_lane walks them.
+// kernel's, and backtrack_regs walks them (v21).
 #pragma once
-#include <cuda.h>
-
 #include "cuda/mas/device.cuh"
 #include "cuda/mas/path_writer.cuh"
 #include "cuda/mas/staged.cuh"
@@ -91,31 +89,6 @@ __device__ __forceinline__ void zero_bulk(char* dst, int64_t n, uint4* zbuf, int
 #endif
 }
 
-// The likelihood by the copy engine (v21, sm_90): one tensor-map box a row of the tile per
-// segment, instead of 8 R cp.async a lane (each with a 64-bit address add and a predicate: ~130
-// instructions an 8-step block of the one DP warp's ~1000). The map (band_value_map) is [items,
-// rows, frames] with a traversal stride of R rows: box r of a segment is rows row0 + r, row0 + r +
-// R, .. (32 of them) x (one segment's frames + 16 bytes), i.e. the rows of places r * 32 + lane at
-// the 144-byte pitch of the cp.async ring, the 16 bytes of padding filled with the next
-// segment's first frames. Rows past T and frames past S arrive as zeros.
-__device__ __forceinline__ void band_expect_tx(uint64_t* bar, uint32_t bytes) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-               "r"(bytes)
-               : "memory");
-#endif
-}
-__device__ __forceinline__ void band_tma_3d(uint32_t dst, const CUtensorMap* map, uint64_t* bar,
-                                            int frame, int row, int item) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(frame), "r"(row), "r"(item)
-      : "memory");
-#endif
-}
-
 // F floats to shared address `addr` when `pred` (a predicated store: no branch in the DP loop).
 template <int F>
 __device__ __forceinline__ void band_store_pred(uint32_t addr, const float (&v)[F], bool pred) {
@@ -142,7 +115,7 @@ __device__ __forceinline__ void band_store_pred(uint32_t addr, const float (&v)[
 // chunks into registers at the start of its block and arrives on empty at once, v19). Warp 1 runs
 // 32 / kSpg + 1 blocks behind.
 template <Src S, int R, int NW>
-__global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params p, const __grid_constant__ CUtensorMap vmap) {
+__global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params p) {
   using T = typename Chunk<S>::T;
   constexpr int kEs = sizeof(T), F = R;
   constexpr int kSegFrames = kBandSegBytes / kEs;  // 32 (fp32) or 64 (16-bit)
@@ -155,12 +128,11 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
   constexpr int kXChunks = kBandStages * kSpg;  // chunks of the ring between warps
   static_assert(kSpg >= 1 && kSegFrames % F == 0, "a step's frames inside one segment");
   static_assert(NW == 1 || (32 % kSpg == 0 && kRows % kSegFrames == 0), "warp 1's frames");
-  extern __shared__ __align__(128) uint4 s_dyn[];
+  extern __shared__ uint4 s_dyn[];
   __shared__ int32_t s_start[kBandMaxText];
   __shared__ __align__(16) float s_x[NW > 1 ? kXChunks * F : 4];
   __shared__ uint64_t s_xfull[kBandStages], s_xempty[kBandStages];
   __shared__ uint4 s_zero[256];  // zero_bulk's source (p.band_bulk)
-  __shared__ uint64_t s_full[NW][8];  // p.band_tma: segment slot i of DP warp w has landed
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
@@ -195,20 +167,7 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
   const uint32_t dst0 = smem_addr(ring) + lane_place * kBandRowStride + 16 * u;
   const char* src0 = item + static_cast<int64_t>(row0 + q) * p.vx * kEs + 16 * u;
   const int64_t step4 = 4 * p.vx * kEs;
-  const bool tma = p.band_tma;
-  uint64_t* const full = s_full[dp ? warp : 0];
   auto issue = [&](int g) {
-    if (tma) {  // lane 0 alone; the others only wait on the slot's barrier
-      if (lane == 0) {
-        const uint32_t dst = smem_addr(ring) + (g % kSeg) * kSlot;
-        band_expect_tx(&full[g % kSeg], kSlot);
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-          band_tma_3d(dst + r * 32 * kBandRowStride, &vmap, &full[g % kSeg], (g + gofs) * kSegFrames,
-                      row0 + r, b);
-      }
-      return;
-    }
     const int off = (g + gofs) * kBandSegBytes;
     const uint32_t dst = dst0 + (g % kSeg) * kSlot;
     const char* src = src0 + off;
@@ -225,11 +184,6 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
   // Rows < T and bytes < S exist whatever the lengths are: the first segments go out now.
-  if (tma && dp && lane < kSeg) {
-    mbar_init(&full[lane], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncwarp();
   if (dp)
 #pragma unroll 1
     for (int g = 0; g < kSeg - 1; ++g) issue(g);
@@ -246,13 +200,10 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
 
   if (!valid || tx == 0) {  // an all-zero path; the copies in flight land before the CTA leaves
     asm volatile("cp.async.wait_all;" ::: "memory");
-    if (tma && dp)
-      for (int g = 0; g < kSeg - 1; ++g) mbar_wait(&full[g % kSeg], (g / kSeg) & 1);
     if (item_path != nullptr) zero_bytes(item_path, 0, path_bytes, tid, blockDim.x);
     return;
   }
 
-  int waited = 0;  // p.band_tma: segments this DP warp has waited for
   if (!dp) {
     // p.band_bulk: the zeros go during the backtrack, below (the DP's loads run alone).
     if (item_path != nullptr && !p.band_bulk)
@@ -297,14 +248,11 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
     const uint32_t sx_addr = smem_addr(s_x);
 #pragma unroll 1
     for (int g = 0; g < nblocks; ++g) {
-      if (tma)
-        mbar_wait(&full[g % kSeg], (g / kSeg) & 1);  // segment g has landed
-      else
-        stage_wait<kSeg - 2>();  // this lane's copies of segment g have landed
-      __syncwarp();  // every lane's have, and every lane has read slot (g - 1) % kSeg
+      stage_wait<kSeg - 2>();  // this lane's copies of segment g have landed
+      __syncwarp();            // every lane's have, and every lane has read slot (g - 1) % kSeg
       if (g + kSeg - 1 < nblocks)
         issue(g + kSeg - 1);
-      else if (!tma)
+      else
         asm volatile("cp.async.commit_group;" ::: "memory");
       // Lane 0 of warp 1 takes stage g of the ring (the block's kSpg chunks of the row above)
       // into registers at once and frees it (v19: no shared-memory load waits inside the steps);
@@ -404,12 +352,9 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
       }
     }
     store_words((nblocks + gofs) * kNW - 1, 0);
-    waited = nblocks;
     stamp(3);
   }
   asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives the CTA
-  if (tma && dp)  // nor a prologue segment past the warp's last block
-    for (int g = waited; g < kSeg - 1; ++g) mbar_wait(&full[g % kSeg], (g / kSeg) & 1);
   __syncthreads();  // the decision words (the DP warps), the zero warps' zeros (!p.band_bulk)
   stamp(4);
   if (tid == 0) {

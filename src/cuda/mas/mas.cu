@@ -13,7 +13,6 @@
 #include "common/dtype_bits.h"
 #include "cuda/common/check.h"
 #include "cuda/common/smem_limit.h"
-#include "cuda/common/tensor_map_encoder.h"
 #include "cuda/common/workspace.h"
 #include "cuda/mas/band.cuh"
 #include "cuda/mas/forward.cuh"
@@ -117,7 +116,6 @@ struct Tuning {
   int band_warps = 0;       // v18d: FLASHKIT_MAS_BAND_WARPS (band_warps)
   bool band_bulk = true;    // v19c: FLASHKIT_MAS_BAND_BULK=0: zero warps' stores beside the DP
   bool walk_regs = true;    // v21: FLASHKIT_MAS_WALK=0: backtrack_one_lane (the A/B)
-  bool band_tma = true;     // v21: FLASHKIT_MAS_BAND_TMA=0: the band kernel's cp.async loads
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -142,7 +140,6 @@ const Tuning& tuning() {
     if (const char* e = std::getenv("FLASHKIT_MAS_BAND_BULK"))
       t.band_bulk = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_WALK")) t.walk_regs = std::strcmp(e, "0") != 0;
-    if (const char* e = std::getenv("FLASHKIT_MAS_BAND_TMA")) t.band_tma = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_FUSED_SPLIT"))
       t.fused_split = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_SPLIT_ROWS")) {
@@ -219,37 +216,14 @@ void launch_rows(const Params& p, int B, cudaStream_t stream) {
 
 // The band kernel (band.cuh, v18) for R rows a lane on NW DP warps, and, when it writes the path,
 // warps that zero it (see zero_warps).
-// The band kernel's likelihood map (v21, band.cuh band_tma_3d): [items, rows, frames] of the value
-// tensor, boxes of 32 rows a traversal stride of R apart x one segment's frames + 16 bytes, no
-// swizzle (the cp.async ring's 144-byte pitch). False where the driver refuses the layout (the
-// cp.async loads run then).
-bool band_value_map(CUtensorMap* map, const Params& p, int B, int R, int es) {
-  const PFN_cuTensorMapEncodeTiled_v12000 fn = tensor_map_encoder();
-  if (fn == nullptr) return false;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(p.S), static_cast<cuuint64_t>(p.T),
-                              static_cast<cuuint64_t>(B)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(p.vx * es),
-                                 static_cast<cuuint64_t>((B > 1 ? p.vb : p.T * p.vx) * es)};
-  const cuuint32_t box[3] = {static_cast<cuuint32_t>(kBandRowStride / es),
-                             static_cast<cuuint32_t>(32 * R), 1};
-  const cuuint32_t steps[3] = {1, static_cast<cuuint32_t>(R), 1};
-  const CUtensorMapDataType type =
-      es == 4 ? CU_TENSOR_MAP_DATA_TYPE_UINT32 : CU_TENSOR_MAP_DATA_TYPE_UINT16;
-  return fn(map, type, 3, const_cast<void*>(p.value), dims, strides, box, steps,
-            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 template <Src S, int R, int NW>
 void launch_band_rows(const Params& p, int B, cudaStream_t stream) {
   constexpr auto kernel = mas_forward_band<S, R, NW>;
   ensure_smem_limit<kernel>(kMaxDynSmem);
-  CUtensorMap map{};
-  Params q = p;
-  q.band_tma = p.band_tma && band_value_map(&map, p, B, R, sizeof(typename Chunk<S>::T));
   // FLASHKIT_MAS_TRACE=1 (measuring only: syncs the stream): CTA 0's phase clocks, printed.
   static const bool tracing = std::getenv("FLASHKIT_MAS_TRACE") != nullptr;
   static int64_t* trace = nullptr;
+  Params q = p;
   if (tracing) {
     if (trace == nullptr) FK_CUDA_CHECK(cudaMalloc(&trace, 16 * sizeof(int64_t)));
     FK_CUDA_CHECK(cudaMemsetAsync(trace, 0, 16 * sizeof(int64_t), stream));
@@ -260,7 +234,7 @@ void launch_band_rows(const Params& p, int B, cudaStream_t stream) {
   // shared warp 0's scheduler; measured level, H200).
   const int zero_warps = p.band_bulk ? 1 : 4 - NW;
   kernel<<<B, 32 * (NW + (p.path != nullptr ? zero_warps : 0)), band_smem_bytes(R, NW, p.S),
-           stream>>>(q, map);
+           stream>>>(q);
   FK_CHECK_LAUNCH("mas_forward_band");
   if (tracing) {
     int64_t h[16];
@@ -598,7 +572,6 @@ void monotonic_alignment_search(const TensorView& value, const TensorView& text_
   prepare_path(p, s, stream);
   if (use_band(gpu, T, S, vec)) {
     p.band_bulk = tuning().band_bulk && gpu.major >= 9;
-    p.band_tma = tuning().band_tma && gpu.major >= 9;
     switch (value.dtype) {
       case DType::f16:
         launch_band<Src::f16>(p, B, stream);
