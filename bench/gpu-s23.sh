@@ -57,11 +57,7 @@ masknobs)  # GPU time of a drop-in call at T = 128 / 256 under the MAS knobs, tw
 issue8)  # forward and backward against cuDNN and flash in one process on main's build (base package;
   # NEW=1: the carried library's package instead)
   [ -z "${NEW:-}" ] && export PYTHONPATH=.ab/old:$PYTHONPATH
-  stamp "bench/attention.py"
-  timeout "$(left)" python3 bench/attention.py --out "$out" --methods flashkit,flash,cudnn --no-memory \
-    --hdims 128,64,256 --seqlens 2048,4096,8192,16384 --name "attention-s23${NEW:+-v9b}" >"$log/attn.log" 2>&1
-  stamp "rc=$?"
-  tail -40 "$log/attn.log"
+  issue8_table "attention-s23${NEW:+-v9b}"
   ;;
 bt)  # the backtrack with its loads a step ahead: MAS tests, sanitizers, GPU time base / new
   gtest mas 'MasGpu*' 300

@@ -59,6 +59,17 @@ mas_tests() {
   stamp "tests/gpu/run rc=$?"
   grep -E "gpu tests|sanitizer|build|FAILED|Failure|differ" "$log/run.txt" | head -20
 }
+# The PYTHONPATH of build $1 in an A/B call: base (.ab/old, main's package) or new (python/).
+pp_of() { if [ "$1" = base ]; then echo ".ab/old:$PYTHONPATH"; else echo "$PYTHONPATH"; fi; }
+# Issue 8's table: bench/attention.py forward + backward, flashkit / flash / cuDNN in one process,
+# hdim 128, 64 and 256 at 2k-16k, in the time left; $1 names the result file.
+issue8_table() {
+  stamp "bench/attention.py"
+  timeout "$(left)" python3 bench/attention.py --out "$out" --methods flashkit,flash,cudnn --no-memory \
+    --hdims 128,64,256 --seqlens 2048,4096,8192,16384 --name "$1" >"$log/attn.log" 2>&1
+  stamp "rc=$?"
+  tail -40 "$log/attn.log"
+}
 # bench/mas.py's sweep (Cython up to T = 256) in the time left, if at least $1 seconds are.
 mas_sweep() {
   stamp "bench/mas.py ($(left) s left)"

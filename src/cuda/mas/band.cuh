@@ -12,7 +12,7 @@
 // R s + 2R - 2 of all rows, so the likelihood streams through a ring of 128-byte row segments in
 // frame order (cp.async, one commit group a segment, 4 whole rows a warp instruction). The
 // decision bits go to shared memory as words (frame / 32, row) with bit frame % 32, as the staged
-// kernel's, and backtrack_regs walks them (v21).
+// kernel's, and backtrack_one_lane walks them.
 #pragma once
 #include "cuda/mas/device.cuh"
 #include "cuda/mas/path_writer.cuh"
@@ -358,8 +358,7 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
   __syncthreads();  // the decision words (the DP warps), the zero warps' zeros (!p.band_bulk)
   stamp(4);
   if (tid == 0) {
-    const int steps = p.walk_regs ? backtrack_regs(bits, kRows * NW, tx, ty, s_start)
-                                  : backtrack_one_lane(bits, kRows * NW, tx, ty, s_start);
+    const int steps = backtrack_one_lane(bits, kRows * NW, tx, ty, s_start);
     if (trace != nullptr) trace[7] = steps;
   }
   // v19c: the path's zeros as bulk copies by the zero warp while thread 0 walks the bits back

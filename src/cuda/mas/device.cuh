@@ -135,7 +135,6 @@ struct Params {
   int early_zeros;  // host's choice (mas.cu, v17): the path kernel zeroes beside this kernel
   int64_t* trace;   // the band kernel's phase clocks (FLASHKIT_MAS_TRACE), else null
   int band_bulk;    // v19c: the band kernel's path zeros as bulk copies by one zero warp
-  int walk_regs;    // v21: the walk back over registers (backtrack_regs), else backtrack_one_lane
   // L2 prefetch of each row: every l2_group blocks (32 frames each), the next l2_group blocks
   // starting l2_blocks ahead of the register loads, as one contiguous run per row (longer runs
   // per row: fewer DRAM pages opened per byte).
@@ -667,81 +666,6 @@ static __device__ int backtrack_one_lane(const uint32_t* bits, int bstride, int 
   }
   asm volatile("st.shared.s32 [%0], 0;" ::"r"(sstart) : "memory");
   return steps;
-}
-
-// The same walk over registers (v21, `Params::walk_regs`). The one-lane walk costs ~75 cycles a
-// row, and not for its load's latency: measured on an H200 (bench/mas_walk_micro.cu, one thread),
-// the chain bmsk -> LOP3 -> bfind is ~28 cycles (bfind alone ~19: a variable-latency
-// instruction), a branch on each move's result adds ~30, and a shared-memory store of each move's
-// frame ~47 more (its operand register is read late, and the next move's bfind reuses it). So
-// the moves here have neither. Inside a 32-frame block the path moves down one row a move, so
-// move j of a batch reads the word of row index - j, a register fixed at compile time: a batch
-// loads 16 words at once (rows <= 0 read as 0; the forced move at y' == x is or'ed in, off the
-// chain: it lies inside the frames left whenever the row is reached, y >= x). A move's mask is
-// bmsk(lim), lim the frames left in the block (the previous move's frame - b0); a move that finds
-// no bit (mv == 0: the row keeps the rest of the block) or moves at the block's first frame
-// (mv == 1) leaves the block. The moves run kGroup at a time with one branch after each group
-// (the moves after the leaving one are computed and dropped), and the batch's run starts are
-// stored once it ends, predicated. Returns the batches (FLASHKIT_MAS_TRACE). Same starts as
-// backtrack_one_lane.
-static __device__ int backtrack_regs(const uint32_t* bits, int bstride, int tx, int ty,
-                                     int32_t* start) {
-  constexpr int kBatch = 16, kGroup = 4;
-  int batches = 0;
-  const uint32_t base = smem_addr(bits), sstart = smem_addr(start);
-  int index = tx - 1, y = ty - 1;
-  while (index > 0) {
-    ++batches;
-    const int b0 = y & ~31;
-    const uint32_t block = base + 4 * ((y >> 5) * bstride);
-    uint32_t w[kBatch], mv[kBatch], hsb[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int x = index - j;
-      asm volatile(
-          "{ .reg .pred p; setp.gt.s32 p, %1, 0; mov.u32 %0, 0; @p ld.shared.u32 %0, [%2]; }"
-          : "=r"(w[j])
-          : "r"(x), "r"(block + 4 * x));
-      w[j] |= x > 0 && x >= b0 ? 1u << (x - b0) : 0u;
-      mv[j] = 0, hsb[j] = 0;
-    }
-    uint32_t lim = (y & 31) + 1;  // the frames b0 .. b0 + lim - 1 are left in this block
-    int stop = kBatch;            // the move that leaves the block (kBatch: none)
-#pragma unroll
-    for (int g = 0; g < kBatch / kGroup; ++g) {
-#pragma unroll
-      for (int k = g * kGroup; k < (g + 1) * kGroup; ++k) {
-        uint32_t mask;
-        asm("bmsk.clamp.b32 %0, 0, %1;" : "=r"(mask) : "r"(lim));
-        mv[k] = w[k] & mask;
-        asm("bfind.u32 %0, %1;" : "=r"(hsb[k]) : "r"(mv[k]));  // the move's frame - b0
-        lim = hsb[k];
-      }
-#pragma unroll
-      for (int k = (g + 1) * kGroup - 1; k >= g * kGroup; --k) stop = mv[k] < 2u ? k : stop;
-      if (stop < kBatch) break;
-    }
-    // The run starts of rows index .. index - stop: every move up to the one that leaves, if it
-    // moves (mv == 1, at the block's first frame).
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k)
-      asm volatile("{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.shared.s32 [%1], %2; }" ::"r"(
-                       static_cast<uint32_t>(k <= stop && mv[k] != 0u)),
-                   "r"(sstart + 4 * (index - k)), "r"(b0 + static_cast<int>(hsb[k]))
-                   : "memory");
-    if (stop < kBatch) {  // row x keeps the rest of the block (mv == 0) or row x - 1 enters it
-      uint32_t mstop = mv[0];
-#pragma unroll
-      for (int k = 1; k < kBatch; ++k) mstop = k == stop ? mv[k] : mstop;
-      index -= stop + (mstop != 0u);
-      y = b0 - 1;
-    } else {  // 16 moves inside the block: the next batch starts at row index - 16
-      index -= kBatch;
-      y = b0 + static_cast<int>(lim) - 1;
-    }
-  }
-  asm volatile("st.shared.s32 [%0], 0;" ::"r"(sstart) : "memory");
-  return batches;
 }
 
 // Waits until the upstream row (the warp above, or the previous CTA for warp 0) has published

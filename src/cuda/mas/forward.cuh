@@ -375,12 +375,7 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
   if (part != 0) return;
   if (warp == 0)
     if (p.bits_smem) {
-      if (lane == 0) {
-        if (p.walk_regs)
-          backtrack_regs(bits_item, bstride, tx, ty, s_start);
-        else
-          backtrack_one_lane(bits_item, bstride, tx, ty, s_start);
-      }
+      if (lane == 0) backtrack_one_lane(bits_item, bstride, tx, ty, s_start);
     } else {
       backtrack(bits_item, bstride, p.Tw - row0, tx, ty, s_start, lane);
     }

@@ -115,7 +115,6 @@ struct Tuning {
   bool band = true;         // v18: the band kernel where use_band allows it
   int band_warps = 0;       // v18d: FLASHKIT_MAS_BAND_WARPS (band_warps)
   bool band_bulk = true;    // v19c: FLASHKIT_MAS_BAND_BULK=0: zero warps' stores beside the DP
-  bool walk_regs = true;    // v21: FLASHKIT_MAS_WALK=0: backtrack_one_lane (the A/B)
 };
 const Tuning& tuning() {
   static const Tuning t = [] {
@@ -139,7 +138,6 @@ const Tuning& tuning() {
     if (const char* e = std::getenv("FLASHKIT_MAS_BAND_WARPS")) t.band_warps = std::atoi(e);
     if (const char* e = std::getenv("FLASHKIT_MAS_BAND_BULK"))
       t.band_bulk = std::strcmp(e, "0") != 0;
-    if (const char* e = std::getenv("FLASHKIT_MAS_WALK")) t.walk_regs = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_FUSED_SPLIT"))
       t.fused_split = std::strcmp(e, "0") != 0;
     if (const char* e = std::getenv("FLASHKIT_MAS_SPLIT_ROWS")) {
@@ -521,7 +519,6 @@ Params common_params(const Gpu& gpu, int B, int T, int S, int C, const TensorVie
   p.ty_line = ml.ndim == 2 ? static_cast<int>(ml.shape[1]) : -1,
   p.ty_dtype = static_cast<int>(ml.dtype);
   p.neg = opts.neg;
-  p.walk_regs = tuning().walk_regs;
   p.bits = s.bits, p.start = s.start, p.bad = s.bad, p.coef = s.coef;
   if (durations.defined())
     p.dur = durations.ptr<int32_t>(), p.db = durations.stride[0], p.dx = durations.stride[1];

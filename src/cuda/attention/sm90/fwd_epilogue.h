@@ -21,7 +21,8 @@
 // ping-pong runs on across tiles (one warpgroup's next tile starts under the other's epilogue).
 // Measured +4% at hdim 64 causal 2k and 0-1.5% slower on dense hdim 64 (session 16, v8); 1.3-2.3%
 // faster for block masks and windows at hdim 64 / 128, level for plain hdim 128 (session 21,
-// bench/NOTES-attention.md "Block-sparse v5"). FLASHKIT_SM90_FWD_WG_EPI=0/1 forces it off / on.
+// bench/NOTES-attention.md "Block-sparse v5"), +2.5-4% for plain hdim 128 at 2k keys (session 24,
+// "Epilogue per warpgroup for short keys"). FLASHKIT_SM90_FWD_WG_EPI=0/1 forces it off / on.
 namespace flashkit::cuda::attn::sm90 {
 
 // FLASHKIT_SM90_FWD_WG_EPI, read once per process: 0 / 1 force the per-warpgroup epilogue off /
@@ -56,9 +57,15 @@ struct FwdEpilogue {
                                       TileStore{}, _1{}));
   // The default (see above): per warpgroup for the score variants (windows and block masks
   // leave tiles of few key blocks; measured 1.3-2.3% faster, session 21) and at hdim 64 causal
-  // with plain scores; all consumers together for plain scores otherwise (level at hdim 128).
+  // with plain scores; at hdim 128 with plain scores for short keys (short_keys: tiles of at most
+  // 16 key blocks; +2.5-4% at 2k dense and causal on an H200, level at 4k-16k, session 24); all
+  // consumers together otherwise.
   static constexpr bool kPerWgDefault =
       kSlices && (!Mainloop::Policy::kPlain || (kHeadDim == 64 && Mainloop::Policy::kCausal));
+  static constexpr int kShortKeys = 2048;
+  static bool default_per_wg(const AttnArguments& a) {
+    return kPerWgDefault || (kSlices && kHeadDim == 128 && a.seqlen_k <= kShortKeys);
+  }
 
   struct OwnTile {
     alignas(1024) Element o[cosize_v<LayoutO>];
@@ -84,7 +91,7 @@ struct FwdEpilogue {
   };
   static Params to_params(const AttnArguments& a) {
     const GmemExtent e = gmem_extent(a, false, a.o_stride);
-    const bool per_wg = kSlices && (wg_epi_env() < 0 ? kPerWgDefault : wg_epi_env() == 1);
+    const bool per_wg = kSlices && (wg_epi_env() < 0 ? default_per_wg(a) : wg_epi_env() == 1);
     return {make_tma_copy(SM90_TMA_STORE{}, gmem_tensor<Element>(a.o, a.head_dim, a.heads, e),
                           LayoutStore{}, TileStore{}, _1{}),
             static_cast<Element*>(a.o), a.o_stride, a.cu_seqlens_q != nullptr, a.lse,
