@@ -10,7 +10,9 @@
 # PART=epi: the hdim 128 (HD) forward against cuDNN, default epilogue / per-warpgroup epilogue forced
 # on, two rounds.
 # PART=epi2: forward tests, sanitizers and the forward base / new after the short-key default.
-# PART=issue8: bench/attention.py forward + backward, flashkit / flash / cuDNN, hdim 128, 64, 256.
+# PART=issue8: bench/attention.py forward + backward, flashkit / flash / cuDNN, hdim 128, 64, 256
+# (NAME: the result file's name).
+# The last call: ROUNDS=1 PART=epi2, then NAME=attention-s24 PART=issue8, one command.
 # usage: tar xzf .ab/lib.tgz && tar xzf .ab/base24.tgz -C .ab && OUT=/some/dir PART=mas21 bench/gpu-s24.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
@@ -59,7 +61,7 @@ epi2)  # the short-key default (fwd_epilogue.h default_per_wg): forward tests, s
   # the forward against cuDNN, base (main's package) / new, two rounds
   gtest fwd 'AttentionGpuSm90*:AttentionGpuSmall.Sm90*:AttentionGpuSmall.Fp8*:AttentionGpuFp8*:AttentionGpuBlockSparse*:AttentionGpu/AttentionGpuVariants*:AttentionGpu.*' 300
   SAN_EACH=${SAN_EACH:-80} sanitize "$bin" 'AttentionGpuSmall.Sm90AndSm80Paths:AttentionGpuSmall.Sm90PaddedBuckets'
-  for round in 1 2; do
+  for round in $(seq 1 "${ROUNDS:-2}"); do
     for v in base new; do
       stamp "bench/attention.py fwd $v"
       PYTHONPATH=$(pp_of $v) timeout 150 python3 bench/attention.py --out "$out/r$round-$v" --fwd-only \
@@ -71,7 +73,7 @@ epi2)  # the short-key default (fwd_epilogue.h default_per_wg): forward tests, s
   done
   ;;
 issue8)  # forward and backward against cuDNN and flash in one process (the carried library)
-  issue8_table attention-s24
+  issue8_table "${NAME:-attention-s24}"
   ;;
 esac
 stamp "done"

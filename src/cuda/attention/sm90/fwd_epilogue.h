@@ -21,7 +21,7 @@
 // ping-pong runs on across tiles (one warpgroup's next tile starts under the other's epilogue).
 // Measured +4% at hdim 64 causal 2k and 0-1.5% slower on dense hdim 64 (session 16, v8); 1.3-2.3%
 // faster for block masks and windows at hdim 64 / 128, level for plain hdim 128 (session 21,
-// bench/NOTES-attention.md "Block-sparse v5"), +2.5-4% for plain hdim 128 at 2k keys (session 24,
+// bench/NOTES-attention.md "Block-sparse v5"), +2-4% for plain scores at 2k keys (session 24,
 // "Epilogue per warpgroup for short keys"). FLASHKIT_SM90_FWD_WG_EPI=0/1 forces it off / on.
 namespace flashkit::cuda::attn::sm90 {
 
@@ -57,14 +57,14 @@ struct FwdEpilogue {
                                       TileStore{}, _1{}));
   // The default (see above): per warpgroup for the score variants (windows and block masks
   // leave tiles of few key blocks; measured 1.3-2.3% faster, session 21) and at hdim 64 causal
-  // with plain scores; at hdim 128 with plain scores for short keys (short_keys: tiles of at most
-  // 16 key blocks; +2.5-4% at 2k dense and causal on an H200, level at 4k-16k, session 24); all
-  // consumers together otherwise.
+  // with plain scores; with plain scores for short keys too (at most kShortKeys: tiles of few key
+  // blocks again; on an H200 +2-4% at 2k, hdim 128 dense and causal and hdim 64 dense, level at
+  // 4k-16k, session 24); all consumers together otherwise.
   static constexpr bool kPerWgDefault =
       kSlices && (!Mainloop::Policy::kPlain || (kHeadDim == 64 && Mainloop::Policy::kCausal));
   static constexpr int kShortKeys = 2048;
   static bool default_per_wg(const AttnArguments& a) {
-    return kPerWgDefault || (kSlices && kHeadDim == 128 && a.seqlen_k <= kShortKeys);
+    return kPerWgDefault || (kSlices && a.seqlen_k <= kShortKeys);
   }
 
   struct OwnTile {
