@@ -33,7 +33,8 @@ __global__ void micro(int mode, int n, uint32_t seed, char* gdst, long long* out
   uint32_t x = seed | 1u;
   const long long t0 = clock64();
   if (mode == 0) {
-    for (int i = 0; i < n; ++i) asm volatile("lop3.b32 %0, %0, %1, 0x5a5a5a5a, 0x96;" : "+r"(x) : "r"(seed));
+    for (int i = 0; i < n; ++i)
+      asm volatile("lop3.b32 %0, %0, %1, 0x5a5a5a5a, 0x96;" : "+r"(x) : "r"(seed));
   } else if (mode == 1) {
     for (int i = 0; i < n; ++i) {
       asm volatile("bfind.u32 %0, %0;" : "+r"(x));
@@ -70,14 +71,15 @@ int main() {
   cudaMalloc(&out, 16 * sizeof(long long));
   cudaMalloc(&g, 262144);
   const int n = 4096;
-  const char* names[] = {"lop3", "bfind+lop3", "move", "move+sts", "move+sts, bulk zeros beside",
-                         "lds chase"};
+  const char* names[] = {
+      "lop3", "bfind+lop3", "move", "move+sts", "move+sts, bulk zeros beside", "lds chase"};
   for (int rep = 0; rep < 2; ++rep)
     for (int mode = 0; mode < 6; ++mode) {
       micro<<<1, 64>>>(mode, n, 0x12345u + rep, g, out);
       long long h[16];
       cudaMemcpy(h, out, sizeof(h), cudaMemcpyDeviceToHost);
-      if (rep == 1) std::printf("%-30s %6.1f cycles an iteration\n", names[mode], double(h[mode]) / n);
+      if (rep == 1)
+        std::printf("%-30s %6.1f cycles an iteration\n", names[mode], double(h[mode]) / n);
     }
   return cudaDeviceSynchronize() != cudaSuccess;
 }
