@@ -21,8 +21,8 @@
 // ping-pong runs on across tiles (one warpgroup's next tile starts under the other's epilogue).
 // Measured +4% at hdim 64 causal 2k and 0-1.5% slower on dense hdim 64 (session 16, v8); 1.3-2.3%
 // faster for block masks and windows at hdim 64 / 128, level for plain hdim 128 (session 21,
-// bench/NOTES-attention.md "Block-sparse v5"), +2-4% for plain scores at 2k keys (session 24,
-// "Epilogue per warpgroup for short keys"). FLASHKIT_SM90_FWD_WG_EPI=0/1 forces it off / on.
+// bench/NOTES-attention.md "Block-sparse v5"), 0-4% faster for plain scores at 2k keys (session
+// 24, "Epilogue per warpgroup for short keys"). FLASHKIT_SM90_FWD_WG_EPI=0/1 forces it off / on.
 namespace flashkit::cuda::attn::sm90 {
 
 // FLASHKIT_SM90_FWD_WG_EPI, read once per process: 0 / 1 force the per-warpgroup epilogue off /
@@ -58,8 +58,8 @@ struct FwdEpilogue {
   // The default (see above): per warpgroup for the score variants (windows and block masks
   // leave tiles of few key blocks; measured 1.3-2.3% faster, session 21) and at hdim 64 causal
   // with plain scores; with plain scores for short keys too (at most kShortKeys: tiles of few key
-  // blocks again; on an H200 +2-4% at 2k, hdim 128 dense and causal and hdim 64 dense, level at
-  // 4k-16k, session 24); all consumers together otherwise.
+  // blocks again; on an H200 0-4% faster at 2k, hdim 128 dense and causal and hdim 64 dense,
+  // level at 4k-16k, session 24); all consumers together otherwise.
   static constexpr bool kPerWgDefault =
       kSlices && (!Mainloop::Policy::kPlain || (kHeadDim == 64 && Mainloop::Policy::kCausal));
   static constexpr int kShortKeys = 2048;
