@@ -41,16 +41,34 @@ struct WorkTile {
   int index = 0;  // position in a persistent scheduler's tile order
 };
 
+// Division by a register, FastDiv's interface: the one-tile-per-CTA schedulers divide once per
+// CTA and keep the plain instruction sequence (no divisor setup on the device).
+struct PlainDiv {
+  int d;
+  FK_HD int div(int n) const { return n / d; }
+  FK_HD int mod(int n, int q) const { return n - q * d; }  // q = div(n)
+};
+
 // Tile t of the grouped order: (head, batch) pairs in groups of `group`; within a group the block
 // rank varies slowest, pairs fastest; `reverse` makes rank 0 the last block (the causal query
 // blocks, longest first). tile_scheduler.h's SingleTileScheduler lays its CTAs out this way, and
-// the sm90 forward's dynamic scheduler hands tiles out in this order (sm90/fwd_scheduler.h).
+// the sm90 forward's dynamic scheduler hands tiles out in this order (sm90/fwd_scheduler.h). The
+// order's arithmetic, written once over a divider D: by group * num_blocks, by the group size
+// (`full`, or `last` for the last group when the pairs do not fill it) and by heads.
+template <class D>
+FK_HD WorkTile grouped_tile_by(int t, int num_blocks, int pairs, int group, bool reverse,
+                               const D& per_group, const D& full, const D& last, const D& heads) {
+  const int gi = per_group.div(t), in = per_group.mod(t, gi), first = gi * group;
+  const D& size = pairs - first < group ? last : full;
+  const int rank = size.div(in), pair = first + size.mod(in, rank);
+  const int b = heads.div(pair);
+  return {reverse ? num_blocks - 1 - rank : rank, heads.mod(pair, b), b, true, t};
+}
+
 FK_HD WorkTile grouped_tile(int t, int num_blocks, int heads, int batch, bool reverse, int group) {
-  const int pairs = heads * batch, per_group = group * num_blocks;
-  const int first = t / per_group * group, in = t % per_group;
-  const int size = pairs - first < group ? pairs - first : group;
-  const int rank = in / size, pair = first + in % size;
-  return {reverse ? num_blocks - 1 - rank : rank, pair % heads, pair / heads, true, t};
+  const int pairs = heads * batch, last = pairs % group == 0 ? group : pairs % group;
+  return grouped_tile_by(t, num_blocks, pairs, group, reverse, PlainDiv{group * num_blocks},
+                         PlainDiv{group}, PlainDiv{last}, PlainDiv{heads});
 }
 
 // grouped_tile with the launch's divisors made once (the sm90 forward's dynamic scheduler: one
@@ -71,11 +89,8 @@ struct GroupedOrder {
     return g;
   }
   FK_HD WorkTile tile(int t) const {
-    const int gi = div_per_group.div(t), in = div_per_group.mod(t, gi), first = gi * group;
-    const FastDiv& size = pairs - first < group ? div_last : div_group;
-    const int rank = size.div(in), pair = first + size.mod(in, rank);
-    const int b = div_heads.div(pair);
-    return {reverse ? num_blocks - 1 - rank : rank, div_heads.mod(pair, b), b, true, t};
+    return grouped_tile_by(t, num_blocks, pairs, group, reverse, div_per_group, div_group, div_last,
+                           div_heads);
   }
 };
 
