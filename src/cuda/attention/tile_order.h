@@ -53,22 +53,26 @@ struct PlainDiv {
 // rank varies slowest, pairs fastest; `reverse` makes rank 0 the last block (the causal query
 // blocks, longest first). tile_scheduler.h's SingleTileScheduler lays its CTAs out this way, and
 // the sm90 forward's dynamic scheduler hands tiles out in this order (sm90/fwd_scheduler.h). The
-// order's arithmetic, written once over a divider D: by group * num_blocks, by the group size
-// (`full`, or `last` for the last group when the pairs do not fill it) and by heads.
-template <class D>
-FK_HD WorkTile grouped_tile_by(int t, int num_blocks, int pairs, int group, bool reverse,
-                               const D& per_group, const D& full, const D& last, const D& heads) {
+// order's arithmetic, written once over a divider D: by group * num_blocks, by the size of the
+// group that starts at pair `first` (size_of(first): the last group may hold fewer pairs) and by
+// heads.
+template <class D, class SizeOf>
+FK_HD WorkTile grouped_tile_by(int t, int num_blocks, int group, bool reverse, const D& per_group,
+                               const SizeOf& size_of, const D& heads) {
   const int gi = per_group.div(t), in = per_group.mod(t, gi), first = gi * group;
-  const D& size = pairs - first < group ? last : full;
+  const D size = size_of(first);
   const int rank = size.div(in), pair = first + size.mod(in, rank);
   const int b = heads.div(pair);
   return {reverse ? num_blocks - 1 - rank : rank, heads.mod(pair, b), b, true, t};
 }
 
 FK_HD WorkTile grouped_tile(int t, int num_blocks, int heads, int batch, bool reverse, int group) {
-  const int pairs = heads * batch, last = pairs % group == 0 ? group : pairs % group;
-  return grouped_tile_by(t, num_blocks, pairs, group, reverse, PlainDiv{group * num_blocks},
-                         PlainDiv{group}, PlainDiv{last}, PlainDiv{heads});
+  const int pairs = heads * batch;
+  const auto size_of = [&](int first) {
+    return PlainDiv{pairs - first < group ? pairs - first : group};
+  };
+  return grouped_tile_by(t, num_blocks, group, reverse, PlainDiv{group * num_blocks}, size_of,
+                         PlainDiv{heads});
 }
 
 // grouped_tile with the launch's divisors made once (the sm90 forward's dynamic scheduler: one
@@ -89,8 +93,8 @@ struct GroupedOrder {
     return g;
   }
   FK_HD WorkTile tile(int t) const {
-    return grouped_tile_by(t, num_blocks, pairs, group, reverse, div_per_group, div_group, div_last,
-                           div_heads);
+    const auto size_of = [&](int first) { return pairs - first < group ? div_last : div_group; };
+    return grouped_tile_by(t, num_blocks, group, reverse, div_per_group, size_of, div_heads);
   }
 };
 

@@ -30,7 +30,7 @@ struct FwdScheduler {
     PersistentOrder fixed;
     GroupedOrder grouped;  // dynamic
     unsigned* counter;
-    int group, tiles, ctas;  // dynamic: the grid is min(tiles, SMs)
+    int tiles, ctas;  // dynamic: the grid is min(tiles, SMs)
   };
   struct SharedStorage {
     alignas(8) uint64_t full[2], empty[2];
@@ -45,7 +45,7 @@ struct FwdScheduler {
     const GroupedOrder grouped =
         GroupedOrder::make(a.num_blocks, a.heads, a.batch, a.reverse, group);
     const int ctas = a.counter ? (tiles < a.num_ctas ? tiles : a.num_ctas) : fixed.num_ctas;
-    return {fixed, grouped, a.counter, group, tiles, ctas};
+    return {fixed, grouped, a.counter, tiles, ctas};
   }
   static dim3 grid_shape(const Params& p) { return dim3(unsigned(p.ctas)); }
 
