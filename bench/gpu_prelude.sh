@@ -102,6 +102,13 @@ gtest() {
   stamp "rc=$?"
   grep -E "^\[  FAILED|^\[  PASSED|Failure|differ" "$log/$1.log" | head -12
 }
+# The carried binary's `Attention*` gtests ($1 seconds at most), then memcheck and racecheck on the
+# gtest filter $2 (SAN_EACH seconds each).
+attention_checks() {
+  gtest attn 'Attention*' "$1"
+  grep -E "tests ran|PASSED|FAILED" "$log/attn.log" | tail -4
+  SAN_EACH=${SAN_EACH:-70} sanitize "$bin" "$2"
+}
 # Attention variant A/B helpers (bench/gpu-s21.sh, gpu-s22.sh; PYTHONPATH=bench first):
 # bd: per-kernel GPU time of one flashkit forward + backward at 8k (bench/kernel_breakdown.py).
 bd() { env ${ENVS:-} timeout 60 python3 bench/kernel_breakdown.py --backend flashkit --seqlen 8192 "$@" \
