@@ -19,17 +19,6 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float* gmem, const float* sm
 __device__ __forceinline__ void bulk_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
-// Waits until at most `kPending` of this thread's most recent bulk groups are still running: the
-// older ones have completed, their writes to global memory included.
-template <int kPending>
-__device__ __forceinline__ void bulk_wait_complete() {
-  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(kPending) : "memory");
-}
-// Orders this thread's completed async-proxy writes to global memory (bulk reduces) before its
-// later generic-proxy accesses, e.g. the release that hands the reduced data to another CTA.
-__device__ __forceinline__ void fence_async_to_generic_global() {
-  asm volatile("fence.proxy.async.global;" ::: "memory");
-}
 // Makes this thread's generic-proxy shared-memory writes visible to later bulk operations.
 __device__ __forceinline__ void fence_shared_to_async() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");

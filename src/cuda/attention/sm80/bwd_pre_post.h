@@ -24,17 +24,8 @@ struct BwdScratch {
   float* dq_accum;  // [chunk, heads, block_m * hdim] in MMA-fragment order (dq_chunk)
   float* dsum;      // [chunk, heads, block_m]: D, 0 on padding rows (row_chunk)
   float* lse_log2;  // [chunk, heads, block_m]: LSE * log2(e), +inf on padding / keyless rows
-  // [batch, heads, q blocks] (dq_counter): deterministic runs' turns, or the Hopper backward's
-  // count of the key blocks whose dQ adds into a query block have completed (dq_fold)
-  int* semaphore;
+  int* semaphore;   // [batch, heads, q blocks] or null
 };
-
-// The (sequence b, head h, query block m) word of ws.semaphore; m_blocks = ceil(seqlen_q / block_m)
-// of the longest sequence.
-__device__ __forceinline__ int* dq_counter(const BwdScratch& ws, int b, int h, int m, int heads,
-                                           int m_blocks) {
-  return ws.semaphore + (int64_t(b) * heads + h) * m_blocks + m;
-}
 
 // dQ of (sequence b, query block m, head h) accumulates in one chunk of block_m * hdim floats,
 // stored as [j][thread][4] for the 4-float groups j of each thread's dQ fragment: one warp's
@@ -57,8 +48,7 @@ __device__ __forceinline__ float* dq_chunk(float* dq_accum, int64_t first_token,
 // main kernel reads whole blocks without bounds checks. With zero_dq the CTA also zeroes its
 // share of the dQ accumulator, in place of a memset of all of it (one pass over the rows instead
 // of two launches): rows r0 .. r0 + 31 of query block m own the floats (r0 % kBlockM) * kHeadDim
-// .. + 32 * kHeadDim of the block's chunk (a fill does not care about the chunk's fragment order),
-// and the CTA of the block's first rows zeroes its dq_counter.
+// .. + 32 * kHeadDim of the block's chunk (a fill does not care about the chunk's fragment order).
 template <class Element, int kHeadDim, int kBlockM>
 __global__ void __launch_bounds__(256)
     bwd_preprocess(const AttnArguments a, BwdScratch ws, bool zero_dq) {
@@ -76,8 +66,6 @@ __global__ void __launch_bounds__(256)
     CUTE_UNROLL
     for (int i = threadIdx.x; i < 32 * kHeadDim / 4; i += 256)
       z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (row0 % kBlockM == 0 && threadIdx.x == 0)
-      *dq_counter(ws, b, h, row0 / kBlockM, a.heads, ceil_div(a.seqlen_q, kBlockM)) = 0;
   }
   const bool valid = row < sb.seqlen_q;
   float sum = 0.f, lse_log2 = INFINITY;
@@ -165,43 +153,6 @@ __global__ void __launch_bounds__(kThreads) bwd_convert_dq(const AttnArguments a
   }
 }
 
-// dQ block m of (sequence b, head h) = scale * its fp32 chunk, from inside a main kernel once
-// every add into the chunk has completed: thread tid of kThreads reads back its own fragment of
-// MmaDQ (16-byte L2 loads, all issued first) and writes each (row, 2 columns) pair as one 4-byte
-// store (two 2-byte stores where the row stride or base leaves pairs unaligned); rows past the
-// sequence and columns past hdim are skipped. No shared memory: the epilogue's tiles may still
-// be in flight. L2 merges the pairs' partial sectors, as the chunk's lines are resident.
-template <class Element, class MmaDQ, int kThreads, int kBlockM, int kHeadDim>
-__device__ __forceinline__ void convert_dq_block(const float* chunk, Element* dq, int64_t row_stride,
-                                                 int rows, int head_dim, float scale, int tid) {
-  auto coord = MmaDQ{}.get_thread_slice(tid).partition_C(
-      make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-  constexpr int kVecs = decltype(size(coord))::value / 4;
-  float4 v[kVecs];
-  CUTE_UNROLL
-  for (int j = 0; j < kVecs; ++j) v[j] = __ldcg(reinterpret_cast<const float4*>(chunk) + j * kThreads + tid);
-  const bool pairs = reinterpret_cast<uintptr_t>(dq) % 4 == 0 && row_stride % 2 == 0;
-  CUTE_UNROLL
-  for (int j = 0; j < kVecs; ++j) {
-    const float f[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
-    CUTE_UNROLL
-    for (int q = 0; q < 4; q += 2) {  // (row r, cols c..c+1), then (row r+8, cols c..c+1)
-      const int row = get<0>(coord(4 * j + q)), col = get<1>(coord(4 * j + q));
-      if (row >= rows || col >= head_dim) continue;  // head_dim is even: col + 1 < head_dim too
-      Element* d = dq + row * row_stride + col;
-      const Element e0 = Element(f[q] * scale), e1 = Element(f[q + 1] * scale);
-      if (pairs) {
-        uint32_t packed;
-        Element* e = reinterpret_cast<Element*>(&packed);
-        e[0] = e0, e[1] = e1;
-        *reinterpret_cast<uint32_t*>(d) = packed;
-      } else {
-        d[0] = e0, d[1] = e1;
-      }
-    }
-  }
-}
-
 // Host: carves the scratch from a.workspace (kernels.h's BwdWorkspace), zeroes the deterministic
 // semaphores, and launches preprocess, which also zeroes the dQ accumulator (unless `zero_dq` is
 // false: no kernel adds into it), on `stream`.
@@ -211,7 +162,7 @@ BwdScratch bwd_prologue(const AttnArguments& a, cudaStream_t stream, bool zero_d
   char* base = static_cast<char*>(a.workspace);
   BwdScratch ws{reinterpret_cast<float*>(base + wl.dq_accum), reinterpret_cast<float*>(base + wl.dsum),
                 reinterpret_cast<float*>(base + wl.lse_log2),
-                reinterpret_cast<int*>(base + wl.semaphore)};
+                a.deterministic ? reinterpret_cast<int*>(base + wl.semaphore) : nullptr};
   if (a.deterministic) FK_CUDA_CHECK(cudaMemsetAsync(ws.semaphore, 0, wl.bytes - wl.semaphore, stream));
   // Rows up to the end of each sequence's last query block: the padding gets LSE +inf and D 0.
   dim3 rows_grid(unsigned(ceil_div(ceil_div(a.seqlen_q, kBlockM) * kBlockM, 32)), unsigned(a.heads),

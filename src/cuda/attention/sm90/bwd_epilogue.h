@@ -2,8 +2,7 @@
 // the input dtype, written by the consumer warpgroups into shared memory (Mainloop::dk_stage /
 // dv_stage: dS^T's and dQ's buffers, or K and V's own tiles for kSplitD; free once every GEMM of
 // the mainloop has completed) and stored by one thread with TMA, which clips rows past seqlen_k
-// and columns past the head dim (the kernel runs dQ's folded conversion under the stores, then
-// wait_stores). Varlen batches: TMA would clip only at the last token, so the
+// and columns past the head dim. Varlen batches: TMA would clip only at the last token, so the
 // consumers store the sequence's rows with predicated 16-byte stores.
 #pragma once
 #include <cutlass/arch/barrier.h>
@@ -117,13 +116,9 @@ struct BwdEpilogue {
       };
       write(p.tma_dk, sdK);
       write(p.tma_dv, sdV);
-      tma_store_arrive();  // one bulk group; wait_stores waits for it
+      tma_store_arrive();
+      tma_store_wait<0>();  // shared memory stays valid until the stores have read it
     }
-  }
-  // After to_global (and whatever runs under the stores): shared memory stays valid until the
-  // stores have read it.
-  __device__ static void wait_stores(int tid) {
-    if (tid == 0) tma_store_wait<0>();
   }
 };
 

@@ -41,10 +41,7 @@ struct BwdKernel {
     const SeqBounds sb =
         kVarlen ? Mainloop::seq_bounds(p.mainloop, w)
                 : SeqBounds(nullptr, nullptr, w.batch, p.mainloop.seqlen_q, p.mainloop.seqlen_k);
-    if (kVarlen && !Mainloop::in_sequence(sb, w)) {  // every role: past the sequence's keys
-      if (w.block == 0) Mainloop::zero_keyless_dq(p.mainloop, sb, w, threadIdx.x, kThreads);  // none
-      return;
-    }
+    if (kVarlen && !Mainloop::in_sequence(sb, w)) return;  // every role: past the sequence's keys
     typename Mainloop::Ring::State st;
     if (cutlass::canonical_warp_group_idx() == 0) {
       cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
@@ -73,12 +70,9 @@ struct BwdKernel {
         Epilogue::store_owner(p.epilogue, smem, w, sb, acc_dk, tid);
       } else {
         auto acc_dv = make_fragment_like(acc_dk);
-        const auto pending = Mainloop::mma(p.mainloop, smem, w, sb, acc_dk, acc_dv, st, tid);
+        Mainloop::mma(p.mainloop, smem, w, sb, acc_dk, acc_dv, st, tid);
         Epilogue::store(p.epilogue, smem, w, sb, acc_dk, acc_dv, tid);
-        // dQ's folded conversion under the dK / dV stores (a TMA bulk group unless varlen).
-        Mainloop::template finish_dq<!kVarlen>(p.mainloop, smem, sb, w, pending, tid);
       }
-      Epilogue::wait_stores(tid);
     }
   }
 };

@@ -1,8 +1,7 @@
 // Host side of the Hopper backward: the shared prologue (scratch, zeroed dQ accumulator,
 // preprocess for D and LSE), the main kernel over (K/V block, KV head, batch) with the TMA
-// descriptors in its Params, then (deterministic runs and block masks; others convert dQ inside
-// the main kernel, BwdMainloop::kFoldDq) the shared dQ conversion or, at hdim 256, the
-// row-parallel dQ pass (sm90/bwd_dq.h). Explicitly instantiated per (dtype, hdim 64 / 128 / 256, score policy)
+// descriptors in its Params, then the shared dQ conversion or, at hdim 256, the row-parallel dQ
+// pass (sm90/bwd_dq.h). Explicitly instantiated per (dtype, hdim 64 / 128 / 256, score policy)
 // in src/cuda/instantiations/.
 #pragma once
 #include <cuda_runtime.h>
@@ -69,7 +68,7 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
     else
       run.template operator()<DqPass>(DqPass::to_params(a, ws, sched), sched);
     FK_CHECK_LAUNCH("attention backward dq pass (sm90)");
-  } else if (!Mainloop::kFoldDq || a.deterministic || sm90::dq_fold_env() == 0) {  // else folded
+  } else {
     dim3 blocks_grid(unsigned(ceil_div(a.seqlen_q, t.block_m)), unsigned(a.heads),
                      unsigned(a.batch));
     sm80::bwd_convert_dq<Element, typename Mainloop::TiledMmadQ, Mainloop::kConsumerThreads,

@@ -8,9 +8,6 @@
 // directly the A operands of dV += P^T dO and dK += dS^T Q; dS^T also goes to shared memory for
 // dQ = dS K (both warpgroups' keys form its reduction), which is added in fp32 to the scratch
 // accumulator by one bulk reduce per query block (deterministic runs: atomics in key-block turns).
-// dQ's conversion to the input dtype is folded in (kFoldDq, not deterministic): each key block
-// counts itself in for a query block once its reduce there has completed, and the CTA whose count
-// completes the block converts it at its end (finish_dq), while its dK / dV stores are in flight.
 // kSplitD (hdim 256, where 64 keys x 256 columns of dK and dV fill a warpgroup's registers): the
 // block's 64 keys are shared and each warpgroup owns one gradient (mma_owner): warpgroup 0
 // computes S^T and P^T and accumulates dV += P^T dO, warpgroup 1 computes dP^T and dS^T (P^T
@@ -23,7 +20,6 @@
 // the (query block, key block) tiles a block mask drops.
 #pragma once
 #include <cmath>
-#include <cstdlib>
 
 #include "cuda/attention/params.h"
 #include "cuda/attention/score_policy.h"
@@ -37,17 +33,6 @@
 #include "cuda/common/bulk_reduce.h"
 
 namespace flashkit::cuda::attn::sm90 {
-
-// FLASHKIT_SM90_DQ_FOLD (A/B knob, read once per process): 0 = the separate dQ conversion, 1 =
-// thread 0 counts (acq_rel atomic), 2 = thread 0 counts relaxed (diagnostic only: no release of
-// the reduce), 3 (default) = thread 0 hands the completed block to thread 32, which counts.
-inline int dq_fold_env() {
-  static const int v = [] {
-    const char* e = std::getenv("FLASHKIT_SM90_DQ_FOLD");
-    return e && e[0] >= '0' && e[0] <= '3' && e[1] == '\0' ? e[0] - '0' : 3;
-  }();
-  return v;
-}
 
 // Row statistics (LSE, D) of the query rows of a transposed (keys x queries) score tile, read from
 // the stage's shared-memory copy: stat[r] is the r-th query row of the thread's fragment.
@@ -116,12 +101,6 @@ struct BwdMainloop {
   static constexpr bool kWarpProducer = Policy::kHasBlockMask;
   // dS^T alternates between two shared-memory buffers, so no barrier guards its store (see mma()).
   static constexpr int kDsBuffers = 2;
-  // dQ converted by its last adder (finish_dq) rather than by a separate pass. Block masks keep
-  // the pass: their key blocks per query block would have to be counted from the mask.
-  static constexpr bool kFoldDq = !kSplitD && !Policy::kHasBlockMask;
-  // Query blocks a CTA may have to convert before the end of its walk forces a flush (flush_dq);
-  // the list has room for finish_dq's two counts past it.
-  static constexpr int kDqListCap = 16;
   using TiledMmadQ = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float,
                            Shape<_64, Int<kHeadDim * kDqWgM / 2>, Int<kBlockN>>, GMMA::Major::MN,
@@ -164,10 +143,6 @@ struct BwdMainloop {
     typename Ring::Storage ring;
     alignas(8) uint64_t kv_full;
     alignas(8) uint64_t pt_full[kSplitD ? kDsBuffers : 1];  // kSplitD: P^T of a block handed over
-    // kFoldDq: the query blocks (h * num_m_blocks + m) this CTA completed and converts
-    int dq_list[kDqListCap + 2];
-    int dq_listed;
-    int dq_done;  // dq_fold 3: thread 0's completed block for thread 32 to count (-1: none)
   };
 
   // Where the epilogue stages dK and dV for their TMA stores: in dS^T's buffers and dQ's staging
@@ -197,9 +172,6 @@ struct BwdMainloop {
     float scale, scale_log2;
     bool deterministic;
     typename Policy::Params score;
-    Element* dq;  // kFoldDq: the converted blocks' output
-    Strides dq_stride;
-    int dq_fold;  // dq_fold_env() where kFoldDq and not deterministic, else 0
   };
   static Params to_params(const AttnArguments& a, const sm80::BwdScratch& ws) {
     auto tma = [&](const void* x, int heads, bool keys, const Strides& s, auto smem, auto tile) {
@@ -227,10 +199,7 @@ struct BwdMainloop {
             a.softmax_scale,
             a.softmax_scale * float(M_LOG2E),
             a.deterministic,
-            Policy::to_params(a),
-            static_cast<Element*>(a.dq),
-            a.dq_stride,
-            kFoldDq && !a.deterministic ? dq_fold_env() : 0};
+            Policy::to_params(a)};
   }
 
   // Sequence w.batch's lengths and first tokens. A varlen grid covers the longest sequence's
@@ -529,16 +498,10 @@ struct BwdMainloop {
     else mma_dk_owner(smem, steps, acc, st, tid - 128);
   }
 
-  // kFoldDq, thread 0: the query blocks (h * num_m_blocks + m, -1: none) of the last two bulk
-  // reduces, not counted in yet (count_dq).
-  struct DqPending {
-    int last = -1, prev = -1;
-  };
-  // Returns thread 0's DqPending for finish_dq.
   template <class AccKV>
-  __device__ static DqPending mma(const Params& p, SharedStorage& smem, const WorkTile& w,
-                            const SeqBounds& sb, AccKV& acc_dk, AccKV& acc_dv,
-                            typename Ring::State& st, int tid) {
+  __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w,
+                             const SeqBounds& sb, AccKV& acc_dk, AccKV& acc_dv,
+                             typename Ring::State& st, int tid) {
     static_assert(!kSplitD, "kSplitD runs mma_owner");
     clear(acc_dk);
     clear(acc_dv);
@@ -569,9 +532,6 @@ struct BwdMainloop {
     using Coord = decltype(tScS);
 
     const bool bulk_dq = !p.deterministic;
-    const bool fold = kFoldDq && bulk_dq && p.dq_fold != 0;
-    DqPending pending;
-    if (fold && tid == 0) smem.dq_listed = 0, smem.dq_done = -1;  // read after the first barriers
     const int wg = cutlass::canonical_warp_group_idx() - 1;  // keys [64 wg, 64 wg + 64) of the tile
     const int64_t token0 = sb.q_token(b);
     // At block_m 64, dK's GEMM of a query block completes during the next block's S^T (wgmma
@@ -643,24 +603,11 @@ struct BwdMainloop {
         copy(rdS, thr_sdp.partition_C(make_tensor(make_smem_ptr(ds), LayoutdS{})(_, _, 0)));
         cutlass::arch::fence_view_async_shared();
         sync_consumers();
-        if constexpr (kFoldDq)
-          if (fold && p.dq_fold == 3 && smem.dq_listed >= kDqListCap) flush_dq(p, smem, sb, b, tid);
         Tensor acc_dq = partition_fragment_C(mma_dq, TileQ{});
         Tensor tdQrdS = thr_dq.partition_fragment_A(make_tensor(make_smem_ptr(ds), LayoutdSt{})(_, _, 0));
         wgmma<true>(mma_dq, tdQrdS, tdQrKt, acc_dq);
         warpgroup_fence_operand(tdKrdS);
         wgmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
-        // Under those GEMMs, thread 0 counts in the reduce of two blocks ago: waiting for the last
-        // one to complete, or a block after its issue, stalled every block by ~2.5 us (its adds
-        // queue in the L2 behind all SMs' others).
-        if (fold && tid == 0) {
-          if (p.dq_fold == 3) {
-            if (pending.prev >= 0) complete_dq<1>();
-            smem.dq_done = pending.prev;
-          } else if (pending.prev >= 0) {
-            count_dq<1>(p, smem, pol, b, pending.prev, p.dq_fold == 2);
-          }
-        }
         warpgroup_wait<1>();
         warpgroup_fence_operand(tdVrP);
         warpgroup_fence_operand(acc_dq);
@@ -672,14 +619,6 @@ struct BwdMainloop {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
           if (tid == 0) bulk_reduce_add_f32(dq_dst, smem.dq, kDqFloats * sizeof(float));
 #endif
-          if (fold) pending = {h * p.num_m_blocks + m, pending.last};
-          // The list thread 0 appended to under this block's GEMMs (before the barrier above;
-          // its next append comes after the next block's first barrier), flushed when full.
-          if constexpr (kFoldDq) {
-            if (fold && p.dq_fold == 3 && tid == 32 && smem.dq_done >= 0)
-              raise_dq(p, smem, pol, b, smem.dq_done, false);
-            if (fold && p.dq_fold != 3 && smem.dq_listed >= kDqListCap) flush_dq(p, smem, sb, b, tid);
-          }
         } else {
           sm80::add_dq<kConsumerThreads>(acc_dq, dq_dst, semaphore ? semaphore + m : nullptr,
                                          pol.template dq_turn<kBlockM, kBlockN>(m, n_block), tid,
@@ -701,99 +640,6 @@ struct BwdMainloop {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (bulk_dq && tid == 0) bulk_wait_read();  // the CTA's shared memory outlives the reads
 #endif
-    return pending;
-  }
-
-  // ---- kFoldDq: dQ converted by the key block whose add into it completes last ----
-  // Thread 0, once its bulk reduce into query block hm = h * num_m_blocks + m has completed (all
-  // but its kPending most recent bulk groups): the reduce's writes released and the block's
-  // counter raised; the key block that brings it to the number of key blocks adding into m (the
-  // policy's key range: no block mask here, so every block of the range adds, and the range does
-  // not depend on the head) lists m for conversion, having acquired the others' adds.
-  template <int kPending>
-  __device__ static void complete_dq() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    bulk_wait_complete<kPending>();
-    fence_async_to_generic_global();
-#endif
-  }
-  __device__ static void raise_dq(const Params& p, SharedStorage& smem, const Policy& pol, int b,
-                                  int hm, bool relaxed) {
-    const int h = hm / p.num_m_blocks, m = hm % p.num_m_blocks;
-    const BlockRange r = pol.template key_blocks<kBlockM, kBlockN>(m);
-    int* counter = sm80::dq_counter(p.ws, b, h, m, p.heads, p.num_m_blocks);
-    if ((relaxed ? atomicAdd(counter, 1) : fetch_add_acq_rel(counter, 1)) + 1 == r.end - r.begin)
-      smem.dq_list[smem.dq_listed++] = hm;
-  }
-  template <int kPending>
-  __device__ static void count_dq(const Params& p, SharedStorage& smem, const Policy& pol, int b,
-                                  int hm, bool relaxed = false) {
-    complete_dq<kPending>();
-    raise_dq(p, smem, pol, b, hm, relaxed);
-  }
-
-  // All consumer threads, after a barrier since the last count_dq: the listed blocks converted.
-  __device__ static void convert_listed(const Params& p, const SharedStorage& smem,
-                                        const SeqBounds& sb, int b, int tid) {
-    const int listed = smem.dq_listed;
-    const int64_t token0 = sb.q_token(b);
-#pragma unroll 1
-    for (int i = 0; i < listed; ++i) {
-      const int h = smem.dq_list[i] / p.num_m_blocks, m = smem.dq_list[i] % p.num_m_blocks;
-      sm80::convert_dq_block<Element, TiledMmadQ, kConsumerThreads, kBlockM, kHeadDim>(
-          sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads),
-          p.dq + sb.q_offset(p.dq_stride, b, h) + int64_t(m) * kBlockM * p.dq_stride.row,
-          p.dq_stride.row, min(kBlockM, sb.seqlen_q - m * kBlockM), p.head_dim, p.scale, tid);
-    }
-  }
-
-  // A full list in the middle of the walk (a CTA completing many blocks): converted now, emptied
-  // by thread 0 once every thread has read it.
-  __device__ static void flush_dq(const Params& p, SharedStorage& smem, const SeqBounds& sb, int b,
-                                  int tid) {
-    convert_listed(p, smem, sb, b, tid);
-    sync_consumers();
-    if (tid == 0) smem.dq_listed = 0;
-  }
-
-  // All consumer threads, after the epilogue has issued its stores (kStoreGroup: as one bulk
-  // group of thread 0, which stays in flight): the walk's last two reduces counted in, the listed
-  // blocks converted, and (key block 0's CTA) the blocks no key block adds into set to zero.
-  template <bool kStoreGroup>
-  __device__ static void finish_dq(const Params& p, SharedStorage& smem, const SeqBounds& sb,
-                                   const WorkTile& w, const DqPending& pending, int tid) {
-    if constexpr (kFoldDq) {
-      if (p.dq_fold == 0) return;
-      if (tid == 0) {
-        const Policy pol(p.score, sb, w.batch, w.head * p.h_ratio, p.scale);
-        for (const int hm : {pending.prev, pending.last})
-          if (hm >= 0) count_dq<kStoreGroup ? 1 : 0>(p, smem, pol, w.batch, hm);
-      }
-      sync_consumers();
-      convert_listed(p, smem, sb, w.batch, tid);
-      if (w.block == 0) zero_keyless_dq(p, sb, w, tid, kConsumerThreads);
-    }
-  }
-
-  // Key block 0's CTA (threads t of n): dQ = 0 on the query blocks that no key block adds into
-  // (a causal or window band that misses them, a varlen sequence without keys), which no count
-  // completes. Other rows without keys lie in counted blocks, whose adds of P = 0 convert to 0.
-  __device__ static void zero_keyless_dq(const Params& p, const SeqBounds& sb, const WorkTile& w,
-                                         int t, int n) {
-    if (!kFoldDq || p.dq_fold == 0) return;
-    const int m_end = ceil_div(sb.seqlen_q, kBlockM);
-    for (int g = 0; g < p.h_ratio; ++g) {
-      const int h = w.head * p.h_ratio + g;
-      const Policy pol(p.score, sb, w.batch, h, p.scale);
-      Element* dq = p.dq + sb.q_offset(p.dq_stride, w.batch, h);
-      for (int m = 0; m < m_end; ++m) {
-        const BlockRange r = pol.template key_blocks<kBlockM, kBlockN>(m);
-        if (r.end > r.begin) continue;
-        const int rows = min(kBlockM, sb.seqlen_q - m * kBlockM);
-        for (int i = t; i < rows * p.head_dim; i += n)
-          dq[(int64_t(m) * kBlockM + i / p.head_dim) * p.dq_stride.row + i % p.head_dim] = Element(0.f);
-      }
-    }
   }
 };
 
