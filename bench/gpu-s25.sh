@@ -5,7 +5,9 @@
 # PART=fold: the attention gtests, memcheck / racecheck on the small two-path ones, then the
 # kernels of one backward at 2k (hdim 128 / 64, dense / causal), base / new. Run on v11 and v11b.
 # PART=modes: the same tests, then one backward's kernels for FLASHKIT_SM90_DQ_FOLD=0..3, a knob
-# that exists only in v11c's commit (the fold was shelved; main has the separate conversion).
+# that exists only in v11c's commit (the fold was shelved; main has the separate conversion); mode 4
+# (counts, no conversions: dQ wrong, a diagnostic) was added for call 8 only. NOTEST=1 skips the
+# tests; MODES and ARGS (e.g. "128 128_--causal") narrow the loops.
 # PART=ab: bench/attention.py forward + backward against cuDNN, hdim 128 / 64 at 2k-8k, base / new
 # in separate processes, ROUNDS rounds (default 2).
 # PART=checks: the attention gtests and the sanitizers alone (main after the fold was shelved).
@@ -32,10 +34,10 @@ fold)
   ;;
 modes)  # FLASHKIT_SM90_DQ_FOLD 0-3 (bwd_mainloop.h dq_fold_env) on one build: tests on the default,
   # then the kernels of one backward at 2k for each mode
-  attention_checks "${TEST_S:-300}" "$small"
-  for args in "128" "128 --causal" "64"; do
-    set -- $args
-    for mode in 0 1 2 3; do
+  [ -n "${NOTEST:-}" ] || attention_checks "${TEST_S:-300}" "$small"
+  for args in ${ARGS:-128 128_--causal 64}; do
+    set -- ${args//_/ }
+    for mode in ${MODES:-0 1 2 3}; do
       stamp "breakdown hdim $args 2k, FLASHKIT_SM90_DQ_FOLD=$mode"
       ENVS="FLASHKIT_SM90_DQ_FOLD=$mode" bd --hdim "$1" --seqlen 2048 ${2:-} | grep -v "^#" | cut -c1-60 | head -4
     done
