@@ -9,10 +9,12 @@
 # (counts, no conversions: dQ wrong, a diagnostic) was added for call 8 only. NOTEST=1 skips the
 # tests; MODES and ARGS (e.g. "128 128_--causal") narrow the loops.
 # PART=ab: bench/attention.py forward + backward against cuDNN, hdim 128 / 64 at 2k-8k, base / new
-# in separate processes, ROUNDS rounds (default 2).
+# in separate processes, ROUNDS rounds (default 2). Run once (call 2, ROUNDS=1): v11b's list
+# overflow stopped its new half.
 # PART=checks: the attention gtests and the sanitizers alone (main after the fold was shelved).
 # PART=issue8: bench/attention.py forward + backward, flashkit / flash / cuDNN, hdim 128, 64, 256
-# (NAME: the result file's name).
+# (NAME: the result file's name). Calls 6-7 ran its bench/attention.py command directly (call 6
+# with --hdims 128,64) on main's build.
 # usage: tar xzf .ab/lib.tgz && tar xzf .ab/base25.tgz -C .ab && OUT=/some/dir PART=fold bench/gpu-s25.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
