@@ -1,13 +1,18 @@
-"""Table of A/B attention runs (bench/gpu-s18.sh PART=attnab): argv = result folders named
-r<round>-<variant>, each holding one bench/attention.py JSON; prints bwd (and fwd) TFLOP/s of
-every method per (hdim, causal, seqlen), one column per folder, and flashkit-sm80 / flash."""
+"""Table of A/B attention runs (bench/gpu-s18.sh PART=attnab, gpu-s26.sh): argv = result folders
+named r<round>-<variant>, each holding one bench/attention.py JSON, after an optional
+--pair=OURS,PEER (default flashkit-sm80,flash); prints bwd (and fwd) TFLOP/s of both methods per
+(hdim, causal, seqlen), one column per folder, and the bwd ratio OURS / PEER."""
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ab_decode_table import load_runs  # noqa: E402
 
-runs = load_runs(sys.argv[1:], "*.json", "speed")
+args = sys.argv[1:]
+pair = ("flashkit-sm80", "flash")
+if args and args[0].startswith("--pair="):
+    pair = tuple(args.pop(0).split("=", 1)[1].split(","))
+runs = load_runs(args, "*.json", "speed")
 names = list(runs)
 keys = []
 for rows in runs.values():
@@ -17,7 +22,7 @@ for rows in runs.values():
             keys.append(k)
 print("bwd TFLOP/s (fwd) | " + " | ".join(names))
 for k in keys:
-    for m in ("flashkit-sm80", "flash"):
+    for m in pair:
         cells = []
         for n in names:
             r = next((r for r in runs[n] if (r["hdim"], r["causal"], r["seqlen"]) == k and r["method"] == m), None)
@@ -25,7 +30,7 @@ for k in keys:
         print(f"d{k[0]} {'causal' if k[1] else 'dense '} {k[2]:5d} {m:13s} | " + " | ".join(cells))
     ratios = []
     for n in names:
-        a = next((r for r in runs[n] if (r["hdim"], r["causal"], r["seqlen"]) == k and r["method"] == "flashkit-sm80"), None)
-        b = next((r for r in runs[n] if (r["hdim"], r["causal"], r["seqlen"]) == k and r["method"] == "flash"), None)
+        a = next((r for r in runs[n] if (r["hdim"], r["causal"], r["seqlen"]) == k and r["method"] == pair[0]), None)
+        b = next((r for r in runs[n] if (r["hdim"], r["causal"], r["seqlen"]) == k and r["method"] == pair[1]), None)
         ratios.append(f"{a['bwd_tflops'] / b['bwd_tflops']:.3f}" if a and b and a.get("bwd_tflops") and b.get("bwd_tflops") else "-")
     print(f"d{k[0]} {'causal' if k[1] else 'dense '} {k[2]:5d} bwd ratio     | " + " | ".join(ratios))

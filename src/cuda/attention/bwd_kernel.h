@@ -7,6 +7,7 @@
 #include "cuda/attention/params.h"
 #include "cuda/attention/seqlen.h"
 #include "cuda/attention/tile_scheduler.h"
+#include "cuda/common/pdl.h"
 
 namespace flashkit::cuda::attn {
 
@@ -28,6 +29,7 @@ struct BwdKernel {
   };
 
   __device__ void operator()(const Params& p, char* smem_raw) const {
+    pdl_launch_dependents();  // the dQ conversion may take the SMs the last wave leaves idle
     auto& smem = *reinterpret_cast<SharedStorage*>(smem_raw);
     const int tid = int(threadIdx.x);
     for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
@@ -42,6 +44,7 @@ struct BwdKernel {
       __syncthreads();  // the epilogue's staging aliases the mainloop's buffers
       Epilogue::store(p.epilogue, smem.epilogue, w, sb, acc_dk, acc_dv, tid);
       __syncthreads();
+      Mainloop::signal_dq_ready(p.mainloop, w, tid);
     }
   }
 };

@@ -13,6 +13,7 @@
 #include "cuda/attention/sm80/bwd_pre_post.h"
 #include "cuda/attention/tile_config.h"
 #include "cuda/common/check.h"
+#include "cuda/common/pdl.h"
 #include "cuda/common/smem_limit.h"
 
 namespace flashkit::cuda::attn {
@@ -24,7 +25,9 @@ void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream) {
   using Mainloop = sm80::BwdMainloop<Element, kHeadDim, t.block_m, t.block_n, t.warps, Policy>;
   using Kernel = BwdKernel<Mainloop, sm80::BwdEpilogue<Mainloop>, SingleTileScheduler>;
 
-  const sm80::BwdScratch ws = sm80::bwd_prologue<Element, kHeadDim, t.block_m>(a, stream);
+  // The dQ conversion launches behind the main kernel where it can (sm80::bwd_convert_dq).
+  const sm80::BwdScratch ws =
+      sm80::bwd_prologue<Element, kHeadDim, t.block_m>(a, stream, true, sm80::bwd_tail_enabled());
 
   // Under a causal-like mask the first key blocks see the most query blocks: they start first
   // over groups of heads whose Q, dO and dQ accumulator share L2 (natural order otherwise). Key
@@ -43,8 +46,10 @@ void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream) {
   FK_CHECK_LAUNCH("attention backward (sm80)");
 
   dim3 blocks_grid(unsigned(ceil_div(a.seqlen_q, t.block_m)), unsigned(a.heads), unsigned(a.batch));
-  sm80::bwd_convert_dq<Element, typename Mainloop::MmaDQ, Mainloop::kThreads, t.block_m, kHeadDim>
-      <<<blocks_grid, Mainloop::kThreads, 0, stream>>>(a, ws.dq_accum);
+  launch_pdl(sm80::bwd_convert_dq<Element, typename Mainloop::MmaDQ, Mainloop::kThreads, t.block_m,
+                                  kHeadDim>,
+             blocks_grid, Mainloop::kThreads, 0, stream, ws.dq_ready != nullptr, a, ws.dq_accum,
+             static_cast<const int*>(ws.dq_ready), t.block_n);
   FK_CHECK_LAUNCH("attention backward dq conversion");
 }
 

@@ -92,6 +92,22 @@ struct BwdMainloop {
             kStageDq && !a.deterministic, Policy::to_params(a)};
   }
 
+  // After the tile's epilogue, every thread: the key block counts itself in for each query head
+  // of its KV head (ws.dq_ready, read by the dQ conversion) once the CTA's dQ adds are complete
+  // (each warp's lane 0 waits for its bulk reduces; every thread's atomics are fenced).
+  __device__ static void signal_dq_ready(const Params& p, const WorkTile& w, int tid) {
+    if (!p.ws.dq_ready) return;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (kStageDq && p.bulk_dq && tid % 32 == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+      int* count = p.ws.dq_ready + int64_t(w.batch) * p.heads + int64_t(w.head) * p.h_ratio;
+      for (int g = 0; g < p.h_ratio; ++g) fetch_add_acq_rel(count + g, 1);
+    }
+  }
+
   template <class AccKV>
   __device__ static void run(const Params& p, SharedStorage& smem, const WorkTile& w,
                              const SeqBounds& sb, AccKV& acc_dk, AccKV& acc_dv, int tid) {

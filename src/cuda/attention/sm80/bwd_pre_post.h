@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "cuda/attention/kernels.h"
 #include "cuda/attention/params.h"
@@ -17,6 +18,7 @@
 #include "cuda/common/acquire_release.h"
 #include "cuda/common/bulk_reduce.h"
 #include "cuda/common/check.h"
+#include "cuda/common/pdl.h"
 
 namespace flashkit::cuda::attn::sm80 {
 
@@ -25,6 +27,9 @@ struct BwdScratch {
   float* dsum;      // [chunk, heads, block_m]: D, 0 on padding rows (row_chunk)
   float* lse_log2;  // [chunk, heads, block_m]: LSE * log2(e), +inf on padding / keyless rows
   int* semaphore;   // [batch, heads, q blocks] or null
+  // [batch, heads] or null: how many of the head's key blocks have added all of their dQ (their
+  // adds complete and released). A conversion launched early waits on it (bwd_convert_dq).
+  int* dq_ready;
 };
 
 // dQ of (sequence b, query block m, head h) accumulates in one chunk of block_m * hdim floats,
@@ -59,6 +64,7 @@ __global__ void __launch_bounds__(256)
   const int h = blockIdx.y, b = blockIdx.z;
   SeqBounds sb(a.cu_seqlens_q, a.cu_seqlens_k, b, a.seqlen_q, a.seqlen_k);
   const int padded = ceil_div(sb.seqlen_q, kBlockM) * kBlockM;  // rows with a dQ chunk
+  if (ws.dq_ready && blockIdx.x == 0 && threadIdx.x == 0) ws.dq_ready[int64_t(b) * a.heads + h] = 0;
   if (zero_dq && row0 < padded) {
     float4* z = reinterpret_cast<float4*>(
         dq_chunk<kBlockM, kHeadDim>(ws.dq_accum, sb.q_token(b), b, row0 / kBlockM, h, a.heads) +
@@ -108,20 +114,36 @@ __global__ void __launch_bounds__(256)
 // scattered (row, 2 columns) pieces go through shared memory (rows padded by 16 bytes: a warp's 8
 // rows x 4 quads land in distinct banks), and rows leave as 16-byte stores: written straight from
 // the fragment, 4-byte stores half-filled every sector and the kernel ran at a third of DRAM speed.
+//
+// With `ready` (ws.dq_ready) the kernel was launched programmatically behind the main kernel (see
+// bwd_prologue), which lets it start once every main CTA has started: on the SMs the main
+// kernel's last wave leaves idle. A CTA then waits until all block_n-key blocks of its (sequence,
+// head) have counted their dQ adds in, and the grid's last CTA waits for the main kernel's
+// completion, so that work after this kernel in the stream still follows the main kernel too.
 template <class Element, class MmaDQ, int kThreads, int kBlockM, int kHeadDim>
-__global__ void __launch_bounds__(kThreads) bwd_convert_dq(const AttnArguments a, float* dq_accum) {
+__global__ void __launch_bounds__(kThreads)
+    bwd_convert_dq(const AttnArguments a, float* dq_accum, const int* ready, int block_n) {
   constexpr int kPitch = kHeadDim + 8;  // elements per shared row
   __shared__ alignas(16) Element tile[kBlockM * kPitch];
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
+  if (ready && m == gridDim.x - 1 && h == gridDim.y - 1 && b == gridDim.z - 1) pdl_wait();
   SeqBounds sb(a.cu_seqlens_q, a.cu_seqlens_k, b, a.seqlen_q, a.seqlen_k);
   if (m * kBlockM >= sb.seqlen_q) return;
+  if (ready) {
+    if (tid == 0) {
+      const int* count = ready + int64_t(b) * a.heads + h;
+      const int blocks = ceil_div(sb.seqlen_k, block_n);
+      while (load_acquire(count) < blocks) __nanosleep(256);
+    }
+    __syncthreads();
+  }
   const float4* chunk = reinterpret_cast<const float4*>(
       dq_chunk<kBlockM, kHeadDim>(dq_accum, sb.q_token(b), b, m, h, a.heads));
   auto coord = MmaDQ{}.get_thread_slice(tid).partition_C(
       make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
   CUTE_UNROLL
   for (int j = 0; j < size(coord) / 4; ++j) {
-    const float4 v = chunk[j * kThreads + tid];
+    const float4 v = __ldcg(chunk + j * kThreads + tid);  // L2: added there by other SMs
     const float f[4] = {v.x, v.y, v.z, v.w};
     CUTE_UNROLL
     for (int q = 0; q < 4; q += 2) {  // (row r, cols c..c+1), then (row r+8, cols c..c+1)
@@ -153,16 +175,33 @@ __global__ void __launch_bounds__(kThreads) bwd_convert_dq(const AttnArguments a
   }
 }
 
+// Host: whether the dQ conversion (or hdim 256's dQ pass) may be launched programmatically
+// behind the main kernel (bwd_convert_dq): sm_90+ devices, unless FLASHKIT_BWD_TAIL=0 (A/B runs).
+inline bool bwd_tail_enabled() {
+  static const bool env = [] {
+    const char* e = std::getenv("FLASHKIT_BWD_TAIL");
+    return !(e && e[0] == '0');
+  }();
+  int dev = 0, major = 0;
+  FK_CUDA_CHECK(cudaGetDevice(&dev));
+  FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  return env && major >= 9;
+}
+
 // Host: carves the scratch from a.workspace (kernels.h's BwdWorkspace), zeroes the deterministic
 // semaphores, and launches preprocess, which also zeroes the dQ accumulator (unless `zero_dq` is
-// false: no kernel adds into it), on `stream`.
+// false: no kernel adds into it), on `stream`. `dq_ready`: the main kernel counts its dQ adds
+// in per (sequence, head), so the conversion may overlap it (non-deterministic runs only: the
+// counts use the semaphores' words).
 template <class Element, int kHeadDim, int kBlockM>
-BwdScratch bwd_prologue(const AttnArguments& a, cudaStream_t stream, bool zero_dq = true) {
+BwdScratch bwd_prologue(const AttnArguments& a, cudaStream_t stream, bool zero_dq = true,
+                        bool dq_ready = false) {
   BwdWorkspace wl = bwd_workspace_layout(a.batch, a.heads, a.total_q, a.seqlen_q, kHeadDim);
   char* base = static_cast<char*>(a.workspace);
+  int* words = reinterpret_cast<int*>(base + wl.semaphore);
   BwdScratch ws{reinterpret_cast<float*>(base + wl.dq_accum), reinterpret_cast<float*>(base + wl.dsum),
-                reinterpret_cast<float*>(base + wl.lse_log2),
-                a.deterministic ? reinterpret_cast<int*>(base + wl.semaphore) : nullptr};
+                reinterpret_cast<float*>(base + wl.lse_log2), a.deterministic ? words : nullptr,
+                dq_ready && !a.deterministic ? words : nullptr};
   if (a.deterministic) FK_CUDA_CHECK(cudaMemsetAsync(ws.semaphore, 0, wl.bytes - wl.semaphore, stream));
   // Rows up to the end of each sequence's last query block: the padding gets LSE +inf and D 0.
   dim3 rows_grid(unsigned(ceil_div(ceil_div(a.seqlen_q, kBlockM) * kBlockM, 32)), unsigned(a.heads),

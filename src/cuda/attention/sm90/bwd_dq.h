@@ -27,6 +27,7 @@
 #include "cuda/attention/sm90/pipeline.h"
 #include "cuda/attention/sm90/traits.h"
 #include "cuda/attention/tile_scheduler.h"
+#include "cuda/common/pdl.h"
 
 namespace flashkit::cuda::attn::sm90 {
 
@@ -150,6 +151,10 @@ struct BwdDqKernel {
   };
 
   __device__ void operator()(const Params& p, char* smem_raw) const {
+    // Launched programmatically behind the main kernel (bwd_launch.h), whose results it does not
+    // read: it starts on the SMs the main kernel's last wave leaves idle, and its last CTA waits
+    // for the main kernel's completion, so that work after this pass follows that kernel too.
+    if (blockIdx.x == gridDim.x - 1) pdl_wait();
     auto& smem = *reinterpret_cast<SharedStorage*>(smem_raw);
     if (threadIdx.x == 0) {
       Ring::init(smem.ring, kConsumerThreads);

@@ -51,10 +51,12 @@ struct BwdEpilogue {
     prefetch_tma_descriptor(p.tma_dv.get_tma_descriptor());
   }
 
-  template <class Acc>
+  // signal(pending) (thread 0): called once the tile's stores are issued, `pending` of its bulk
+  // groups (the TMA stores) still allowed in flight (Mainloop::signal_dq_ready).
+  template <class Acc, class Signal>
   __device__ static void store(const Params& p, typename Mainloop::SharedStorage& smem,
                                const WorkTile& w, const SeqBounds& sb, Acc& acc_dk, Acc& acc_dv,
-                               int tid) {
+                               int tid, Signal&& signal) {
     typename Mainloop::TiledMmadKV mma;
     auto thr = mma.get_thread_slice(tid);
     CUTE_UNROLL
@@ -67,7 +69,7 @@ struct BwdEpilogue {
     copy(sm80::convert<Element>(acc_dv), thr.partition_C(sdV(_, _, 0)));
     cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to the TMA engine
     Mainloop::sync_consumers();
-    to_global(p, sdK(_, _, 0), sdV(_, _, 0), w, sb, tid);
+    to_global(p, sdK(_, _, 0), sdV(_, _, 0), w, sb, tid, signal);
   }
 
   // kSplitD: warpgroup 0 holds dV, warpgroup 1 dK (one warpgroup's tiled MMA each).
@@ -87,13 +89,14 @@ struct BwdEpilogue {
     copy(sm80::convert<Element>(acc), thr.partition_C((dk ? sdK : sdV)(_, _, 0)));
     cutlass::arch::fence_view_async_shared();
     Mainloop::sync_consumers();
-    to_global(p, sdK(_, _, 0), sdV(_, _, 0), w, sb, tid);
+    to_global(p, sdK(_, _, 0), sdV(_, _, 0), w, sb, tid, [](auto) {});
   }
 
   // dK and dV from their shared-memory tiles to global memory (TMA; varlen: predicated stores).
-  template <class Tile>
+  template <class Tile, class Signal>
   __device__ static void to_global(const Params& p, const Tile& sdK, const Tile& sdV,
-                                   const WorkTile& w, const SeqBounds& sb, int tid) {
+                                   const WorkTile& w, const SeqBounds& sb, int tid,
+                                   Signal&& signal) {
     if (sb.varlen) {
       const int rows = sb.seqlen_k - w.block * Mainloop::kBlockN;
       auto write = [&](Element* x, const Strides& s, auto&& sX) {
@@ -104,6 +107,7 @@ struct BwdEpilogue {
       };
       write(p.dk, p.dk_stride, sdK);
       write(p.dv, p.dv_stride, sdV);
+      signal(cute::Int<0>{});
       return;
     }
     if (tid == 0) {
@@ -117,6 +121,7 @@ struct BwdEpilogue {
       write(p.tma_dk, sdK);
       write(p.tma_dv, sdV);
       tma_store_arrive();
+      signal(cute::Int<1>{});
       tma_store_wait<0>();  // shared memory stays valid until the stores have read it
     }
   }

@@ -10,6 +10,7 @@
 #include "cuda/attention/params.h"
 #include "cuda/attention/seqlen.h"
 #include "cuda/attention/tile_scheduler.h"
+#include "cuda/common/pdl.h"
 
 namespace flashkit::cuda::attn::sm90 {
 
@@ -31,6 +32,9 @@ struct BwdKernel {
   };
 
   __device__ void operator()(const Params& p, char* smem_raw) const {
+    // The dQ conversion (or hdim 256's dQ pass) launched behind this kernel may take the SMs
+    // that the last wave leaves idle (bwd_launch.h).
+    pdl_launch_dependents();
     auto& smem = *reinterpret_cast<SharedStorage*>(smem_raw);
     if (threadIdx.x == 0) {
       Mainloop::init(smem);
@@ -71,7 +75,9 @@ struct BwdKernel {
       } else {
         auto acc_dv = make_fragment_like(acc_dk);
         Mainloop::mma(p.mainloop, smem, w, sb, acc_dk, acc_dv, st, tid);
-        Epilogue::store(p.epilogue, smem, w, sb, acc_dk, acc_dv, tid);
+        Epilogue::store(p.epilogue, smem, w, sb, acc_dk, acc_dv, tid, [&](auto pending) {
+          Mainloop::template signal_dq_ready<decltype(pending)::value>(p.mainloop, w, tid);
+        });
       }
     }
   }

@@ -14,6 +14,7 @@
 #include "cuda/attention/sm90/fwd_kernel.h"
 #include "cuda/attention/tile_config.h"
 #include "cuda/common/check.h"
+#include "cuda/common/pdl.h"
 #include "cuda/common/smem_limit.h"
 
 namespace flashkit::cuda::attn {
@@ -28,8 +29,12 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   using Kernel = sm90::BwdKernel<Mainloop, Epilogue, SingleTileScheduler, false>;
   using VarlenKernel = sm90::BwdKernel<Mainloop, Epilogue, SingleTileScheduler, true>;
 
-  const sm80::BwdScratch ws =
-      sm80::bwd_prologue<Element, kHeadDim, t.block_m>(a, stream, !Mainloop::kSplitD);
+  // What follows the main kernel (the dQ conversion, or hdim 256's dQ pass) launches behind it
+  // programmatically: it takes the SMs the main kernel's last wave leaves idle (the conversion
+  // of a head once all of its key blocks have counted their dQ adds in).
+  const bool tail = sm80::bwd_tail_enabled();
+  const sm80::BwdScratch ws = sm80::bwd_prologue<Element, kHeadDim, t.block_m>(
+      a, stream, !Mainloop::kSplitD, tail && !Mainloop::kSplitD);
   // The sm80 launcher's order: longest first over L2-sized head groups under a causal-like mask
   // (causal or a right window bound); key blocks of one head launch in order (deterministic turns
   // rely on it).
@@ -37,18 +42,19 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   const size_t q_bytes =
       size_t(a.seqlen_q) * (a.heads / a.kv_heads) * kHeadDim * (2 * sizeof(Element) + 4);
   // One warp-specialised kernel K (its Params carry the scheduler's) on `stream`.
-  auto run = [&]<class K>(const typename K::Params& params,
-                          const SingleTileScheduler::Params& sched) {
+  auto run = [&]<class K>(const typename K::Params& params, const SingleTileScheduler::Params& sched,
+                          bool pdl) {
     constexpr auto kernel = sm90::run_kernel_sm90<K>;
     ensure_smem_limit<kernel>(K::kSmemBytes);
-    kernel<<<SingleTileScheduler::grid_shape(sched), K::kThreads, K::kSmemBytes, stream>>>(params);
+    launch_pdl(kernel, SingleTileScheduler::grid_shape(sched), K::kThreads, K::kSmemBytes, stream,
+               pdl, params);
   };
   auto launch = [&]<class K>() {
     typename K::Params params{
         Mainloop::to_params(a, ws), Epilogue::to_params(a),
         SingleTileScheduler::to_params({ceil_div(a.seqlen_k, t.block_n), a.kv_heads, a.batch,
                                         false, lpt ? l2_pair_group(q_bytes) : 1})};
-    run.template operator()<K>(params, params.scheduler);
+    run.template operator()<K>(params, params.scheduler, false);
   };
   if (a.cu_seqlens_q) launch.template operator()<VarlenKernel>();
   else launch.template operator()<Kernel>();
@@ -64,16 +70,17 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
         SingleTileScheduler::to_params({ceil_div(a.seqlen_q, DqPass::kBlockM), a.heads, a.batch,
                                         lpt, lpt ? l2_pair_group(kv_bytes) : 1});
     if (a.cu_seqlens_q)
-      run.template operator()<VarlenDqPass>(VarlenDqPass::to_params(a, ws, sched), sched);
+      run.template operator()<VarlenDqPass>(VarlenDqPass::to_params(a, ws, sched), sched, tail);
     else
-      run.template operator()<DqPass>(DqPass::to_params(a, ws, sched), sched);
+      run.template operator()<DqPass>(DqPass::to_params(a, ws, sched), sched, tail);
     FK_CHECK_LAUNCH("attention backward dq pass (sm90)");
   } else {
     dim3 blocks_grid(unsigned(ceil_div(a.seqlen_q, t.block_m)), unsigned(a.heads),
                      unsigned(a.batch));
-    sm80::bwd_convert_dq<Element, typename Mainloop::TiledMmadQ, Mainloop::kConsumerThreads,
-                         t.block_m, kHeadDim>
-        <<<blocks_grid, Mainloop::kConsumerThreads, 0, stream>>>(a, ws.dq_accum);
+    launch_pdl(sm80::bwd_convert_dq<Element, typename Mainloop::TiledMmadQ,
+                                    Mainloop::kConsumerThreads, t.block_m, kHeadDim>,
+               blocks_grid, Mainloop::kConsumerThreads, 0, stream, ws.dq_ready != nullptr, a,
+               ws.dq_accum, static_cast<const int*>(ws.dq_ready), t.block_n);
     FK_CHECK_LAUNCH("attention backward dq conversion");
   }
 }

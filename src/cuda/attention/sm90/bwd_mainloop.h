@@ -309,6 +309,20 @@ struct BwdMainloop {
     cutlass::arch::NamedBarrier::sync(kConsumerThreads, kBarrier);
   }
 
+  // Thread 0 of the consumers, which issued every dQ bulk reduce of the CTA, counts the key block
+  // in for each query head of its KV head once those reduces have completed (a completed bulk
+  // reduce is visible to this thread's generic proxy; the add releases it to the conversion's
+  // acquire). `pending`: bulk groups issued since (the epilogue's stores) that may stay in flight.
+  template <int kPending>
+  __device__ static void signal_dq_ready(const Params& p, const WorkTile& w, int tid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (!p.ws.dq_ready || tid != 0) return;
+    asm volatile("cp.async.bulk.wait_group %0;" ::"n"(kPending) : "memory");
+    int* count = p.ws.dq_ready + int64_t(w.batch) * p.heads + int64_t(w.head) * p.h_ratio;
+    for (int g = 0; g < p.h_ratio; ++g) fetch_add_acq_rel(count + g, 1);
+#endif
+  }
+
   // f(mask) with plain scores; the general policies branch once per block to f(true_type) or
   // f(false_type), a masked and an unmasked copy of their element loop (a run-time mask there
   // cost ~200 instructions a thread on every block, and at block_m 128 the block-mask kernel
