@@ -109,6 +109,29 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// The conversion's reads of the accumulator: from L2 (.cg: the adds landed there from other SMs;
+// no L1 line, so never a stale one), marked evict-first, as are its stores (.cs): beside the main
+// kernel's last wave (bwd_convert_dq with `ready`) the stream must not push that wave's Q, dO
+// and dQ lines out of L2.
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+#endif
+  return policy;
+}
+__device__ __forceinline__ float4 load_l2_evict_first(const float4* p, uint64_t policy) {
+  float4 v;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ld.global.cg.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p), "l"(policy));
+#else
+  v = __ldcg(p);
+#endif
+  return v;
+}
+
 // One CTA per (query block, head, batch), threads laid out like the main kernel's dQ MMA so each
 // thread reads back exactly the fragment it added (coalesced 16-byte loads). The fragment's
 // scattered (row, 2 columns) pieces go through shared memory (rows padded by 16 bytes: a warp's 8
@@ -139,11 +162,12 @@ __global__ void __launch_bounds__(kThreads)
   }
   const float4* chunk = reinterpret_cast<const float4*>(
       dq_chunk<kBlockM, kHeadDim>(dq_accum, sb.q_token(b), b, m, h, a.heads));
+  const uint64_t policy = l2_evict_first_policy();
   auto coord = MmaDQ{}.get_thread_slice(tid).partition_C(
       make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
   CUTE_UNROLL
   for (int j = 0; j < size(coord) / 4; ++j) {
-    const float4 v = __ldcg(chunk + j * kThreads + tid);  // L2: added there by other SMs
+    const float4 v = load_l2_evict_first(chunk + j * kThreads + tid, policy);
     const float f[4] = {v.x, v.y, v.z, v.w};
     CUTE_UNROLL
     for (int q = 0; q < 4; q += 2) {  // (row r, cols c..c+1), then (row r+8, cols c..c+1)
@@ -166,7 +190,7 @@ __global__ void __launch_bounds__(kThreads)
     const uint4 v = *reinterpret_cast<const uint4*>(tile + row * kPitch + col);
     Element* dst = dq + int64_t(row) * a.dq_stride.row + col;
     if (reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
-      *reinterpret_cast<uint4*>(dst) = v;
+      __stcs(reinterpret_cast<uint4*>(dst), v);
     } else {  // strides that are not multiples of 8 elements
       const Element* e = reinterpret_cast<const Element*>(&v);
       CUTE_UNROLL
