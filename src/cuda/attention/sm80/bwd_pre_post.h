@@ -223,7 +223,8 @@ BwdScratch bwd_prologue(const AttnArguments& a, cudaStream_t stream, bool zero_d
   BwdWorkspace wl = bwd_workspace_layout(a.batch, a.heads, a.total_q, a.seqlen_q, kHeadDim);
   char* base = static_cast<char*>(a.workspace);
   int* words = reinterpret_cast<int*>(base + wl.semaphore);
-  BwdScratch ws{reinterpret_cast<float*>(base + wl.dq_accum), reinterpret_cast<float*>(base + wl.dsum),
+  BwdScratch ws{reinterpret_cast<float*>(base + wl.dq_accum),
+                reinterpret_cast<float*>(base + wl.dsum),
                 reinterpret_cast<float*>(base + wl.lse_log2), a.deterministic ? words : nullptr,
                 dq_ready && !a.deterministic ? words : nullptr};
   if (a.deterministic) FK_CUDA_CHECK(cudaMemsetAsync(ws.semaphore, 0, wl.bytes - wl.semaphore, stream));

@@ -42,8 +42,8 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   const size_t q_bytes =
       size_t(a.seqlen_q) * (a.heads / a.kv_heads) * kHeadDim * (2 * sizeof(Element) + 4);
   // One warp-specialised kernel K (its Params carry the scheduler's) on `stream`.
-  auto run = [&]<class K>(const typename K::Params& params, const SingleTileScheduler::Params& sched,
-                          bool pdl) {
+  auto run = [&]<class K>(const typename K::Params& params,
+                          const SingleTileScheduler::Params& sched, bool pdl) {
     constexpr auto kernel = sm90::run_kernel_sm90<K>;
     ensure_smem_limit<kernel>(K::kSmemBytes);
     launch_pdl(kernel, SingleTileScheduler::grid_shape(sched), K::kThreads, K::kSmemBytes, stream,
