@@ -124,7 +124,7 @@ void run(int batch, int seqlen, int heads) {
   a.workspace = ws_mem;
   char* base = static_cast<char*>(ws_mem);
   sm80::BwdScratch ws{reinterpret_cast<float*>(base + wl.dq_accum), reinterpret_cast<float*>(base + wl.dsum),
-                      reinterpret_cast<float*>(base + wl.lse_log2), nullptr, nullptr, nullptr};
+                      reinterpret_cast<float*>(base + wl.lse_log2), nullptr, nullptr};
   cudaMalloc(&scratch, 1 << 20);
   const dim3 grid(unsigned(ceil_div(ceil_div(seqlen, kBlockM) * kBlockM, 32)), unsigned(heads), unsigned(batch));
   const dim3 grid_h(unsigned(heads), grid.x, unsigned(batch));
@@ -137,23 +137,11 @@ void run(int batch, int seqlen, int heads) {
   const float t4 = time_us([&] { stream_read<<<132 * 8, 256>>>((const uint4*)o, (const uint4*)d_o, elems * 2 / 16, (float*)scratch); });
   const float t5 = time_us([&] { stream_zero<<<132 * 8, 256>>>((float4*)ws.dq_accum, size_t(zb) / 16); });
   const float t6 = time_us([&] { cudaMemsetAsync(ws.dq_accum, 0, size_t(zb)); });
-  // The library's preprocess on a few SMs (bwd_preprocess_heads), alone: its counts in scratch.
-  ws.pre_ready = static_cast<int*>(scratch);
-  float t_few[2];
-  const int few[2] = {40, 66};
-  constexpr auto kHeads = sm80::bwd_preprocess_heads<Element, kHeadDim, kBlockM>;
-  cudaFuncSetAttribute(kHeads, cudaFuncAttributeMaxDynamicSharedMemorySize, 120 * 1024);
-  for (int i = 0; i < 2; ++i)
-    t_few[i] = time_us([&] {
-      cudaMemsetAsync(ws.pre_ready, 0, size_t(batch) * heads * 4);
-      kHeads<<<few[i], 1024, 120 * 1024>>>(a, ws, true);
-    });
   std::printf("hdim %3d b%d s%5d h%2d | library +zero %6.1f us (%.2f TB/s) | library read %6.1f (%.2f) | "
               "heads-fast +zero %6.1f (%.2f) | heads-fast read %6.1f (%.2f) | stream read %6.1f (%.2f) | "
-              "stream zero %6.1f (%.2f) | memset %6.1f (%.2f) | +zero on 40 SMs %6.1f (%.2f), 66 SMs %6.1f (%.2f)\n",
+              "stream zero %6.1f (%.2f) | memset %6.1f (%.2f)\n",
               kHeadDim, batch, seqlen, heads, t0, rate(t0, rw + zb), t1, rate(t1, rw), t2, rate(t2, rw + zb),
-              t3, rate(t3, rw), t4, rate(t4, rw), t5, rate(t5, zb), t6, rate(t6, zb), t_few[0],
-              rate(t_few[0], rw + zb), t_few[1], rate(t_few[1], rw + zb));
+              t3, rate(t3, rw), t4, rate(t4, rw), t5, rate(t5, zb), t6, rate(t6, zb));
   if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) std::printf("CUDA error %s\n", cudaGetErrorString(e));
   cudaFree(o), cudaFree(d_o), cudaFree(lse), cudaFree(ws_mem), cudaFree(scratch);
 }

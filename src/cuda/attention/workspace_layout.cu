@@ -1,6 +1,4 @@
 // The backward's scratch layout (kernels.h): offsets 256-byte aligned within one buffer.
-#include <algorithm>
-
 #include "cuda/attention/kernels.h"
 #include "cuda/attention/tile_config.h"
 
@@ -17,10 +15,7 @@ BwdWorkspace bwd_workspace_layout(int batch, int heads, int64_t total_q, int seq
   const size_t row_stats = align(chunks * heads * block_m * sizeof(float));  // row_chunk()
   w.lse_log2 = w.dsum + row_stats;
   w.semaphore = w.lse_log2 + row_stats;
-  // Deterministic runs: a turn per (sequence, head, query block); otherwise two counts per
-  // (sequence, head) (sm80/bwd_pre_post.h dq_ready, pre_ready).
-  const size_t words = size_t(batch) * heads * std::max((seqlen_q + block_m - 1) / block_m, 2);
-  w.bytes = w.semaphore + align(words * sizeof(int));
+  w.bytes = w.semaphore + align(size_t(batch) * heads * ((seqlen_q + block_m - 1) / block_m) * sizeof(int));
   return w;
 }
 

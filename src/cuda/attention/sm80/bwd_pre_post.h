@@ -8,7 +8,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -20,7 +19,6 @@
 #include "cuda/common/bulk_reduce.h"
 #include "cuda/common/check.h"
 #include "cuda/common/pdl.h"
-#include "cuda/common/smem_limit.h"
 
 namespace flashkit::cuda::attn::sm80 {
 
@@ -32,9 +30,6 @@ struct BwdScratch {
   // [batch, heads] or null: how many of the head's key blocks have added all of their dQ (their
   // adds complete and released). A conversion launched early waits on it (bwd_convert_dq).
   int* dq_ready;
-  // [batch, heads] or null: how many of the head's kPreItemRows-row items the preprocess has
-  // finished (bwd_preprocess_heads); the main kernel waits on it.
-  int* pre_ready;
 };
 
 // dQ of (sequence b, query block m, head h) accumulates in one chunk of block_m * hdim floats,
@@ -55,105 +50,62 @@ __device__ __forceinline__ float* dq_chunk(float* dq_accum, int64_t first_token,
 // One warp per 4 rows: 8 lanes per (token, head) row, 8 elements each per step, every step's
 // loads issued before the sums (kHeadDim bounds the steps at compile time). Rows from the
 // sequence's end to its last query block's end are padding (LSE +inf makes P = 0, D = 0), so the
-// main kernel reads whole blocks without bounds checks. With zero_dq the rows' share of the dQ
-// accumulator is zeroed too, in place of a memset of all of it (one pass over the rows instead
-// of two launches): rows r0 .. r0 + n - 1 of query block m own the floats (r0 % kBlockM) *
-// kHeadDim .. + n * kHeadDim of the block's chunk (a fill does not care about the chunk's
-// fragment order). preprocess_rows: rows row0 .. row0 + 32 kUnits - 1 of (sequence b, head h)
-// by 256 threads (t), all of their loads issued before the sums.
-template <class Element, int kHeadDim, int kBlockM, int kUnits>
-__device__ __forceinline__ void preprocess_rows(const AttnArguments& a, const BwdScratch& ws,
-                                                bool zero_dq, int row0, int h, int b, int t) {
-  static_assert(kBlockM % (32 * kUnits) == 0, "the rows lie in one query block");
-  constexpr int kSteps = (kHeadDim + 63) / 64, kRows = 32 * kUnits;
-  const int lane8 = t % 8;
+// main kernel reads whole blocks without bounds checks. With zero_dq the CTA also zeroes its
+// share of the dQ accumulator, in place of a memset of all of it (one pass over the rows instead
+// of two launches): rows r0 .. r0 + 31 of query block m own the floats (r0 % kBlockM) * kHeadDim
+// .. + 32 * kHeadDim of the block's chunk (a fill does not care about the chunk's fragment order).
+template <class Element, int kHeadDim, int kBlockM>
+__global__ void __launch_bounds__(256)
+    bwd_preprocess(const AttnArguments a, BwdScratch ws, bool zero_dq) {
+  static_assert(kBlockM % 32 == 0, "a CTA's 32 rows lie in one query block");
+  constexpr int kSteps = (kHeadDim + 63) / 64;
+  const int lane8 = threadIdx.x % 8;
+  const int row0 = blockIdx.x * 32, row = row0 + threadIdx.x / 8;  // the grid covers the longest
+  const int h = blockIdx.y, b = blockIdx.z;
   SeqBounds sb(a.cu_seqlens_q, a.cu_seqlens_k, b, a.seqlen_q, a.seqlen_k);
   const int padded = ceil_div(sb.seqlen_q, kBlockM) * kBlockM;  // rows with a dQ chunk
-  if (ws.dq_ready && row0 == 0 && t == 0) ws.dq_ready[int64_t(b) * a.heads + h] = 0;
+  if (ws.dq_ready && blockIdx.x == 0 && threadIdx.x == 0) ws.dq_ready[int64_t(b) * a.heads + h] = 0;
   if (zero_dq && row0 < padded) {
     float4* z = reinterpret_cast<float4*>(
         dq_chunk<kBlockM, kHeadDim>(ws.dq_accum, sb.q_token(b), b, row0 / kBlockM, h, a.heads) +
         (row0 % kBlockM) * kHeadDim);
     CUTE_UNROLL
-    for (int i = t; i < kRows * kHeadDim / 4; i += 256) z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int i = threadIdx.x; i < 32 * kHeadDim / 4; i += 256)
+      z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  float sum[kUnits], lse_log2[kUnits], l[kUnits];
-  uint4 x[kUnits][kSteps], y[kUnits][kSteps];
-  CUTE_UNROLL
-  for (int u = 0; u < kUnits; ++u) {
-    const int row = row0 + 32 * u + t / 8;
-    sum[u] = 0.f, lse_log2[u] = INFINITY, l[u] = 0.f;
+  const bool valid = row < sb.seqlen_q;
+  float sum = 0.f, lse_log2 = INFINITY;
+  if (valid) {
+    const auto* o = static_cast<const Element*>(a.o) + sb.q_offset(a.o_stride, b, h) + int64_t(row) * a.o_stride.row;
+    const auto* d_o = static_cast<const Element*>(a.dout) + sb.q_offset(a.do_stride, b, h) + int64_t(row) * a.do_stride.row;
+    const float l = a.lse[int64_t(b) * a.lse_batch_stride + int64_t(h) * a.lse_head_stride +
+                          (int64_t(sb.q_start) + row) * a.lse_row_stride];
+    uint4 x[kSteps], y[kSteps];
     CUTE_UNROLL
-    for (int s = 0; s < kSteps; ++s) x[u][s] = y[u][s] = make_uint4(0u, 0u, 0u, 0u);
-    if (row < sb.seqlen_q) {
-      const auto* o = static_cast<const Element*>(a.o) + sb.q_offset(a.o_stride, b, h) + int64_t(row) * a.o_stride.row;
-      const auto* d_o = static_cast<const Element*>(a.dout) + sb.q_offset(a.do_stride, b, h) + int64_t(row) * a.do_stride.row;
-      l[u] = a.lse[int64_t(b) * a.lse_batch_stride + int64_t(h) * a.lse_head_stride +
-                   (int64_t(sb.q_start) + row) * a.lse_row_stride];
-      CUTE_UNROLL
-      for (int s = 0; s < kSteps; ++s) {
-        const int c = lane8 * 8 + 64 * s;
-        if (c < a.head_dim) {
-          x[u][s] = *reinterpret_cast<const uint4*>(o + c);
-          y[u][s] = *reinterpret_cast<const uint4*>(d_o + c);
-        }
+    for (int s = 0; s < kSteps; ++s) {
+      const int c = lane8 * 8 + 64 * s;
+      x[s] = y[s] = make_uint4(0u, 0u, 0u, 0u);
+      if (c < a.head_dim) {
+        x[s] = *reinterpret_cast<const uint4*>(o + c);
+        y[s] = *reinterpret_cast<const uint4*>(d_o + c);
       }
     }
-  }
-  CUTE_UNROLL
-  for (int u = 0; u < kUnits; ++u) {
-    const int row = row0 + 32 * u + t / 8;
-    if (row < sb.seqlen_q) {
+    CUTE_UNROLL
+    for (int s = 0; s < kSteps; ++s) {
+      const Element* xe = reinterpret_cast<const Element*>(&x[s]);
+      const Element* ye = reinterpret_cast<const Element*>(&y[s]);
       CUTE_UNROLL
-      for (int s = 0; s < kSteps; ++s) {
-        const Element* xe = reinterpret_cast<const Element*>(&x[u][s]);
-        const Element* ye = reinterpret_cast<const Element*>(&y[u][s]);
-        CUTE_UNROLL
-        for (int i = 0; i < 8; ++i) sum[u] += float(xe[i]) * float(ye[i]);
-      }
-      lse_log2[u] = l[u] == -INFINITY ? INFINITY : l[u] * float(M_LOG2E);  // no keys: P = 0
+      for (int i = 0; i < 8; ++i) sum += float(xe[i]) * float(ye[i]);
     }
-    sum[u] += __shfl_xor_sync(0xffffffffu, sum[u], 1);  // every lane takes part
-    sum[u] += __shfl_xor_sync(0xffffffffu, sum[u], 2);
-    sum[u] += __shfl_xor_sync(0xffffffffu, sum[u], 4);
-    if (lane8 == 0 && row < padded) {
-      const int64_t at = row_chunk<kBlockM>(sb.q_token(b), b, row / kBlockM, h, a.heads) + row % kBlockM;
-      ws.dsum[at] = sum[u];
-      ws.lse_log2[at] = lse_log2[u];
-    }
+    lse_log2 = l == -INFINITY ? INFINITY : l * float(M_LOG2E);  // a row without keys: P = 0
   }
-}
-
-// One CTA per 32 rows of one (sequence, head); the grid covers the longest sequence.
-template <class Element, int kHeadDim, int kBlockM>
-__global__ void __launch_bounds__(256)
-    bwd_preprocess(const AttnArguments a, BwdScratch ws, bool zero_dq) {
-  preprocess_rows<Element, kHeadDim, kBlockM, 1>(a, ws, zero_dq, blockIdx.x * 32, blockIdx.y,
-                                                 blockIdx.z, threadIdx.x);
-}
-
-// The preprocess on a few SMs (`bwd_prologue` with head_sms): a grid of 1024-thread CTAs, one a SM
-// (the launch asks for more shared memory than two could share), each 256-thread group taking
-// items of 64 rows in the main kernel's order (rows fastest, then heads, then sequences) and
-// counting each finished item into pre_ready[b, h] (release). The main kernel, launched
-// programmatically behind it, starts on the other SMs at once and waits per (sequence, head) for
-// the count (kPreItemRows-row items: ceil(seqlen_q / block_m) * block_m / kPreItemRows of them).
-constexpr int kPreItemRows = 64;
-template <class Element, int kHeadDim, int kBlockM>
-__global__ void __launch_bounds__(1024)
-    bwd_preprocess_heads(const AttnArguments a, BwdScratch ws, bool zero_dq) {
-  static_assert(kBlockM % kPreItemRows == 0, "an item's rows lie in one query block");
-  pdl_launch_dependents();
-  const int group = threadIdx.x / 256, t = threadIdx.x % 256;
-  const int items = ceil_div(a.seqlen_q, kBlockM) * kBlockM / kPreItemRows;  // per (b, h)
-  const int total = items * a.heads * a.batch;
-  for (int i = blockIdx.x * 4 + group; i < total; i += gridDim.x * 4) {
-    const int hb = i / items, h = hb % a.heads, b = hb / a.heads;
-    preprocess_rows<Element, kHeadDim, kBlockM, kPreItemRows / 32>(a, ws, zero_dq,
-                                                                   (i % items) * kPreItemRows, h, b, t);
-    __threadfence();  // this thread's stores, before the group's count
-    asm volatile("bar.sync %0, 256;" ::"r"(1 + group) : "memory");
-    if (t == 0) fetch_add_acq_rel(ws.pre_ready + int64_t(b) * a.heads + h, 1);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);  // every lane takes part (no early exit above)
+  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+  if (lane8 == 0 && row < padded) {
+    const int64_t at = row_chunk<kBlockM>(sb.q_token(b), b, row / kBlockM, h, a.heads) + row % kBlockM;
+    ws.dsum[at] = sum;
+    ws.lse_log2[at] = lse_log2;
   }
 }
 
@@ -260,50 +212,22 @@ inline bool bwd_tail_enabled() {
   return env && major >= 9;
 }
 
-// Host: how many SMs the preprocess takes while the main kernel starts on the others
-// (bwd_preprocess_heads), 0 for the whole-GPU preprocess first: FLASHKIT_BWD_PRE_SMS (default 40;
-// 0 turns it off), sm_90+ only (programmatic launch), at most half the SMs.
-inline int bwd_pre_sms() {
-  static const int env = [] {
-    const char* e = std::getenv("FLASHKIT_BWD_PRE_SMS");
-    return e ? std::atoi(e) : 40;
-  }();
-  int dev = 0, major = 0, sms = 0;
-  FK_CUDA_CHECK(cudaGetDevice(&dev));
-  FK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return major >= 9 ? std::max(0, std::min(env, sms / 2)) : 0;
-}
-
 // Host: carves the scratch from a.workspace (kernels.h's BwdWorkspace), zeroes the deterministic
 // semaphores, and launches preprocess, which also zeroes the dQ accumulator (unless `zero_dq` is
 // false: no kernel adds into it), on `stream`. `dq_ready`: the main kernel counts its dQ adds
-// in per (sequence, head), so the conversion may overlap it. `head_sms` > 0: the preprocess runs
-// on that many SMs and counts its items per (sequence, head) into pre_ready, for a main kernel
-// launched programmatically behind it (bwd_preprocess_heads). Both non-deterministic runs only:
-// the counts use the semaphores' words (bwd_workspace_layout keeps two per (sequence, head)).
+// in per (sequence, head), so the conversion may overlap it (non-deterministic runs only: the
+// counts use the semaphores' words).
 template <class Element, int kHeadDim, int kBlockM>
 BwdScratch bwd_prologue(const AttnArguments& a, cudaStream_t stream, bool zero_dq = true,
-                        bool dq_ready = false, int head_sms = 0) {
+                        bool dq_ready = false) {
   BwdWorkspace wl = bwd_workspace_layout(a.batch, a.heads, a.total_q, a.seqlen_q, kHeadDim);
   char* base = static_cast<char*>(a.workspace);
   int* words = reinterpret_cast<int*>(base + wl.semaphore);
-  const int64_t pairs = int64_t(a.batch) * a.heads;
-  const bool gate = head_sms > 0 && !a.deterministic;
   BwdScratch ws{reinterpret_cast<float*>(base + wl.dq_accum),
                 reinterpret_cast<float*>(base + wl.dsum),
                 reinterpret_cast<float*>(base + wl.lse_log2), a.deterministic ? words : nullptr,
-                dq_ready && !a.deterministic ? words : nullptr, gate ? words + pairs : nullptr};
+                dq_ready && !a.deterministic ? words : nullptr};
   if (a.deterministic) FK_CUDA_CHECK(cudaMemsetAsync(ws.semaphore, 0, wl.bytes - wl.semaphore, stream));
-  if (gate) {
-    FK_CUDA_CHECK(cudaMemsetAsync(ws.pre_ready, 0, pairs * sizeof(int), stream));
-    constexpr auto kernel = bwd_preprocess_heads<Element, kHeadDim, kBlockM>;
-    constexpr int kSmem = 120 * 1024;  // more than half an SM's: one CTA a SM
-    ensure_smem_limit<kernel>(kSmem);
-    kernel<<<unsigned(head_sms), 1024, kSmem, stream>>>(a, ws, zero_dq);
-    FK_CHECK_LAUNCH("attention backward preprocess (few SMs)");
-    return ws;
-  }
   // Rows up to the end of each sequence's last query block: the padding gets LSE +inf and D 0.
   dim3 rows_grid(unsigned(ceil_div(ceil_div(a.seqlen_q, kBlockM) * kBlockM, 32)), unsigned(a.heads),
                  unsigned(a.batch));

@@ -42,9 +42,6 @@ struct BwdKernel {
     }
     __syncthreads();
     const WorkTile w = Scheduler::initial_work(p.scheduler);
-    // Launched behind a preprocess on a few SMs (bwd_launch.h): the last CTA waits for its
-    // completion, so that this grid completes after it.
-    if (p.mainloop.ws.pre_ready && blockIdx.x == gridDim.x - 1) pdl_wait();
     const SeqBounds sb =
         kVarlen ? Mainloop::seq_bounds(p.mainloop, w)
                 : SeqBounds(nullptr, nullptr, w.batch, p.mainloop.seqlen_q, p.mainloop.seqlen_k);
@@ -56,12 +53,10 @@ struct BwdKernel {
         if (cutlass::canonical_warp_idx_sync() == 0) {
           const bool leader = cute::elect_one_sync();
           if (leader) Mainloop::prefetch_descriptors(p.mainloop);
-          Mainloop::wait_preprocessed(p.mainloop, w);
           Mainloop::load(p.mainloop, smem, w, sb, st, leader);
         }
       } else if (cutlass::canonical_warp_idx_sync() == 0 && cute::elect_one_sync()) {
         Mainloop::prefetch_descriptors(p.mainloop);
-        Mainloop::wait_preprocessed(p.mainloop, w);
         Mainloop::load(p.mainloop, smem, w, sb, st, true);
       }
     } else {
@@ -71,10 +66,7 @@ struct BwdKernel {
       // H100, a code-generation effect measured, not derived (bench/NOTES-attention.md v10).
       int tid = int(threadIdx.x) - 128;
       if constexpr (!Mainloop::kSplitD) asm volatile("" : "+r"(tid));
-      if (tid == 0) {
-        Epilogue::prefetch_descriptors(p.epilogue);
-        Mainloop::wait_preprocessed(p.mainloop, w);  // before its first dQ bulk reduce
-      }
+      if (tid == 0) Epilogue::prefetch_descriptors(p.epilogue);
       auto acc_dk = partition_fragment_C(typename Mainloop::TiledMmadKV{},
                                          Shape<Int<Mainloop::kBlockN>, Int<Mainloop::kHeadDim>>{});
       if constexpr (Mainloop::kSplitD) {  // one gradient a warpgroup: dV (0) or dK (1)

@@ -32,12 +32,9 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   // What follows the main kernel (the dQ conversion, or hdim 256's dQ pass) launches behind it
   // programmatically: it takes the SMs the main kernel's last wave leaves idle (the conversion
   // of a head once all of its key blocks have counted their dQ adds in).
-  // And the main kernel itself launches behind a preprocess that runs on a few SMs (hdim 64 /
-  // 128): it starts on the others at once, each CTA once its heads' rows are preprocessed.
   const bool tail = sm80::bwd_tail_enabled();
   const sm80::BwdScratch ws = sm80::bwd_prologue<Element, kHeadDim, t.block_m>(
-      a, stream, !Mainloop::kSplitD, tail && !Mainloop::kSplitD,
-      Mainloop::kSplitD ? 0 : sm80::bwd_pre_sms());
+      a, stream, !Mainloop::kSplitD, tail && !Mainloop::kSplitD);
   // The sm80 launcher's order: longest first over L2-sized head groups under a causal-like mask
   // (causal or a right window bound); key blocks of one head launch in order (deterministic turns
   // rely on it).
@@ -57,7 +54,7 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
         Mainloop::to_params(a, ws), Epilogue::to_params(a),
         SingleTileScheduler::to_params({ceil_div(a.seqlen_k, t.block_n), a.kv_heads, a.batch,
                                         false, lpt ? l2_pair_group(q_bytes) : 1})};
-    run.template operator()<K>(params, params.scheduler, ws.pre_ready != nullptr);
+    run.template operator()<K>(params, params.scheduler, false);
   };
   if (a.cu_seqlens_q) launch.template operator()<VarlenKernel>();
   else launch.template operator()<Kernel>();

@@ -323,21 +323,6 @@ struct BwdMainloop {
 #endif
   }
 
-  // With the preprocess on a few SMs (sm80::bwd_prologue's head_sms): waits until every item of
-  // this KV head's query heads is done (acquire), then fences the async proxy, which issues the
-  // TMA loads of LSE and D and the dQ bulk reduces into what the preprocess wrote. Called once per
-  // CTA by the thread(s) that issue those loads and by consumer thread 0.
-  __device__ static void wait_preprocessed(const Params& p, const WorkTile& w) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (!p.ws.pre_ready) return;
-    const int items = ceil_div(p.seqlen_q, kBlockM) * kBlockM / sm80::kPreItemRows;
-    const int* count = p.ws.pre_ready + int64_t(w.batch) * p.heads + int64_t(w.head) * p.h_ratio;
-    for (int g = 0; g < p.h_ratio; ++g)
-      while (load_acquire(count + g) < items) __nanosleep(64);
-    asm volatile("fence.proxy.async.global;" ::: "memory");
-#endif
-  }
-
   // f(mask) with plain scores; the general policies branch once per block to f(true_type) or
   // f(false_type), a masked and an unmasked copy of their element loop (a run-time mask there
   // cost ~200 instructions a thread on every block, and at block_m 128 the block-mask kernel
