@@ -9,6 +9,12 @@
 #   rounds (default 2), HDIMS (default 128,64,256), SEQLENS (default 2k-16k).
 # PART=sm80: the same for the sm80-class path against torch's flash backend (issue 3): methods
 #   flashkit-sm80,flash, hdim 128 / 64.
+# What each call of the session ran (one H100 unless said): call 1 PART=checks then PART=ab
+# ROUNDS=1 HDIMS=128 (v12); calls 2-3 `bench/bwd_tail.py` for off / new (and base in call 3)
+# alternated (v12, v12b); call 4 bench/attention.py directly (issue 8's table twice, the
+# sm80-class path once); calls 5-6 the torch attention tests and sanitizers; call 7 .ab/bwd_pre_ab
+# (bench/bwd_pre_ab.cu); call 8 (one H200) and call 9 the v3 checks and bwd_tail.py with
+# FLASHKIT_BWD_PRE_SMS=0 / default; call 10 the final build's checks.
 # usage: tar xzf .ab/lib.tgz && tar xzf .ab/base25.tgz -C .ab && OUT=/some/dir PART=checks bench/gpu-s26.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
