@@ -312,7 +312,7 @@ struct BwdMainloop {
   // Thread 0 of the consumers, which issued every dQ bulk reduce of the CTA, counts the key block
   // in for each query head of its KV head once those reduces have completed (a completed bulk
   // reduce is visible to this thread's generic proxy; the add releases it to the conversion's
-  // acquire). `pending`: bulk groups issued since (the epilogue's stores) that may stay in flight.
+  // acquire). kPending: bulk groups issued since (the epilogue's stores) that may stay in flight.
   template <int kPending>
   __device__ static void signal_dq_ready(const Params& p, const WorkTile& w, int tid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
