@@ -411,10 +411,11 @@ TEST(AttentionGpuSm90, BothPathsMatchReference) {
     // Varlen: tiles that read past their sequence into the next one (and past the last token).
     cases.push_back({varlen_spec(64, {1, 130, 257, 64, 300}, {65, 17, 300, 64, 129}, causal), true});
     cases.push_back({varlen_spec(128, {500, 129, 7}, {128, 640, 1}, causal), true});
-    // A varlen sequence without keys (its dQ is 0), and one key block per head before 2100
+    // A varlen sequence without keys (its dQ is 0; the conversion launched behind the main
+    // kernel waits for 0 key blocks of its heads), and one key block per head before 2100
     // queries: one CTA adds into every dQ block of its two heads (causal: the first blocks see
-    // no key). Written for the dQ fold (bench/NOTES-attention.md v11), where they decide who
-    // converts a block; they stay for the separate conversion.
+    // no key). Written for the dQ fold (bench/NOTES-attention.md v11); they cover v12's
+    // per-head counts.
     cases.push_back({varlen_spec(128, {70, 20, 130}, {90, 0, 200}, causal), true});
     cases.push_back({spec(DType::bf16, 1, 2100, 100, 4, 2, 128, causal), true});
     cases.push_back({spec(DType::bf16, 1, 2100, 100, 4, 2, 64, causal), true});

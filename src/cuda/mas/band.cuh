@@ -14,6 +14,7 @@
 // decision bits go to shared memory as words (frame / 32, row) with bit frame % 32, as the staged
 // kernel's, and backtrack_one_lane walks them.
 #pragma once
+#include "cuda/common/pdl.h"
 #include "cuda/mas/device.cuh"
 #include "cuda/mas/path_writer.cuh"
 #include "cuda/mas/staged.cuh"
@@ -133,9 +134,7 @@ __global__ void __launch_bounds__(32 * NW + 96, 1) mas_forward_band(const Params
   __shared__ __align__(16) float s_x[NW > 1 ? kXChunks * F : 4];
   __shared__ uint64_t s_xfull[kBandStages], s_xempty[kBandStages];
   __shared__ uint4 s_zero[256];  // zero_bulk's source (p.band_bulk)
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+  pdl_launch_dependents();
   // The warp index broadcast from lane 0: ptxas then knows every branch on it is warp-uniform,
   // so the DP loop's shuffles need no divergence check (BRA.DIV), which would cut the unrolled
   // steps into separate scheduling blocks (v19).

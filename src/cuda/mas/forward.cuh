@@ -4,6 +4,7 @@
 #pragma once
 #include <type_traits>
 
+#include "cuda/common/pdl.h"
 #include "cuda/mas/device.cuh"
 #include "cuda/mas/path_writer.cuh"
 #include "cuda/mas/staged.cuh"
@@ -50,12 +51,10 @@ __global__ void __launch_bounds__(max_block_threads(K), 1)
   // per stage; s_xempty[s] gets the 32 arrivals of the next CTA's warp 0 once it read a stage.
   [[maybe_unused]] __shared__ __align__(16) float s_xring[kStage ? kRing : 4];
   __shared__ uint64_t s_xfull[kStages], s_xempty[kStages];
-#if __CUDA_ARCH__ >= 900
   // A path kernel launched after this one with programmatic serialisation (mas.cu, v17) may
   // start now: it zeroes the path on the SMs this grid leaves free and waits for this grid's
-  // completion (griddepcontrol.wait) before writing the ones. Without such a kernel: a no-op.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+  // completion (pdl_wait) before writing the ones. Without such a kernel: a no-op.
+  pdl_launch_dependents();
   const int b = blockIdx.x / p.splits, part = blockIdx.x % p.splits;
   int tid;  // kept in a register: re-reading %tid.x in the loop would wait with the loads
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));

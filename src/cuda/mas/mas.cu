@@ -12,6 +12,7 @@
 #include "api/validate.h"
 #include "common/dtype_bits.h"
 #include "cuda/common/check.h"
+#include "cuda/common/pdl.h"
 #include "cuda/common/smem_limit.h"
 #include "cuda/common/workspace.h"
 #include "cuda/mas/band.cuh"
@@ -472,17 +473,8 @@ void finish(const Params& p, const Scratch& s, int B, const TensorView& path, co
         smem -= 1024;  // the kernel's static bytes fit beside it
         constexpr auto kernel = mas_write_path_rows_early;
         ensure_smem_limit<kernel>(smem);
-        cudaLaunchConfig_t cfg{};
-        cfg.gridDim = dim3(static_cast<unsigned>(sms));
-        cfg.blockDim = dim3(1024);
-        cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-        cfg.stream = stream;
-        cudaLaunchAttribute pdl;
-        pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        pdl.val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = &pdl;
-        cfg.numAttrs = 1;
-        FK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, pp, s.rows_next, static_cast<int>(chunk_rows)));
+        launch_pdl(kernel, dim3(static_cast<unsigned>(sms)), dim3(1024), static_cast<size_t>(smem),
+                   stream, true, pp, s.rows_next, static_cast<int>(chunk_rows));
         FK_CHECK_LAUNCH("mas_write_path_rows_early");
       } else if (!vec)
         mas_write_path_rows<0><<<grid, 256, 0, stream>>>(pp);

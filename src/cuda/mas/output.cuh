@@ -2,6 +2,7 @@
 // expansion from per-row runs (for paths that are not one dense block per item; the forward
 // kernel writes those itself) and the status word after it. Included by src/cuda/mas/mas.cu only.
 #pragma once
+#include "cuda/common/pdl.h"
 #include "cuda/mas/device.cuh"
 #include "cuda/mas/path_writer.cuh"
 
@@ -97,9 +98,7 @@ static __global__ void mas_write_path_rows_early(const PathParams pp, int32_t* n
     }
   }
   if (threadIdx.x == 0) s_count = count;
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+  pdl_wait();
   __syncthreads();  // this CTA's zeros before its ones (the same rows, other threads); s_count
   // One thread a row of this CTA's chunks: its run's ones (S / T of them on average).
   for (int i = threadIdx.x; i < s_count * chunk_rows; i += blockDim.x) {
