@@ -162,3 +162,66 @@ TEST(TileOrder, GroupedOrderEqualsGroupedTile) {
             }
           }
 }
+
+// The dense forward's split tail (SplitTail): whole tiles plus tail parts take every tile; the
+// parts of a tail tile cover its key blocks exactly once (where the tail has a key block for
+// every CTA), are held by the CTAs first_cta ..
+// last_cta, one part each, in distinct slots; every CTA's key blocks are within one of the mean.
+TEST(TileOrder, SplitTailCoversEveryKeyBlockOnce) {
+  using flashkit::cuda::attn::SplitTail;
+  for (int nb : {1, 3, 8, 32})
+    for (int heads : {1, 5, 16})
+      for (int batch : {1, 4})
+        for (int ctas : {4, 7, 132})
+          for (int nk : {1, 2, 9, 32}) {
+            const PersistentOrder o = PersistentOrder::make(nb, heads, batch, false, ctas, nk);
+            const int units = nb * heads * batch;
+            SCOPED_TRACE(std::to_string(nb) + " " + std::to_string(heads) + " " +
+                         std::to_string(batch) + " " + std::to_string(ctas) + " " +
+                         std::to_string(nk));
+            ASSERT_EQ(o.split.on(), units % ctas != 0 && (units % ctas) * nk >= ctas);
+            if (!o.split.on()) continue;
+            const SplitTail& st = o.split;
+            ASSERT_EQ(o.num_ctas, ctas);
+            std::multiset<std::tuple<int, int, int>> whole, want;
+            std::vector<std::vector<int>> cover(st.tiles, std::vector<int>(nk, 0));
+            std::vector<std::vector<int>> holders(st.tiles);
+            std::set<int> slots;
+            std::vector<long> cost;
+            for (int c = 0; c < ctas; ++c) {
+              long keys = 0;
+              for (WorkTile t = o.first(c, ctas); t.valid; t = o.next(t, c, ctas)) {
+                if (t.tail < 0) {
+                  whole.insert({t.block, t.head, t.batch});
+                  keys += nk;
+                  continue;
+                }
+                ASSERT_LT(t.tail, st.tiles);
+                ASSERT_TRUE(0 <= t.kb_lo && t.kb_lo < t.kb_hi && t.kb_hi <= nk);
+                const WorkTile d = o.dense_tile(st.first + t.tail, 0);
+                EXPECT_EQ(std::tuple(t.block, t.head, t.batch),
+                          std::tuple(d.block, d.head, d.batch));
+                for (int k = t.kb_lo; k < t.kb_hi; ++k) ++cover[t.tail][k];
+                holders[t.tail].push_back(c);
+                EXPECT_TRUE(slots.insert(st.slot(c, t.tail)).second) << "slot reused";
+                EXPECT_LT(st.slot(c, t.tail), 2 * ctas);
+                keys += t.kb_hi - t.kb_lo;
+              }
+              cost.push_back(keys);
+            }
+            for (int t = 0; t < st.whole * ctas; ++t) {
+              const WorkTile d = o.dense_tile(t, 0);
+              want.insert({d.block, d.head, d.batch});
+            }
+            EXPECT_EQ(whole, want);
+            for (int r = 0; r < st.tiles; ++r) {
+              for (int k = 0; k < nk; ++k)
+                EXPECT_EQ(cover[r][k], 1) << "tile " << r << " block " << k;
+              std::vector<int> expect;
+              for (int c = st.first_cta(r); c <= st.last_cta(r); ++c) expect.push_back(c);
+              EXPECT_EQ(holders[r], expect) << "tile " << r;
+            }
+            const auto [lo, hi] = std::minmax_element(cost.begin(), cost.end());
+            EXPECT_LE(*hi - *lo, 1);
+          }
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Session 27's GPU calls (bench/NOTES-attention.md "Forward v11": the dense forward's split tail).
+# The library comes built from the CPU machine in .ab/lib.tgz (bench/gpu-library.sh says how).
+# PART=checks: the split-tail gtests (split on and off against the reference), memcheck and
+#   racecheck on the small split-tail and two-path tests, then every `Attention*` gtest.
+# PART=ab: bench/fwd_split_ab.py (split / whole / cuDNN forward, interleaved, ROUNDS rounds).
+# Calls 1-2 (one H200) ran bench/wave_quant.py on main's build (the measurement before v11).
+# usage: tar xzf .ab/lib.tgz && OUT=/some/dir PART=checks bench/gpu-s27.sh
+set -uo pipefail
+. "$(dirname "$0")/gpu_prelude.sh"
+carried_library
+export PYTHONPATH=bench:$PYTHONPATH
+small='AttentionGpuSmall.Sm90SplitTail:AttentionGpuSmall.Sm90AndSm80Paths'
+case "${PART:?set PART}" in
+checks)
+  gtest split 'AttentionGpuSm90.SplitTail*:AttentionGpuSmall.Sm90SplitTail:AttentionGpuSm90.BothPathsMatchReference' 200
+  SAN_EACH=${SAN_EACH:-90} sanitize "$bin" "$small"
+  gtest attn 'Attention*' "$(( $(left) - 20 ))"
+  grep -E "tests ran|PASSED|FAILED" "$log/attn.log" | tail -4
+  ;;
+ab)
+  stamp "fwd_split_ab"
+  timeout "$(left)" python3 bench/fwd_split_ab.py "${HDIMS:-128,256,64}" "${SEQLENS:-2048,4096,8192,16384}" \
+    >"$log/ab.log" 2>&1
+  stamp "rc=$?"
+  grep -v Warn "$log/ab.log"
+  ;;
+esac
+stamp "done"
