@@ -3,8 +3,12 @@
 # The library comes built from the CPU machine in .ab/lib.tgz (bench/gpu-library.sh says how).
 # PART=checks: the split-tail gtests (split on and off against the reference), memcheck and
 #   racecheck on the small split-tail and two-path tests, then every `Attention*` gtest.
-# PART=ab: bench/fwd_split_ab.py (split / whole / cuDNN forward, interleaved, ROUNDS rounds).
-# Calls 1-2 (one H200) ran bench/wave_quant.py on main's build (the measurement before v11).
+# PART=ab: bench/fwd_split_ab.py (split / whole / cuDNN forward, interleaved, ROUNDS rounds; the
+#   script and v11 are in commit 6d11348, removed after the measurement).
+# Calls 1-2 (one H200) ran bench/wave_quant.py on main's build (the measurement before v11); call
+# 3 PART=checks and call 4 PART=ab on v11's build (commit 6d11348: both parts need it; on main
+# after v11's removal the split tests and the knob are gone); calls 5-6 per-kernel profiles of
+# split / whole (a torch.profiler loop, kernel durations of 10 forwards, in the NOTES).
 # usage: tar xzf .ab/lib.tgz && OUT=/some/dir PART=checks bench/gpu-s27.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"

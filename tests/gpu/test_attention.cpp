@@ -430,28 +430,6 @@ TEST(AttentionGpuSm90, BothPathsMatchReference) {
   check_both_paths(cases, 4000);
 }
 
-// The Hopper dense forward's split tail (tile_order.h SplitTail; bench/NOTES-attention.md
-// "Forward v11"): the tiles of the last, partly filled wave cut by key blocks over every CTA,
-// each part's O and LSE merged by the part that finishes last; on (the default where it pays)
-// and off (FLASHKIT_SM90_FWD_SPLIT=0), both against the reference. On 132 SMs: hdim 128 with a
-// whole wave first (180 tiles: 48 in the tail, 9 key blocks each), GQA with sq != sk and a partial
-// last key block (84 tiles), hdim 104 (the 128 bucket, zero-padded), 12 tiles of 22 key blocks
-// (each tile cut into parts of 2 blocks: every merge reads eleven parts); hdim 64 and 256 (whole
-// tiles always: fwd_epilogue.h kCanSplit) with the knob set either way.
-TEST(AttentionGpuSm90, SplitTail) {
-  for (const char* split : {"1", "0"}) {
-    SCOPED_TRACE(split);
-    ScopedEnv env("FLASHKIT_SM90_FWD_SPLIT", split);
-    check_both_paths({{spec(DType::bf16, 1, 1100, 1100, 20, 20, 128, false), false},
-                      {spec(DType::bf16, 2, 777, 2050, 6, 1, 128, false), true},
-                      {spec(DType::bf16, 2, 1000, 1500, 8, 4, 104, false), false},
-                      {spec(DType::bf16, 2, 1000, 3000, 8, 4, 64, false), false},
-                      {spec(DType::bf16, 1, 1000, 1500, 8, 8, 256, false), false},
-                      {spec(DType::bf16, 1, 300, 2800, 4, 2, 128, false), false}},
-                     4700);
-  }
-}
-
 // Every score variant on both paths, forward and backward (the sm90 kernels take the same
 // policies), bf16 hdim 64 and 128; combinations of modifiers only where the build has their sm90
 // kernels (not minimal: AttentionGpuVariants covers them there on the sm80 fall-back).
@@ -762,31 +740,6 @@ TEST(AttentionGpuSmall, Sm90AndSm80Paths) {
                     {spec(DType::bf16, 1, 200, 170, 2, 1, 256, true), true},
                     {spec(DType::bf16, 1, 300, 40, 48, 16, 256, true), true},
                     {varlen_spec(256, {3, 130, 0}, {90, 5, 20}, false), true}}, 4300);
-}
-
-// The split tail's merge reads every part in a fixed order, so the forward (and the
-// deterministic backward on it) gives the same bits whichever part finishes last: 3 runs of a
-// tile cut into 11 parts.
-TEST(AttentionGpuSm90, SplitTailBitwiseRepeatable) {
-  if (!hopper_device()) GTEST_SKIP() << "no sm_90 device";
-  ScopedPath scoped("sm90");
-  AttentionCase c(spec(DType::bf16, 1, 300, 2800, 4, 2, 128, false), 4900);
-  GpuRun first = run_gpu(c, false, true);
-  for (int i = 1; i < 3; ++i) {
-    GpuRun again = run_gpu(c, false, true);
-    EXPECT_TRUE(again.out.same_bytes(first.out)) << "out differs in run " << i + 1;
-    EXPECT_TRUE(again.lse.same_bytes(first.lse)) << "lse differs in run " << i + 1;
-    EXPECT_TRUE(again.dq.same_bytes(first.dq)) << "dq differs in run " << i + 1;
-  }
-}
-
-// The split tail under the sanitizer: 12 tiles of 22 key blocks, parts of 2 key blocks merged
-// across eleven CTAs (the slots' stores and loads, the counts), and 16 tiles with a partial last
-// query and key block.
-TEST(AttentionGpuSmall, Sm90SplitTail) {
-  check_both_paths({{spec(DType::bf16, 1, 300, 2800, 4, 2, 128, false), false},
-                    {spec(DType::bf16, 2, 250, 2500, 4, 1, 128, false), false}},
-                   4800);
 }
 
 // The score variants on both paths, forward and backward, under the sanitizer: window edges,

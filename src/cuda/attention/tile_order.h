@@ -39,43 +39,6 @@ struct WorkTile {
   int block, head, batch;
   bool valid;
   int index = 0;  // position in a persistent scheduler's tile order
-  // A part of a split tail tile (SplitTail): key blocks [kb_lo, kb_hi) of tail tile `tail`;
-  // whole tiles keep tail = -1 and every key block.
-  int kb_lo = 0, kb_hi = 1 << 30, tail = -1;
-};
-
-// The dense forward's last, partly filled wave spread over every CTA (stream-K, session 27;
-// bench/NOTES-attention.md "Forward v11"). A fixed order of `units` equal tiles on n CTAs runs
-// whole = units / n tiles a CTA, then the remaining tiles (tail tiles r = 0 .. tiles - 1, numbers
-// first + r) as a line of tiles * nk key blocks cut into n equal ranges: CTA c takes key blocks
-// [begin(c), begin(c + 1)) of that line, at most nk of them, so parts of at most two tail tiles.
-// Each part leaves its O (normalised by its own l) and LSE in a slot (2 per CTA: its first and
-// second tail tile); the last part of a tile to finish merges the others into O and LSE.
-struct SplitTail {
-  int ctas = 0;  // n; 0: no split
-  int whole = 0, first = 0, tiles = 0, nk = 0;
-  static SplitTail make(int units, int nk, int ctas) {
-    return {ctas, units / ctas, units / ctas * ctas, units % ctas, nk};
-  }
-  FK_HD bool on() const { return ctas > 0; }
-  FK_HD int64_t units() const { return int64_t(tiles) * nk; }
-  FK_HD int64_t begin(int c) const { return units() * c / ctas; }
-  // The CTA whose range holds key block u of the line (ranges may be empty when units < n).
-  FK_HD int owner(int64_t u) const { return int(((u + 1) * ctas + units() - 1) / units()) - 1; }
-  // Part k (0, 1) of CTA c: tail tile r, key blocks [lo, hi); false when there is none.
-  FK_HD bool part(int c, int k, int& r, int& lo, int& hi) const {
-    const int64_t u0 = begin(c), u1 = begin(c + 1);
-    if (u1 <= u0) return false;
-    r = int(u0 / nk) + k;
-    const int64_t t0 = int64_t(r) * nk;
-    if (t0 >= u1) return false;
-    lo = int((u0 > t0 ? u0 : t0) - t0);
-    hi = int((u1 < t0 + nk ? u1 : t0 + nk) - t0);
-    return true;
-  }
-  FK_HD int first_cta(int r) const { return owner(int64_t(r) * nk); }
-  FK_HD int last_cta(int r) const { return owner(int64_t(r + 1) * nk - 1); }
-  FK_HD int slot(int c, int r) const { return 2 * c + (r == int(begin(c) / nk) ? 0 : 1); }
 };
 
 // Division by a register, FastDiv's interface: the one-tile-per-CTA schedulers divide once per
@@ -150,12 +113,8 @@ struct PersistentOrder {
   bool reverse;
   int num_ctas, units;  // units: work items (tiles, or reverse's block pairs)
   FastDiv div_blocks, div_heads, div_pair;  // by num_blocks, heads, (num_blocks + 1) / 2
-  SplitTail split;  // dense only, when made with split_nk > 0: every CTA takes part in the tail
 
-  // split_nk > 0 (dense): the tail is split (SplitTail), each tile having split_nk key blocks,
-  // where the tail's key blocks are at least as many as the CTAs.
-  static PersistentOrder make(int num_blocks, int heads, int batch, bool reverse, int ctas,
-                              int split_nk = 0) {
+  static PersistentOrder make(int num_blocks, int heads, int batch, bool reverse, int ctas) {
     const int units = (reverse ? (num_blocks + 1) / 2 : num_blocks) * heads * batch;
     PersistentOrder o{};
     o.num_blocks = num_blocks, o.heads = heads, o.batch = batch, o.reverse = reverse;
@@ -163,30 +122,14 @@ struct PersistentOrder {
     o.div_blocks = FastDiv::make(num_blocks);
     o.div_heads = FastDiv::make(heads);
     o.div_pair = FastDiv::make((num_blocks + 1) / 2);
-    // Split only where every CTA's range holds a key block (so a tile's parts are held by
-    // first_cta .. last_cta, one each).
-    if (!reverse && split_nk > 0 && units % ctas != 0 && int64_t(units % ctas) * split_nk >= ctas) {
-      o.split = SplitTail::make(units, split_nk, ctas);
-      o.num_ctas = ctas;
-    }
     return o;
-  }
-  FK_HD WorkTile dense_tile(int t, int s) const {
-    const int hb = div_blocks.div(t), b = div_heads.div(hb);
-    return {div_blocks.mod(t, hb), div_heads.mod(hb, b), b, true, s};
   }
   FK_HD WorkTile tile(int c, int n, int s) const {
     if (!reverse) {
-      if (split.on() && s >= split.whole) {
-        int r = 0, lo = 0, hi = 0;
-        if (!split.part(c, s - split.whole, r, lo, hi)) return {0, 0, 0, false, s};
-        WorkTile w = dense_tile(split.first + r, s);
-        w.kb_lo = lo, w.kb_hi = hi, w.tail = r;
-        return w;
-      }
       const int t = s * n + c;
       if (t >= units) return {0, 0, 0, false, s};
-      return dense_tile(t, s);
+      const int hb = div_blocks.div(t), b = div_heads.div(hb);
+      return {div_blocks.mod(t, hb), div_heads.mod(hb, b), b, true, s};
     }
     const int u = (s >> 1) * n + c;
     if (u >= units) return {0, 0, 0, false, s};

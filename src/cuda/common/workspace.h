@@ -11,10 +11,4 @@ namespace flashkit::cuda {
 // Returns `bytes` of device scratch on the current device for work on `stream`.
 void* workspace(const Workspace& given, size_t bytes, Stream stream, const char* op);
 
-// Scratch an op may go without (it then runs another way): cached per (`slot`, device, stream)
-// apart from workspace()'s buffer, so launches on different streams never share it; null while
-// `stream` is being captured into a CUDA graph (a graph must not hold a buffer that a later call
-// may free to grow it) and when the allocation fails. Slot 0: the Hopper forward's split tail.
-void* optional_scratch(int slot, size_t bytes, Stream stream);
-
 }  // namespace flashkit::cuda

@@ -35,38 +35,12 @@ inline int wg_epi_env() {
   return v;
 }
 
-// FLASHKIT_SM90_FWD_SPLIT, read at every launch (A/B in one process): 0 keeps the dense
-// forward's tail tiles whole (fwd_launch.h), anything else or unset splits them where it pays.
-inline int fwd_split_env() {
-  const char* e = std::getenv("FLASHKIT_SM90_FWD_SPLIT");
-  return e && e[0] == '0' && e[1] == '\0' ? 0 : 1;
-}
-
-// bar.red.or on named barrier `id` of `threads` threads: a barrier that returns whether any of
-// them passed true.
-__device__ __forceinline__ bool barrier_or(bool v, int id, int threads) {
-  uint32_t any;
-  asm volatile(
-      "{\n .reg .pred p, q;\n setp.ne.u32 q, %1, 0;\n bar.red.or.pred p, %2, %3, q;\n"
-      " selp.u32 %0, 1, 0, p;\n}"
-      : "=r"(any)
-      : "r"(uint32_t(v)), "r"(id), "r"(threads)
-      : "memory");
-  return any != 0;
-}
-
 template <class Mainloop>
 struct FwdEpilogue {
   using Element = typename Mainloop::OutElement;  // O's type (bf16 for fp8 inputs)
   static constexpr int kHeadDim = Mainloop::kHeadDim, kBlockM = Mainloop::kBlockM;
   static constexpr int kThreads = Mainloop::kConsumerThreads;
   static constexpr int kBarrier = 0;  // named barrier id among the consumer threads
-  // Kernels whose launcher may split the tail (fwd_launch.h): 16-bit plain scores, not causal,
-  // the hdim 128 bucket. At hdim 64 (160 registers a thread) and 256 the merge's code made ptxas
-  // spill inside the mainloop (stack 0 -> 48 and 16 -> 336 bytes), so those keep whole tiles.
-  static constexpr bool kCanSplit = !Mainloop::kFp8 && Mainloop::Policy::kPlain &&
-                                    !Mainloop::Policy::kCausal && kHeadDim == 128 &&
-                                    Mainloop::kConsumerWarpgroups == 2;
   using LayoutO = SmemTile<Element, kBlockM, kHeadDim>;
   using TileO = typename Mainloop::TileQ;
   // O leaves in 64 x 64 boxes at hdim 64 / 128 (a 64-row slice of the tile, one warpgroup's
@@ -114,11 +88,6 @@ struct FwdEpilogue {
     int64_t lse_batch_stride, lse_head_stride, lse_row_stride;
     int rows_q, head_dim, heads, tma_batch;
     bool per_wg;  // each warpgroup stages and stores its own rows (kSlices only)
-    // The split tail (tile_order.h SplitTail; set by the launcher, off unless it splits): the
-    // parts' O and LSE slots (2 a CTA, in each thread's fragment order) and a count a tail tile.
-    SplitTail split{};
-    float *part_o = nullptr, *part_lse = nullptr;
-    unsigned* part_count = nullptr;
   };
   static Params to_params(const AttnArguments& a) {
     const GmemExtent e = gmem_extent(a, false, a.o_stride);
@@ -128,85 +97,6 @@ struct FwdEpilogue {
             static_cast<Element*>(a.o), a.o_stride, a.cu_seqlens_q != nullptr, a.lse,
             a.lse_batch_stride, a.lse_head_stride, a.lse_row_stride, e.rows, a.head_dim, a.heads,
             e.batch, per_wg};
-  }
-  // Scratch of a split tail: O slots, LSE slots, then the counts (zeroed before the launch).
-  static constexpr size_t split_slot_floats(int rows) { return size_t(kThreads) * rows; }
-  static size_t split_scratch_bytes(const SplitTail& st) {
-    constexpr size_t kFrag = size_t(kBlockM) * kHeadDim / kThreads;
-    return 2 * size_t(st.ctas) * (split_slot_floats(kFrag) + split_slot_floats(2)) * sizeof(float) +
-           size_t(st.tiles) * sizeof(unsigned);
-  }
-
-  // Every consumer thread, a part of split tail tile w.tail done (o normalised by its own l, lse
-  // its rows' LSE): the part goes to its slot, and the part that finishes last merges the tile's
-  // parts into o and lse and returns true (it stores the tile); the others return false. The merge
-  // reads every part from its slot, its own too, in CTA order, so the bits do not depend on which
-  // part came last. Ordering (cooperative groups' grid barrier): the slot stores, a barrier,
-  // thread 0's fence, count and fence, a barrier that hands its verdict to all, the loads.
-  template <class O, int kRows>
-  __device__ static bool merge_parts(const Params& p, int tail, O& o, float (&lse)[kRows],
-                                     int tid) {
-    const SplitTail& st = p.split;
-    constexpr int kCols = decltype(size<1>(o))::value, kFrag = kRows * kCols;
-    static_assert(kCols % 4 == 0, "a row's fragment in float4 pieces");
-    static_assert(kFrag * kThreads == kBlockM * kHeadDim && kRows == 2,
-                  "split_scratch_bytes' slots");
-    auto slot_o = [&](int c) {
-      return reinterpret_cast<float4*>(
-          p.part_o + size_t(st.slot(c, tail)) * split_slot_floats(kFrag) + size_t(tid) * kFrag);
-    };
-    auto slot_l = [&](int c) {
-      return p.part_lse + size_t(st.slot(c, tail)) * split_slot_floats(kRows) + size_t(tid) * kRows;
-    };
-    const int me = int(blockIdx.x);
-    CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      CUTE_UNROLL
-      for (int c = 0; c < kCols; c += 4)
-        slot_o(me)[(r * kCols + c) / 4] =
-            make_float4(o(r, c), o(r, c + 1), o(r, c + 2), o(r, c + 3));
-      slot_l(me)[r] = lse[r];
-    }
-    cutlass::arch::NamedBarrier::sync(kThreads, kBarrier);
-    const int first = st.first_cta(tail), last = st.last_cta(tail);
-    bool merges = false;
-    if (tid == 0) {
-      __threadfence();  // the CTA's slot stores (ordered before it by the barrier), then the count
-      merges = atomicAdd(p.part_count + tail, 1u) + 1 == unsigned(last - first + 1);
-      __threadfence();  // the count, then the other parts' slots
-    }
-    if (!barrier_or(merges, kBarrier, kThreads)) return false;
-    float m[kRows], sum[kRows];
-    CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) m[r] = -INFINITY, sum[r] = 0.f;
-    for (int c = first; c <= last; ++c) {
-      CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) m[r] = fmaxf(m[r], __ldcg(slot_l(c) + r));
-    }
-    clear(o);
-    // Each part's weight exp(lse_part - m); rows no part saw (m = -inf) stay 0 with LSE -inf.
-    for (int c = first; c <= last; ++c) {
-      const float4* part = slot_o(c);
-      CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        const float wt = m[r] == -INFINITY ? 0.f : expf(__ldcg(slot_l(c) + r) - m[r]);
-        sum[r] += wt;
-        CUTE_UNROLL
-        for (int k = 0; k < kCols; k += 4) {
-          const float4 v = __ldcg(part + (r * kCols + k) / 4);
-          o(r, k) += wt * v.x, o(r, k + 1) += wt * v.y, o(r, k + 2) += wt * v.z,
-              o(r, k + 3) += wt * v.w;
-        }
-      }
-    }
-    CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      const float inv = sum[r] > 0.f ? 1.f / sum[r] : 0.f;
-      CUTE_UNROLL
-      for (int c = 0; c < kCols; ++c) o(r, c) *= inv;
-      lse[r] = sum[r] > 0.f ? m[r] + logf(sum[r]) : -INFINITY;
-    }
-    return true;
   }
   __device__ static void prefetch_descriptors(const Params& p) {
     prefetch_tma_descriptor(p.tma_o.get_tma_descriptor());
@@ -222,21 +112,6 @@ struct FwdEpilogue {
     auto thr = mma.get_thread_slice(tid);
     Tensor o = rowcol_view(acc_o);
     softmax.finish(o);
-    float lse_of[Softmax::kRows];
-    CUTE_UNROLL
-    for (int r = 0; r < Softmax::kRows; ++r) lse_of[r] = softmax.lse(r);
-    if constexpr (kCanSplit) {
-      // A part of a tail tile: its step is past the whole waves (w.tail, rederived from the step
-      // so that it is not held in a register across the mainloop: hdim 64's loop spilled it).
-      const SplitTail& st = p.split;
-      const int tail = st.on() && w.index >= st.whole
-                           ? int(st.begin(int(blockIdx.x)) / st.nk) + w.index - st.whole
-                           : -1;
-      if (tail >= 0 && !merge_parts(p, tail, o, lse_of, tid)) {
-        if constexpr (Mainloop::kOInQ) Mainloop::release_q(ms);  // Q's buffer, as a store would
-        return;
-      }
-    }
 
     const int rows = sb.seqlen_q - w.block * kBlockM;
     Tensor cO = rowcol_view(thr.partition_C(make_identity_tensor(TileO{})));
@@ -246,7 +121,7 @@ struct FwdEpilogue {
       CUTE_UNROLL
       for (int r = 0; r < size<0>(o); ++r) {
         int row = get<0>(cO(r, 0));
-        if (row < rows) lse[row * p.lse_row_stride] = lse_of[r];
+        if (row < rows) lse[row * p.lse_row_stride] = softmax.lse(r);
       }
     }
 

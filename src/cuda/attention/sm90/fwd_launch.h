@@ -12,7 +12,6 @@
 #include "cuda/attention/tile_scheduler.h"
 #include "cuda/common/check.h"
 #include "cuda/common/smem_limit.h"
-#include "cuda/common/workspace.h"
 
 namespace flashkit::cuda::attn {
 
@@ -47,30 +46,8 @@ void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
       reverse && tiles > sms && !a.fixed_tile_order ? next_tile_counter(device, stream) : nullptr;
   const size_t kv_bytes = size_t(a.seqlen_k) * kHeadDim * 2 * sizeof(Element) /
                           size_t(a.heads / (a.kv_heads > 0 ? a.kv_heads : 1));
-  // Dense plain scores on the fixed order: the last, partly filled wave's tiles split over every
-  // CTA by key blocks (tile_order.h SplitTail) where the wave is at most 90% full, each CTA gets
-  // at least two key blocks of the tail and a tile at most ~16 parts; scratch from the stream's
-  // own cache (none while a CUDA graph is captured: whole tiles then). FLASHKIT_SM90_FWD_SPLIT=0
-  // keeps whole tiles.
-  using Epilogue = sm90::FwdEpilogue<Mainloop>;
-  const int nk = ceil_div(a.seqlen_k, t.block_n), tail = tiles % sms;
-  const bool split = Epilogue::kCanSplit && !reverse && !a.cu_seqlens_q && tail > 0 &&
-                     10 * tail <= 9 * sms && 16 * tail >= sms && int64_t(tail) * nk >= 2 * sms &&
-                     sm90::fwd_split_env() != 0;
-  const SplitTail st = split ? SplitTail::make(tiles, nk, sms) : SplitTail{};
-  void* scratch = split ? optional_scratch(0, Epilogue::split_scratch_bytes(st), stream) : nullptr;
-  auto params = Kernel::to_params(a, {num_blocks, a.heads, a.batch, reverse, sms, counter,
-                                      l2_pair_group(kv_bytes), scratch ? nk : 0});
-  if (scratch) {
-    auto& e = params.epilogue;
-    e.split = st;
-    e.part_o = static_cast<float*>(scratch);
-    constexpr int kFrag = t.block_m * kHeadDim / Mainloop::kConsumerThreads;
-    e.part_lse = e.part_o + 2 * size_t(st.ctas) * Epilogue::split_slot_floats(kFrag);
-    e.part_count = reinterpret_cast<unsigned*>(e.part_lse + 2 * size_t(st.ctas) *
-                                                                Epilogue::split_slot_floats(2));
-    FK_CUDA_CHECK(cudaMemsetAsync(e.part_count, 0, size_t(st.tiles) * sizeof(unsigned), stream));
-  }
+  auto params = Kernel::to_params(
+      a, {num_blocks, a.heads, a.batch, reverse, sms, counter, l2_pair_group(kv_bytes)});
   constexpr auto kernel = sm90::run_kernel_sm90<Kernel>;
   ensure_smem_limit<kernel>(Kernel::kSmemBytes);  // one driver call per device, not per launch
   kernel<<<sm90::FwdScheduler::grid_shape(params.scheduler), Kernel::kThreads,

@@ -300,12 +300,6 @@ struct FwdMainloop {
   __device__ static Policy policy(const Params& p, const SeqBounds& sb, const WorkTile& w) {
     return Policy(p.score, sb, w.batch, w.head, p.scale);
   }
-  // The tile's key blocks: the policy's, within the part's [kb_lo, kb_hi) for a part of a split
-  // tail tile (tile_order.h SplitTail; whole tiles take every block).
-  __device__ static BlockRange key_range(const Policy& pol, const WorkTile& w) {
-    const BlockRange r = pol.template key_blocks<kBlockM, kBlockN>(w.block);
-    return {r.begin > w.kb_lo ? r.begin : w.kb_lo, r.end < w.kb_hi ? r.end : w.kb_hi};
-  }
   // The first key block to compute (blocks run last to first), below kr.begin when none is live;
   // each role walks a tile's blocks with its own cursor (the block mask's last ballot).
   __device__ static int first_live(const Policy& pol, const BlockRange& kr, int m_block,
@@ -331,7 +325,7 @@ struct FwdMainloop {
   __device__ static void load(const Params& p, SharedStorage& smem, const WorkTile& w,
                               const SeqBounds& sb, PipelineState& st, bool leader) {
     const Policy pol = policy(p, sb, w);
-    const BlockRange kr = key_range(pol, w);
+    const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
     LiveCursor cur;
     int n = first_live(pol, kr, w.block, cur);
     const bool live = n >= kr.begin;
@@ -414,7 +408,7 @@ struct FwdMainloop {
     (void)trace_tile;
     clear(acc_o);
     const Policy pol = policy(p, sb, w);
-    const BlockRange kr = key_range(pol, w);
+    const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
     LiveCursor cur;
     int n = first_live(pol, kr, w.block, cur);
     if (n < kr.begin) {

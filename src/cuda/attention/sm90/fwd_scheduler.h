@@ -2,8 +2,7 @@
 // another, in one of two ways chosen per launch.
 // - Fixed (PersistentOrder, tile_order.h): CTA c walks its own share of a fixed order; every
 //   role computes the same sequence without communicating. Used where tiles cost the same
-//   (dense) or where no counter is given. Dense plain scores may split the last, partly filled
-//   wave (tile_order.h SplitTail, `split_nk`): every CTA then also runs parts of tail tiles.
+//   (dense) or where no counter is given.
 // - Dynamic (FA3's dynamic persistent scheduler): CTAs draw the next tile from a global counter
 //   in the grouped longest-first order (grouped_tile: L2-sized groups of (head, batch) pairs,
 //   within a group the causal query blocks longest first), so a CTA that drew short tiles draws
@@ -26,7 +25,6 @@ struct FwdScheduler {
     int num_ctas;      // the SM count
     unsigned* counter;  // dynamic when set (zero at launch), else the fixed order
     int group;         // dynamic: (head, batch) pairs per L2 group
-    int split_nk = 0;  // fixed dense order: key blocks a tile, to split the tail (SplitTail)
   };
   struct Params {
     PersistentOrder fixed;
@@ -42,7 +40,7 @@ struct FwdScheduler {
 
   static Params to_params(const Arguments& a) {
     const PersistentOrder fixed =
-        PersistentOrder::make(a.num_blocks, a.heads, a.batch, a.reverse, a.num_ctas, a.split_nk);
+        PersistentOrder::make(a.num_blocks, a.heads, a.batch, a.reverse, a.num_ctas);
     const int tiles = a.num_blocks * a.heads * a.batch, group = a.group < 1 ? 1 : a.group;
     const GroupedOrder grouped =
         GroupedOrder::make(a.num_blocks, a.heads, a.batch, a.reverse, group);
