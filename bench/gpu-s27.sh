@@ -9,7 +9,8 @@
 # 3 PART=checks and call 4 PART=ab on v11's build (commit 6d11348: both parts need it; on main
 # after v11's removal the split tests and the knob are gone); calls 5-6 per-kernel profiles of
 # split / whole (a torch.profiler loop, kernel durations of 10 forwards, in the NOTES); calls 7-9
-# bench/fwd_split_phases.py (and the split gtests) on builds of branch v11-split-tail.
+# bench/fwd_split_phases.py (and the split gtests) on builds of branch v11-split-tail; call 10
+# bench/bwd_wave_probe.py (main's backward).
 # usage: tar xzf .ab/lib.tgz && OUT=/some/dir PART=checks bench/gpu-s27.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
