@@ -9,8 +9,9 @@
 # 3 PART=checks and call 4 PART=ab on v11's build (commit 6d11348: both parts need it; on main
 # after v11's removal the split tests and the knob are gone); calls 5-6 per-kernel profiles of
 # split / whole (a torch.profiler loop, kernel durations of 10 forwards, in the NOTES); calls 7-9
-# bench/fwd_split_phases.py (and the split gtests) on builds of branch v11-split-tail; call 10
-# bench/bwd_wave_probe.py (main's backward).
+# bench/fwd_split_phases.py (on that branch) and the split gtests on builds of branch
+# v11-split-tail; call 10 the backward's kernel span at 15.5 / 16 waves (main's backward; now
+# `ROUNDS=3 PROFILE=1 bench/wave_quant.py 128:4096:4:16 128:4224:4:16 128:8192:2:16 128:8448:2:16`).
 # usage: tar xzf .ab/lib.tgz && OUT=/some/dir PART=checks bench/gpu-s27.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
