@@ -11,7 +11,8 @@
 # split / whole (a torch.profiler loop, kernel durations of 10 forwards, in the NOTES); calls 7-9
 # bench/fwd_split_phases.py (on that branch) and the split gtests on builds of branch
 # v11-split-tail; call 10 the backward's kernel span at 15.5 / 16 waves (main's backward; now
-# `ROUNDS=3 PROFILE=1 bench/wave_quant.py 128:4096:4:16 128:4224:4:16 128:8192:2:16 128:8448:2:16`).
+# `ROUNDS=3 PROFILE=1 bench/wave_quant.py 128:4096:4:16 128:4224:4:16 128:8192:2:16 128:8448:2:16`);
+# call 11 that mended script (ROUNDS=2 PROFILE=1, two shapes) and its default mode at 2k.
 # usage: tar xzf .ab/lib.tgz && OUT=/some/dir PART=checks bench/gpu-s27.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
