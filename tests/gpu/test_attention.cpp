@@ -486,6 +486,39 @@ TEST(AttentionGpuSm90, BackwardBothPaths) {
   check_both_paths(cases, 4600);
 }
 
+// The Hopper backward's zero-ahead (sm90/bwd_mainloop.h ZeroAhead): the preprocess zeroes only
+// the first group's dQ chunks, and each group of the launch order zeroes the next group's. With
+// a caller's workspace of NaN bytes any chunk left unzeroed turns its dQ rows into NaN; each case
+// runs twice, the second time after a backward left its sums in the (re-poisoned) scratch.
+void check_poisoned_workspace(const std::vector<AttentionSpec>& specs, uint64_t seed) {
+  if (!hopper_device()) GTEST_SKIP() << "no sm_90 device";
+  constexpr int64_t kFloats = int64_t(16) << 20;  // 64 MB, more than any case here needs
+  HostTensor words;
+  words.reset(DType::f32, {kFloats});
+  DeviceTensor scratch(words);
+  for (const AttentionSpec& s : specs) {
+    SCOPED_TRACE(s.str());
+    if (!compiled(s.dtype, s.hdim, true)) continue;
+    AttentionCase c(s, seed++);
+    c.opts.workspace = {scratch.view().data, size_t(kFloats) * 4};
+    for (int run = 0; run < 2; ++run) {
+      scratch.poison();
+      expect_grads_close(c, run_gpu(c, false, false));
+    }
+  }
+}
+
+// Dense MHA (groups of one (batch, head) pair: 12 chained groups), GQA with more key blocks than
+// query blocks (CTAs with no chunk to zero still count in), GQA, and a causal MQA batch whose L2
+// pair groups hold two pairs each (q_bytes 16 MB: groups {0, 1} and {2}).
+TEST(AttentionGpuSm90, BackwardZeroAheadPoisonedWorkspace) {
+  check_poisoned_workspace({spec(DType::bf16, 3, 700, 700, 4, 4, 128),
+                            spec(DType::bf16, 2, 130, 2000, 6, 2, 64),
+                            spec(DType::bf16, 2, 640, 900, 6, 2, 64),
+                            spec(DType::bf16, 3, 512, 512, 32, 1, 128, true)},
+                           4650);
+}
+
 // Deterministic mode on both backward kernels: three runs give the same bits, and they are right.
 TEST(AttentionGpuSm90, BackwardDeterministicBothPaths) {
   if (!hopper_device()) GTEST_SKIP() << "no sm_90 device";
@@ -770,6 +803,12 @@ TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
 
 // The padded Hopper buckets under the sanitizer: hdim 32 and 96 forward and backward (causal,
 // sq > sk), hdim 160 forward and backward (the 256 bucket).
+// Zero-ahead on a shape small enough for compute-sanitizer: six one-pair groups, two query
+// blocks each.
+TEST(AttentionGpuSmall, Sm90BackwardZeroAhead) {
+  check_poisoned_workspace({spec(DType::bf16, 3, 200, 200, 2, 2, 64)}, 4660);
+}
+
 TEST(AttentionGpuSmall, Sm90PaddedBuckets) {
   check_padded_buckets({{spec(DType::bf16, 1, 90, 70, 4, 2, 32, true), true},
                         {spec(DType::bf16, 2, 70, 130, 2, 1, 96, false), true},

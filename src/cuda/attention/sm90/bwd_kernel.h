@@ -1,7 +1,8 @@
 // The Hopper backward kernel: one CTA per (K/V block, KV head, batch), warp-specialised like the
 // forward (sm90/fwd_kernel.h). Warpgroup 0 is the producer (registers given up with setmaxnreg;
 // one lane of its first warp issues every load; under a block mask the whole warp walks the
-// blocks), warpgroups 1-2 the consumers (registers raised),
+// blocks; its second warp zeroes the next group's dQ chunks, BwdMainloop::zero_ahead),
+// warpgroups 1-2 the consumers (registers raised),
 // which run the mainloop's GEMMs and the epilogue. The roles meet only at mbarriers.
 #pragma once
 #include <cutlass/arch/barrier.h>
@@ -49,6 +50,7 @@ struct BwdKernel {
     typename Mainloop::Ring::State st;
     if (cutlass::canonical_warp_group_idx() == 0) {
       cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
+      if (cutlass::canonical_warp_idx_sync() == 1) Mainloop::zero_ahead(p.mainloop, smem, w);
       if constexpr (Mainloop::kWarpProducer) {  // the whole warp walks, one lane issues
         if (cutlass::canonical_warp_idx_sync() == 0) {
           const bool leader = cute::elect_one_sync();

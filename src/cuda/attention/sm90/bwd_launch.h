@@ -6,6 +6,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+
 #include "cuda/attention/sm80/bwd_pre_post.h"
 #include "cuda/attention/sm90/bwd_dq.h"
 #include "cuda/attention/sm90/bwd_epilogue.h"
@@ -18,6 +20,16 @@
 #include "cuda/common/smem_limit.h"
 
 namespace flashkit::cuda::attn {
+
+// Host: FLASHKIT_BWD_ZERO_AHEAD=0 keeps the preprocess's zero fill of the whole dQ accumulator
+// (A/B runs).
+inline bool bwd_zero_ahead_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("FLASHKIT_BWD_ZERO_AHEAD");
+    return !(e && e[0] == '0');
+  }();
+  return on;
+}
 
 template <class Element, int kHeadDim, class Policy>
 void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
@@ -33,14 +45,23 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   // programmatically: it takes the SMs the main kernel's last wave leaves idle (the conversion
   // of a head once all of its key blocks have counted their dQ adds in).
   const bool tail = sm80::bwd_tail_enabled();
-  const sm80::BwdScratch ws = sm80::bwd_prologue<Element, kHeadDim, t.block_m>(
-      a, stream, !Mainloop::kSplitD, tail && !Mainloop::kSplitD);
   // The sm80 launcher's order: longest first over L2-sized head groups under a causal-like mask
   // (causal or a right window bound); key blocks of one head launch in order (deterministic turns
   // rely on it).
   const bool lpt = Policy::kCausal || a.causal || a.window_right >= 0;
   const size_t q_bytes =
       size_t(a.seqlen_q) * (a.heads / a.kv_heads) * kHeadDim * (2 * sizeof(Element) + 4);
+  const int group = lpt ? l2_pair_group(q_bytes) : 1;
+  // Zero-ahead (sm90/bwd_mainloop.h ZeroAhead): each group of the launch order zeroes the next
+  // group's dQ chunks, the preprocess only the first group's. Dense non-deterministic runs with
+  // two or more query blocks (the counts sit in the semaphores' words after dq_ready's) and two
+  // or more groups.
+  const int pairs = a.batch * a.kv_heads;
+  const bool zero_ahead = !Mainloop::kSplitD && !a.deterministic && !a.cu_seqlens_q &&
+                          ceil_div(a.seqlen_q, t.block_m) >= 2 && pairs > group &&
+                          bwd_zero_ahead_enabled();
+  const sm80::BwdScratch ws = sm80::bwd_prologue<Element, kHeadDim, t.block_m>(
+      a, stream, !Mainloop::kSplitD, tail && !Mainloop::kSplitD, zero_ahead ? group : 0);
   // One warp-specialised kernel K (its Params carry the scheduler's) on `stream`.
   auto run = [&]<class K>(const typename K::Params& params,
                           const SingleTileScheduler::Params& sched, bool pdl) {
@@ -53,7 +74,7 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
     typename K::Params params{
         Mainloop::to_params(a, ws), Epilogue::to_params(a),
         SingleTileScheduler::to_params({ceil_div(a.seqlen_k, t.block_n), a.kv_heads, a.batch,
-                                        false, lpt ? l2_pair_group(q_bytes) : 1})};
+                                        false, group})};
     run.template operator()<K>(params, params.scheduler, false);
   };
   if (a.cu_seqlens_q) launch.template operator()<VarlenKernel>();

@@ -120,6 +120,8 @@ struct BwdMainloop {
   static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
   static constexpr uint32_t kBytesStats = kBlockM * sizeof(float);
   static constexpr int kDqFloats = kBlockM * kHeadDim;
+  static constexpr int kZeroFloats = 1024;  // 4 KB of zeros, the source of zero-ahead's stores
+  static_assert(kSplitD || kDqFloats % kZeroFloats == 0);
 
   using TmaQ =
       decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Element>(nullptr, 0, 0, 0, 0, {}),
@@ -138,6 +140,7 @@ struct BwdMainloop {
     alignas(1024) Element ds[kDsBuffers * cosize_v<LayoutdS>];
     // one query block's dQ in dq_chunk order; after the mainloop (hdim 128) dV's tile
     alignas(kSplitD ? 128 : 1024) float dq[kSplitD ? 4 : kDqFloats];
+    alignas(128) float zeros[kSplitD ? 4 : kZeroFloats];  // zero-ahead's source (ZeroAhead)
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dsum[kStages][kBlockM];
     typename Ring::Storage ring;
@@ -249,6 +252,66 @@ struct BwdMainloop {
     }
   };
 
+  // Zero-ahead (p.ws.zero_count set; dense, non-deterministic, hdim 64 / 128). The launch order
+  // (grouped_tile) runs the CTAs of G = p.ws.zero_pairs (batch, KV head) pairs at a time, every
+  // CTA of group g before any of group g + 1. The producer's second warp of each CTA of group g
+  // zeroes the CTA's share of group g + 1's dQ chunks by bulk stores from a zeroed shared buffer
+  // and, once they have landed, counts the CTA in zero_count[g + 1]; the loads of a CTA of group
+  // g >= 1 wait, before its first Q / dO (so before any dQ add of its consumers), until all of
+  // group g - 1's CTAs have counted in. Group 0's chunks come zeroed from the preprocess. A CTA
+  // waits only on CTAs launched before it, whose counts depend on nothing else (the in-order
+  // launch deterministic runs rely on too), so the waits cannot deadlock. A group's zeros are
+  // written while the group before it runs, so most are still in L2 when its adds arrive, and
+  // the preprocess no longer writes the whole accumulator (half its bytes) before the main kernel.
+  __device__ static void zero_ahead(const Params& p, SharedStorage& smem, const WorkTile& w) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (!kSplitD) {
+      if (!p.ws.zero_count) return;
+      float4* z = reinterpret_cast<float4*>(smem.zeros);
+      for (int i = threadIdx.x % 32; i < kZeroFloats / 4; i += 32) z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+      fence_shared_to_async();
+      __syncwarp();
+      if (!cute::elect_one_sync()) return;
+      const int G = p.ws.zero_pairs, nkb = ceil_div(p.seqlen_k, kBlockN);
+      const int kv_heads = p.heads / p.h_ratio, pairs = p.batch * kv_heads;
+      const int group = w.index / (G * nkb), first = (group + 1) * G;
+      if (first >= pairs) return;  // the last group: nothing after it
+      const int size = min(G, pairs - first), ctas = min(G, pairs - group * G) * nkb;
+      const int in = w.index - group * G * nkb, per_pair = p.h_ratio * p.num_m_blocks;
+      const auto src = static_cast<uint32_t>(__cvta_generic_to_shared(smem.zeros));
+      for (int c = in; c < size * per_pair; c += ctas) {  // chunks in, in + ctas, ...
+        const int pair = first + c / per_pair, rem = c % per_pair;
+        const int b = pair / kv_heads, h = (pair % kv_heads) * p.h_ratio + rem / p.num_m_blocks;
+        float* dst = sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, int64_t(b) * p.seqlen_q, b,
+                                                       rem % p.num_m_blocks, h, p.heads);
+        for (int off = 0; off < kDqFloats; off += kZeroFloats)
+          asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                       ::"l"(dst + off), "r"(src), "n"(kZeroFloats * 4) : "memory");
+      }
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+      asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // landed, not just read
+      asm volatile("fence.proxy.async.global;" ::: "memory");
+      fetch_add_acq_rel(p.ws.zero_count + group + 1, 1);
+    }
+#endif
+  }
+  // The producer's walking lanes (the leader polls): this CTA's group's chunks are zeroed.
+  __device__ static void zero_ahead_wait(const Params& p, const WorkTile& w, bool leader) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (!kSplitD) {
+      if (!p.ws.zero_count) return;
+      const int nkb = ceil_div(p.seqlen_k, kBlockN), per_group = p.ws.zero_pairs * nkb;
+      const int group = w.index / per_group;
+      if (group == 0) return;
+      if (leader) {
+        while (load_acquire(p.ws.zero_count + group) < per_group) __nanosleep(64);
+        asm volatile("fence.proxy.async.global;" ::: "memory");
+      }
+      __syncwarp(__activemask());
+    }
+#endif
+  }
+
   // Producer (one elected lane, `leader`, issues every copy; with kWarpProducer its whole warp
   // walks the blocks): K and V once, then Q, dO, LSE, D of each live (head, query block).
   __device__ static void load(const Params& p, SharedStorage& smem, const WorkTile& w,
@@ -273,6 +336,7 @@ struct BwdMainloop {
       copy(p.tma_k.with(smem.kv_full), ck.partition_S(gK), ck.partition_D(sK(_, _, 0)));
       copy(p.tma_v.with(smem.kv_full), cv.partition_S(gV), cv.partition_D(sV(_, _, 0)));
     }
+    zero_ahead_wait(p, w, leader);
 
     auto cq = p.tma_q.get_slice(_0{});
     auto cdo = p.tma_do.get_slice(_0{});
