@@ -486,18 +486,21 @@ TEST(AttentionGpuSm90, BackwardBothPaths) {
   check_both_paths(cases, 4600);
 }
 
-// The Hopper backward's zero-ahead (sm90/bwd_mainloop.h ZeroAhead): the preprocess zeroes only
-// the first group's dQ chunks, and each group of the launch order zeroes the next group's. With
-// a caller's workspace of NaN bytes any chunk left unzeroed turns its dQ rows into NaN; each case
-// runs twice, the second time after a backward left its sums in the (re-poisoned) scratch.
-void check_poisoned_workspace(const std::vector<AttentionSpec>& specs, uint64_t seed) {
+// The Hopper backward's zero-ahead (BwdMainloop::zero_ahead): the preprocess zeroes only the
+// first k groups' dQ chunks (k groups of the launch order: about a wave of CTAs), and each group
+// zeroes the chunks of the group k later. With a caller's workspace of NaN bytes any chunk left
+// unzeroed turns its dQ rows into NaN; each case runs twice, the second time after a backward
+// left its sums in the (re-poisoned) scratch. `ahead` > 0 sets k (FLASHKIT_BWD_ZERO_AHEAD), so
+// that shapes far smaller than a wave run the mechanism; 0 keeps the wave rule.
+void check_poisoned_workspace(const std::vector<AttentionSpec>& specs, int ahead, uint64_t seed) {
   if (!hopper_device()) GTEST_SKIP() << "no sm_90 device";
+  ScopedEnv knob("FLASHKIT_BWD_ZERO_AHEAD", ahead > 0 ? std::to_string(ahead).c_str() : "");
   constexpr int64_t kFloats = int64_t(16) << 20;  // 64 MB, more than any case here needs
   HostTensor words;
   words.reset(DType::f32, {kFloats});
   DeviceTensor scratch(words);
   for (const AttentionSpec& s : specs) {
-    SCOPED_TRACE(s.str());
+    SCOPED_TRACE(s.str() + " ahead " + std::to_string(ahead));
     if (!compiled(s.dtype, s.hdim, true)) continue;
     AttentionCase c(s, seed++);
     c.opts.workspace = {scratch.view().data, size_t(kFloats) * 4};
@@ -510,13 +513,19 @@ void check_poisoned_workspace(const std::vector<AttentionSpec>& specs, uint64_t 
 
 // Dense MHA (groups of one (batch, head) pair: 12 chained groups), GQA with more key blocks than
 // query blocks (CTAs with no chunk to zero still count in), GQA, and a causal MQA batch whose L2
-// pair groups hold two pairs each (q_bytes 16 MB: groups {0, 1} and {2}).
+// pair groups hold two pairs each (q_bytes 16 MB: groups {0, 1} and {2}), one and two groups
+// ahead; then shapes with more key blocks than the wave rule's k needs (132 SMs: 32 key blocks a
+// pair, k = 5), MHA and GQA.
 TEST(AttentionGpuSm90, BackwardZeroAheadPoisonedWorkspace) {
-  check_poisoned_workspace({spec(DType::bf16, 3, 700, 700, 4, 4, 128),
-                            spec(DType::bf16, 2, 130, 2000, 6, 2, 64),
-                            spec(DType::bf16, 2, 640, 900, 6, 2, 64),
-                            spec(DType::bf16, 3, 512, 512, 32, 1, 128, true)},
-                           4650);
+  const std::vector<AttentionSpec> small = {spec(DType::bf16, 3, 700, 700, 4, 4, 128),
+                                            spec(DType::bf16, 2, 130, 2000, 6, 2, 64),
+                                            spec(DType::bf16, 2, 640, 900, 6, 2, 64),
+                                            spec(DType::bf16, 3, 512, 512, 32, 1, 128, true)};
+  check_poisoned_workspace(small, 1, 4650);
+  check_poisoned_workspace(small, 2, 4655);
+  check_poisoned_workspace({spec(DType::bf16, 2, 130, 4096, 4, 4, 128),
+                            spec(DType::bf16, 3, 300, 4096, 6, 2, 64)},
+                           0, 4660);
 }
 
 // Deterministic mode on both backward kernels: three runs give the same bits, and they are right.
@@ -806,7 +815,7 @@ TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
 // Zero-ahead on a shape small enough for compute-sanitizer: six one-pair groups, two query
 // blocks each.
 TEST(AttentionGpuSmall, Sm90BackwardZeroAhead) {
-  check_poisoned_workspace({spec(DType::bf16, 3, 200, 200, 2, 2, 64)}, 4660);
+  check_poisoned_workspace({spec(DType::bf16, 3, 200, 200, 2, 2, 64)}, 1, 4665);
 }
 
 TEST(AttentionGpuSmall, Sm90PaddedBuckets) {

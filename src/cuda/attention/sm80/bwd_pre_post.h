@@ -30,12 +30,12 @@ struct BwdScratch {
   // [batch, heads] or null: how many of the head's key blocks have added all of their dQ (their
   // adds complete and released). A conversion launched early waits on it (bwd_convert_dq).
   int* dq_ready;
-  // Null, or the Hopper backward's zero-ahead counts (one per group of the main kernel's launch
-  // order, sm90/bwd_mainloop.h `ZeroAhead`): the preprocess then zeroes the dQ chunks of the
-  // first `zero_pairs` (batch, KV head) pairs only, and the main kernel's CTAs of each group zero
-  // the next group's.
+  // Null, or the Hopper backward's zero-ahead counts (one per group of zero_group (batch, KV
+  // head) pairs in the main kernel's launch order, BwdMainloop::zero_ahead): the preprocess then
+  // zeroes the dQ chunks of the first zero_ahead groups only, and the main kernel's CTAs of group
+  // g those of group g + zero_ahead.
   int* zero_count;
-  int zero_pairs;
+  int zero_group, zero_ahead;
 };
 
 // dQ of (sequence b, query block m, head h) accumulates in one chunk of block_m * hdim floats,
@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(256)
   const int padded = ceil_div(sb.seqlen_q, kBlockM) * kBlockM;  // rows with a dQ chunk
   if (ws.dq_ready && blockIdx.x == 0 && threadIdx.x == 0) ws.dq_ready[int64_t(b) * a.heads + h] = 0;
   if (ws.zero_count && blockIdx.x == 0 && threadIdx.x == 0) ws.zero_count[int64_t(b) * a.heads + h] = 0;
-  const bool zero_pair = !ws.zero_count || b * a.kv_heads + h / (a.heads / a.kv_heads) < ws.zero_pairs;
+  const bool zero_pair = !ws.zero_count || b * a.kv_heads + h / (a.heads / a.kv_heads) < ws.zero_group * ws.zero_ahead;
   if (zero_dq && zero_pair && row0 < padded) {
     float4* z = reinterpret_cast<float4*>(
         dq_chunk<kBlockM, kHeadDim>(ws.dq_accum, sb.q_token(b), b, row0 / kBlockM, h, a.heads) +
@@ -224,13 +224,14 @@ inline bool bwd_tail_enabled() {
 // semaphores, and launches preprocess, which also zeroes the dQ accumulator (unless `zero_dq` is
 // false: no kernel adds into it), on `stream`. `dq_ready`: the main kernel counts its dQ adds
 // in per (sequence, head), so the conversion may overlap it (non-deterministic runs only: the
-// counts use the semaphores' words). `zero_pairs` > 0 (non-deterministic dense runs with at
+// counts use the semaphores' words). `zero_group` > 0 (non-deterministic dense runs with at
 // least two query blocks, so that the semaphores' words hold the counts after dq_ready's): the
-// preprocess zeroes only the dQ of the first zero_pairs (batch, KV head) pairs, the main kernel
-// the rest (BwdScratch::zero_count).
+// preprocess zeroes only the dQ of the first zero_ahead groups of zero_group (batch, KV head)
+// pairs, the main kernel the rest (BwdScratch::zero_count).
 template <class Element, int kHeadDim, int kBlockM>
 BwdScratch bwd_prologue(const AttnArguments& a, cudaStream_t stream, bool zero_dq = true,
-                        bool dq_ready = false, int zero_pairs = 0) {
+                        bool dq_ready = false, int zero_group = 0,
+                        int zero_ahead = 0) {
   BwdWorkspace wl = bwd_workspace_layout(a.batch, a.heads, a.total_q, a.seqlen_q, kHeadDim);
   char* base = static_cast<char*>(a.workspace);
   int* words = reinterpret_cast<int*>(base + wl.semaphore);
@@ -238,7 +239,8 @@ BwdScratch bwd_prologue(const AttnArguments& a, cudaStream_t stream, bool zero_d
                 reinterpret_cast<float*>(base + wl.dsum),
                 reinterpret_cast<float*>(base + wl.lse_log2), a.deterministic ? words : nullptr,
                 dq_ready && !a.deterministic ? words : nullptr,
-                zero_pairs > 0 ? words + int64_t(a.batch) * a.heads : nullptr, zero_pairs};
+                zero_group > 0 ? words + int64_t(a.batch) * a.heads : nullptr, zero_group,
+                zero_ahead};
   if (a.deterministic) FK_CUDA_CHECK(cudaMemsetAsync(ws.semaphore, 0, wl.bytes - wl.semaphore, stream));
   // Rows up to the end of each sequence's last query block: the padding gets LSE +inf and D 0.
   dim3 rows_grid(unsigned(ceil_div(ceil_div(a.seqlen_q, kBlockM) * kBlockM, 32)), unsigned(a.heads),

@@ -22,13 +22,11 @@
 namespace flashkit::cuda::attn {
 
 // Host: FLASHKIT_BWD_ZERO_AHEAD=0 keeps the preprocess's zero fill of the whole dQ accumulator
-// (A/B runs).
-inline bool bwd_zero_ahead_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("FLASHKIT_BWD_ZERO_AHEAD");
-    return !(e && e[0] == '0');
-  }();
-  return on;
+// (A/B runs); =n > 0 zeroes n groups ahead instead of a wave's worth (tests: the mechanism on
+// shapes too small for a wave ahead); unset: -1, the wave rule. Read per call.
+inline int bwd_zero_ahead_env() {
+  const char* e = std::getenv("FLASHKIT_BWD_ZERO_AHEAD");
+  return e && e[0] ? std::atoi(e) : -1;
 }
 
 template <class Element, int kHeadDim, class Policy>
@@ -52,16 +50,22 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
   const size_t q_bytes =
       size_t(a.seqlen_q) * (a.heads / a.kv_heads) * kHeadDim * (2 * sizeof(Element) + 4);
   const int group = lpt ? l2_pair_group(q_bytes) : 1;
-  // Zero-ahead (sm90/bwd_mainloop.h ZeroAhead): each group of the launch order zeroes the next
-  // group's dQ chunks, the preprocess only the first group's. Dense non-deterministic runs with
-  // two or more query blocks (the counts sit in the semaphores' words after dq_ready's) and two
-  // or more groups.
-  const int pairs = a.batch * a.kv_heads;
+  // Zero-ahead (BwdMainloop::zero_ahead): each group of the launch order zeroes the dQ chunks of
+  // the group `ahead` groups later (at least a wave of CTAs, one a SM: a group's zeros are done
+  // long before its first CTA starts), the preprocess only the first `ahead` groups'. Dense
+  // non-deterministic runs with two or more query blocks (the counts sit in the semaphores'
+  // words after dq_ready's) and more than `ahead` groups.
+  const int pairs = a.batch * a.kv_heads, group_ctas = group * ceil_div(a.seqlen_k, t.block_n);
+  int device = 0, sms = 0;
+  FK_CUDA_CHECK(cudaGetDevice(&device));
+  FK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int env = bwd_zero_ahead_env();
+  const int ahead = env > 0 ? env : ceil_div(sms, group_ctas);
   const bool zero_ahead = !Mainloop::kSplitD && !a.deterministic && !a.cu_seqlens_q &&
-                          ceil_div(a.seqlen_q, t.block_m) >= 2 && pairs > group &&
-                          bwd_zero_ahead_enabled();
+                          ceil_div(a.seqlen_q, t.block_m) >= 2 && pairs > group * ahead && env != 0;
   const sm80::BwdScratch ws = sm80::bwd_prologue<Element, kHeadDim, t.block_m>(
-      a, stream, !Mainloop::kSplitD, tail && !Mainloop::kSplitD, zero_ahead ? group : 0);
+      a, stream, !Mainloop::kSplitD, tail && !Mainloop::kSplitD, zero_ahead ? group : 0,
+      zero_ahead ? ahead : 0);
   // One warp-specialised kernel K (its Params carry the scheduler's) on `stream`.
   auto run = [&]<class K>(const typename K::Params& params,
                           const SingleTileScheduler::Params& sched, bool pdl) {

@@ -253,16 +253,18 @@ struct BwdMainloop {
   };
 
   // Zero-ahead (p.ws.zero_count set; dense, non-deterministic, hdim 64 / 128). The launch order
-  // (grouped_tile) runs the CTAs of G = p.ws.zero_pairs (batch, KV head) pairs at a time, every
+  // (grouped_tile) runs the CTAs of G = p.ws.zero_group (batch, KV head) pairs at a time, every
   // CTA of group g before any of group g + 1. The producer's second warp of each CTA of group g
-  // zeroes the CTA's share of group g + 1's dQ chunks by bulk stores from a zeroed shared buffer
-  // and, once they have landed, counts the CTA in zero_count[g + 1]; the loads of a CTA of group
-  // g >= 1 wait, before its first Q / dO (so before any dQ add of its consumers), until all of
-  // group g - 1's CTAs have counted in. Group 0's chunks come zeroed from the preprocess. A CTA
-  // waits only on CTAs launched before it, whose counts depend on nothing else (the in-order
-  // launch deterministic runs rely on too), so the waits cannot deadlock. A group's zeros are
-  // written while the group before it runs, so most are still in L2 when its adds arrive, and
-  // the preprocess no longer writes the whole accumulator (half its bytes) before the main kernel.
+  // zeroes the CTA's share of group g + k's dQ chunks (k = p.ws.zero_ahead: about a wave of CTAs
+  // ahead) by bulk stores from a zeroed shared buffer, issued once the CTA's K and V have landed,
+  // and, once the stores have landed, counts the CTA
+  // in zero_count[g + k]; the loads of a CTA of group g >= k wait, before its first Q / dO (so
+  // before any dQ add of its consumers), until all of group g - k's CTAs have counted in. The
+  // first k groups' chunks come zeroed from the preprocess. A CTA waits only on CTAs launched
+  // before it, whose counts depend on nothing else (the in-order launch deterministic runs rely
+  // on too), so the waits cannot deadlock, and past the first wave the zeroing CTAs started a
+  // wave earlier, so no CTA waits. The preprocess no longer writes the whole accumulator (half
+  // its bytes) before the main kernel.
   __device__ static void zero_ahead(const Params& p, SharedStorage& smem, const WorkTile& w) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if constexpr (!kSplitD) {
@@ -272,12 +274,14 @@ struct BwdMainloop {
       fence_shared_to_async();
       __syncwarp();
       if (!cute::elect_one_sync()) return;
-      const int G = p.ws.zero_pairs, nkb = ceil_div(p.seqlen_k, kBlockN);
+      // After the CTA's own K and V have landed: its first loads go first.
+      Ring::Barrier::wait(&smem.kv_full, 0);
+      const int G = p.ws.zero_group, nkb = ceil_div(p.seqlen_k, kBlockN);
       const int kv_heads = p.heads / p.h_ratio, pairs = p.batch * kv_heads;
-      const int group = w.index / (G * nkb), first = (group + 1) * G;
-      if (first >= pairs) return;  // the last group: nothing after it
-      const int size = min(G, pairs - first), ctas = min(G, pairs - group * G) * nkb;
-      const int in = w.index - group * G * nkb, per_pair = p.h_ratio * p.num_m_blocks;
+      const int target = w.index / (G * nkb) + p.ws.zero_ahead, first = target * G;
+      if (first >= pairs) return;  // the last k groups: nothing k groups after them
+      const int ctas = G * nkb, size = min(G, pairs - first);  // groups before the last are whole
+      const int in = w.index % ctas, per_pair = p.h_ratio * p.num_m_blocks;
       const auto src = static_cast<uint32_t>(__cvta_generic_to_shared(smem.zeros));
       for (int c = in; c < size * per_pair; c += ctas) {  // chunks in, in + ctas, ...
         const int pair = first + c / per_pair, rem = c % per_pair;
@@ -291,7 +295,7 @@ struct BwdMainloop {
       asm volatile("cp.async.bulk.commit_group;" ::: "memory");
       asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // landed, not just read
       asm volatile("fence.proxy.async.global;" ::: "memory");
-      fetch_add_acq_rel(p.ws.zero_count + group + 1, 1);
+      fetch_add_acq_rel(p.ws.zero_count + target, 1);
     }
 #endif
   }
@@ -300,9 +304,9 @@ struct BwdMainloop {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if constexpr (!kSplitD) {
       if (!p.ws.zero_count) return;
-      const int nkb = ceil_div(p.seqlen_k, kBlockN), per_group = p.ws.zero_pairs * nkb;
+      const int nkb = ceil_div(p.seqlen_k, kBlockN), per_group = p.ws.zero_group * nkb;
       const int group = w.index / per_group;
-      if (group == 0) return;
+      if (group < p.ws.zero_ahead) return;  // the preprocess zeroed it
       if (leader) {
         while (load_acquire(p.ws.zero_count + group) < per_group) __nanosleep(64);
         asm volatile("fence.proxy.async.global;" ::: "memory");
