@@ -517,15 +517,14 @@ void check_poisoned_workspace(const std::vector<AttentionSpec>& specs, int ahead
 // ahead; then shapes with more key blocks than the wave rule's k needs (132 SMs: 32 key blocks a
 // pair, k = 5), MHA and GQA.
 TEST(AttentionGpuSm90, BackwardZeroAheadPoisonedWorkspace) {
-  const std::vector<AttentionSpec> small = {spec(DType::bf16, 3, 700, 700, 4, 4, 128),
-                                            spec(DType::bf16, 2, 130, 2000, 6, 2, 64),
-                                            spec(DType::bf16, 2, 640, 900, 6, 2, 64),
-                                            spec(DType::bf16, 3, 512, 512, 32, 1, 128, true)};
+  const std::vector<AttentionSpec> small = {
+      spec(DType::bf16, 3, 700, 700, 4, 4, 128), spec(DType::bf16, 2, 130, 2000, 6, 2, 64),
+      spec(DType::bf16, 2, 640, 900, 6, 2, 64), spec(DType::bf16, 3, 512, 512, 32, 1, 128, true)};
   check_poisoned_workspace(small, 1, 4650);
   check_poisoned_workspace(small, 2, 4655);
-  check_poisoned_workspace({spec(DType::bf16, 2, 130, 4096, 4, 4, 128),
-                            spec(DType::bf16, 3, 300, 4096, 6, 2, 64)},
-                           0, 4660);
+  check_poisoned_workspace(
+      {spec(DType::bf16, 2, 130, 4096, 4, 4, 128), spec(DType::bf16, 3, 300, 4096, 6, 2, 64)}, 0,
+      4660);
 }
 
 // Deterministic mode on both backward kernels: three runs give the same bits, and they are right.

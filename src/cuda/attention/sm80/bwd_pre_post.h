@@ -71,8 +71,10 @@ __global__ void __launch_bounds__(256)
   SeqBounds sb(a.cu_seqlens_q, a.cu_seqlens_k, b, a.seqlen_q, a.seqlen_k);
   const int padded = ceil_div(sb.seqlen_q, kBlockM) * kBlockM;  // rows with a dQ chunk
   if (ws.dq_ready && blockIdx.x == 0 && threadIdx.x == 0) ws.dq_ready[int64_t(b) * a.heads + h] = 0;
-  if (ws.zero_count && blockIdx.x == 0 && threadIdx.x == 0) ws.zero_count[int64_t(b) * a.heads + h] = 0;
-  const bool zero_pair = !ws.zero_count || b * a.kv_heads + h / (a.heads / a.kv_heads) < ws.zero_group * ws.zero_ahead;
+  if (ws.zero_count && blockIdx.x == 0 && threadIdx.x == 0)
+    ws.zero_count[int64_t(b) * a.heads + h] = 0;
+  const bool zero_pair =
+      !ws.zero_count || b * a.kv_heads + h / (a.heads / a.kv_heads) < ws.zero_group * ws.zero_ahead;
   if (zero_dq && zero_pair && row0 < padded) {
     float4* z = reinterpret_cast<float4*>(
         dq_chunk<kBlockM, kHeadDim>(ws.dq_accum, sb.q_token(b), b, row0 / kBlockM, h, a.heads) +
@@ -230,16 +232,17 @@ inline bool bwd_tail_enabled() {
 // pairs, the main kernel the rest (BwdScratch::zero_count).
 template <class Element, int kHeadDim, int kBlockM>
 BwdScratch bwd_prologue(const AttnArguments& a, cudaStream_t stream, bool zero_dq = true,
-                        bool dq_ready = false, int zero_group = 0,
-                        int zero_ahead = 0) {
+                        bool dq_ready = false, int zero_group = 0, int zero_ahead = 0) {
   BwdWorkspace wl = bwd_workspace_layout(a.batch, a.heads, a.total_q, a.seqlen_q, kHeadDim);
   char* base = static_cast<char*>(a.workspace);
   int* words = reinterpret_cast<int*>(base + wl.semaphore);
   BwdScratch ws{reinterpret_cast<float*>(base + wl.dq_accum),
                 reinterpret_cast<float*>(base + wl.dsum),
-                reinterpret_cast<float*>(base + wl.lse_log2), a.deterministic ? words : nullptr,
+                reinterpret_cast<float*>(base + wl.lse_log2),
+                a.deterministic ? words : nullptr,
                 dq_ready && !a.deterministic ? words : nullptr,
-                zero_group > 0 ? words + int64_t(a.batch) * a.heads : nullptr, zero_group,
+                zero_group > 0 ? words + int64_t(a.batch) * a.heads : nullptr,
+                zero_group,
                 zero_ahead};
   if (a.deterministic) FK_CUDA_CHECK(cudaMemsetAsync(ws.semaphore, 0, wl.bytes - wl.semaphore, stream));
   // Rows up to the end of each sequence's last query block: the padding gets LSE +inf and D 0.

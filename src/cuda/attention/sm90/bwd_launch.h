@@ -75,10 +75,9 @@ void run_bwd_sm90(const AttnArguments& a, cudaStream_t stream) {
                pdl, params);
   };
   auto launch = [&]<class K>() {
-    typename K::Params params{
-        Mainloop::to_params(a, ws), Epilogue::to_params(a),
-        SingleTileScheduler::to_params({ceil_div(a.seqlen_k, t.block_n), a.kv_heads, a.batch,
-                                        false, group})};
+    typename K::Params params{Mainloop::to_params(a, ws), Epilogue::to_params(a),
+                              SingleTileScheduler::to_params({ceil_div(a.seqlen_k, t.block_n),
+                                                              a.kv_heads, a.batch, false, group})};
     run.template operator()<K>(params, params.scheduler, false);
   };
   if (a.cu_seqlens_q) launch.template operator()<VarlenKernel>();

@@ -257,20 +257,20 @@ struct BwdMainloop {
   // CTA of group g before any of group g + 1. The producer's second warp of each CTA of group g
   // zeroes the CTA's share of group g + k's dQ chunks (k = p.ws.zero_ahead: about a wave of CTAs
   // ahead) by bulk stores from a zeroed shared buffer, issued once the CTA's K and V have landed,
-  // and, once the stores have landed, counts the CTA
-  // in zero_count[g + k]; the loads of a CTA of group g >= k wait, before its first Q / dO (so
-  // before any dQ add of its consumers), until all of group g - k's CTAs have counted in. The
-  // first k groups' chunks come zeroed from the preprocess. A CTA waits only on CTAs launched
-  // before it, whose counts depend on nothing else (the in-order launch deterministic runs rely
-  // on too), so the waits cannot deadlock, and past the first wave the zeroing CTAs started a
-  // wave earlier, so no CTA waits. The preprocess no longer writes the whole accumulator (half
-  // its bytes) before the main kernel.
+  // and once the stores have landed counts the CTA in zero_count[g + k]; the loads of a CTA of
+  // group g >= k wait, before its first Q / dO (so before any dQ add of its consumers), until
+  // all of group g - k's CTAs have counted in. The first k groups' chunks come zeroed from the
+  // preprocess. A CTA waits only on CTAs launched before it, whose counts depend on nothing else
+  // (the in-order launch deterministic runs rely on too), so the waits cannot deadlock, and past
+  // the first wave the zeroing CTAs started a wave earlier. The preprocess no longer writes the
+  // whole accumulator (half its bytes) before the main kernel (bench/NOTES-attention.md v13).
   __device__ static void zero_ahead(const Params& p, SharedStorage& smem, const WorkTile& w) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if constexpr (!kSplitD) {
       if (!p.ws.zero_count) return;
       float4* z = reinterpret_cast<float4*>(smem.zeros);
-      for (int i = threadIdx.x % 32; i < kZeroFloats / 4; i += 32) z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int i = threadIdx.x % 32; i < kZeroFloats / 4; i += 32)
+        z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
       fence_shared_to_async();
       __syncwarp();
       if (!cute::elect_one_sync()) return;
@@ -289,8 +289,10 @@ struct BwdMainloop {
         float* dst = sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, int64_t(b) * p.seqlen_q, b,
                                                        rem % p.num_m_blocks, h, p.heads);
         for (int off = 0; off < kDqFloats; off += kZeroFloats)
-          asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
-                       ::"l"(dst + off), "r"(src), "n"(kZeroFloats * 4) : "memory");
+          asm volatile(
+              "cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst + off),
+              "r"(src), "n"(kZeroFloats * 4)
+              : "memory");
       }
       asm volatile("cp.async.bulk.commit_group;" ::: "memory");
       asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // landed, not just read
