@@ -514,7 +514,7 @@ void check_poisoned_workspace(const std::vector<AttentionSpec>& specs, int ahead
 // Dense MHA (groups of one (batch, head) pair: 12 chained groups), GQA with more key blocks than
 // query blocks (CTAs with no chunk to zero still count in), GQA, and a causal MQA batch whose L2
 // pair groups hold two pairs each (q_bytes 16 MB: groups {0, 1} and {2}), one and two groups
-// ahead; then shapes with more key blocks than the wave rule's k needs (132 SMs: 32 key blocks a
+// ahead; score policies one group ahead; then shapes with more key blocks than the wave rule's k needs (132 SMs: 32 key blocks a
 // pair, k = 5), MHA and GQA.
 TEST(AttentionGpuSm90, BackwardZeroAheadPoisonedWorkspace) {
   const std::vector<AttentionSpec> small = {
@@ -522,6 +522,13 @@ TEST(AttentionGpuSm90, BackwardZeroAheadPoisonedWorkspace) {
       spec(DType::bf16, 2, 640, 900, 6, 2, 64), spec(DType::bf16, 3, 512, 512, 32, 1, 128, true)};
   check_poisoned_workspace(small, 1, 4650);
   check_poisoned_workspace(small, 2, 4655);
+  // Score policies: a block mask (the producer's whole warp walks, and waits), dropout, and the
+  // longest-first order of a block mask under causal and of a right window bound.
+  check_poisoned_workspace({variant_spec(DType::bf16, 128, kVariants[16]),
+                            variant_spec(DType::bf16, 128, kVariants[14]),
+                            variant_spec(DType::bf16, 128, kVariants[17]),
+                            variant_spec(DType::bf16, 64, kVariants[2])},
+                           1, 4670);
   check_poisoned_workspace(
       {spec(DType::bf16, 2, 130, 4096, 4, 4, 128), spec(DType::bf16, 3, 300, 4096, 6, 2, 64)}, 0,
       4660);
