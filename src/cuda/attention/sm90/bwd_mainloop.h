@@ -140,7 +140,7 @@ struct BwdMainloop {
     alignas(1024) Element ds[kDsBuffers * cosize_v<LayoutdS>];
     // one query block's dQ in dq_chunk order; after the mainloop (hdim 128) dV's tile
     alignas(kSplitD ? 128 : 1024) float dq[kSplitD ? 4 : kDqFloats];
-    alignas(128) float zeros[kSplitD ? 4 : kZeroFloats];  // zero-ahead's source (ZeroAhead)
+    alignas(128) float zeros[kSplitD ? 4 : kZeroFloats];  // zero-ahead's source (zero_ahead)
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dsum[kStages][kBlockM];
     typename Ring::Storage ring;
