@@ -7,6 +7,10 @@
 # PART=ab: bench/bwd_tail.py with FLASHKIT_BWD_ZERO_AHEAD=0 / 1 in alternating processes (ROUNDS
 #   rounds; SHAPES as bwd_tail.py takes them), each backward's time and kernel timeline.
 # PART=table: bench/attention.py flashkit / cuDNN / flash, hdim 128 and 64, in the time left.
+# Calls (one H200 each): 1 PART="checks ab" on v13, 2 the same on v13b, 3 PART=ab then PART=checks
+# on v13c, 4 PART=table, 5 PART=table three times (FLASHKIT_BWD_ZERO_AHEAD unset / 0 / unset), 6 the
+# zero-ahead gtests alone, 7 bench/bwd_tail.py 128:2048 128:4096 with FLASHKIT_BWD_ZERO_AHEAD
+# 0 / unset / 20 / 1 in two rounds.
 # usage: tar xzf .ab/lib.tgz && OUT=/some/dir PART=checks bench/gpu-s28.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
