@@ -8,7 +8,8 @@ import argparse
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.profiler import ProfilerActivity, profile
+
+from timing import profile_calls
 
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
 
@@ -42,13 +43,7 @@ def main():
 
 def report(warm, call, calls, title):
     """Kernels of `calls` runs of call() (after 3 of warm()), GPU us per call, largest first."""
-    for _ in range(3):
-        warm()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            call()
-        torch.cuda.synchronize()
+    prof = profile_calls(call, calls, 3, warm)
     print(f"# {title}: us per call")
     for e in sorted(prof.key_averages(), key=lambda e: -e.device_time_total):
         if e.device_time_total > 0:

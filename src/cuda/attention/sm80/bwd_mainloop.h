@@ -98,8 +98,7 @@ struct BwdMainloop {
   __device__ static void signal_dq_ready(const Params& p, const WorkTile& w, int tid) {
     if (!p.ws.dq_ready) return;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (kStageDq && p.bulk_dq && tid % 32 == 0)
-      asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    if (kStageDq && p.bulk_dq && tid % 32 == 0) bulk_wait_done();
 #endif
     __threadfence();
     __syncthreads();

@@ -264,6 +264,10 @@ struct BwdMainloop {
   // (the in-order launch deterministic runs rely on too), so the waits cannot deadlock, and past
   // the first wave the zeroing CTAs started a wave earlier. The preprocess no longer writes the
   // whole accumulator (half its bytes) before the main kernel (bench/NOTES-attention.md v13).
+  // CTAs of a group: its pairs' key blocks.
+  __device__ static int zero_group_ctas(const Params& p) {
+    return p.ws.zero_group * ceil_div(p.seqlen_k, kBlockN);
+  }
   __device__ static void zero_ahead(const Params& p, SharedStorage& smem, const WorkTile& w) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if constexpr (!kSplitD) {
@@ -276,27 +280,23 @@ struct BwdMainloop {
       if (!cute::elect_one_sync()) return;
       // After the CTA's own K and V have landed: its first loads go first.
       Ring::Barrier::wait(&smem.kv_full, 0);
-      const int G = p.ws.zero_group, nkb = ceil_div(p.seqlen_k, kBlockN);
+      const int G = p.ws.zero_group, ctas = zero_group_ctas(p);
       const int kv_heads = p.heads / p.h_ratio, pairs = p.batch * kv_heads;
-      const int target = w.index / (G * nkb) + p.ws.zero_ahead, first = target * G;
+      const int target = w.index / ctas + p.ws.zero_ahead, first = target * G;
       if (first >= pairs) return;  // the last k groups: nothing k groups after them
-      const int ctas = G * nkb, size = min(G, pairs - first);  // groups before the last are whole
+      const int size = min(G, pairs - first);  // groups before the last are whole
       const int in = w.index % ctas, per_pair = p.h_ratio * p.num_m_blocks;
-      const auto src = static_cast<uint32_t>(__cvta_generic_to_shared(smem.zeros));
       for (int c = in; c < size * per_pair; c += ctas) {  // chunks in, in + ctas, ...
         const int pair = first + c / per_pair, rem = c % per_pair;
         const int b = pair / kv_heads, h = (pair % kv_heads) * p.h_ratio + rem / p.num_m_blocks;
         float* dst = sm80::dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, int64_t(b) * p.seqlen_q, b,
                                                        rem % p.num_m_blocks, h, p.heads);
         for (int off = 0; off < kDqFloats; off += kZeroFloats)
-          asm volatile(
-              "cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst + off),
-              "r"(src), "n"(kZeroFloats * 4)
-              : "memory");
+          bulk_store(dst + off, smem.zeros, kZeroFloats * sizeof(float));
       }
-      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-      asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // landed, not just read
-      asm volatile("fence.proxy.async.global;" ::: "memory");
+      bulk_commit();
+      bulk_wait_done();  // landed, not just read
+      fence_global_async();
       fetch_add_acq_rel(p.ws.zero_count + target, 1);
     }
 #endif
@@ -306,12 +306,11 @@ struct BwdMainloop {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if constexpr (!kSplitD) {
       if (!p.ws.zero_count) return;
-      const int nkb = ceil_div(p.seqlen_k, kBlockN), per_group = p.ws.zero_group * nkb;
-      const int group = w.index / per_group;
+      const int per_group = zero_group_ctas(p), group = w.index / per_group;
       if (group < p.ws.zero_ahead) return;  // the preprocess zeroed it
       if (leader) {
         while (load_acquire(p.ws.zero_count + group) < per_group) __nanosleep(64);
-        asm volatile("fence.proxy.async.global;" ::: "memory");
+        fence_global_async();
       }
       __syncwarp(__activemask());
     }
