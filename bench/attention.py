@@ -9,7 +9,12 @@ matplotlib is there; bench/plot_attention.py draws them from the JSON otherwise)
 they exist); "flashkit-sm80" forces the sm80-class ones (FLASHKIT_ATTENTION_PATH=sm80).
 usage: PYTHONPATH=python python3 bench/attention.py --out DIR [--quick]  (or FK_BENCH_QUICK=1)
        [--methods flashkit,flashkit-sm80,flash,cudnn] [--fwd-only] [--name attention-sm90]
-       [--hdims 64,128] [--seqlens 2048,8192]"""
+       [--hdims 64,128] [--seqlens 2048,8192] [--protocol sustained]
+--protocol burst (the default): each method and pass timed alone (timed() below: a ~150 ms burst
+after its own warm-up). --protocol sustained: the card held under load and the methods
+interleaved per shape, with their SM clocks and power recorded (bench/sustained.py says why).
+"flashkit-fp8" (sustained only): the FP8 forward (flashkit.attention_fp8 on e4m3 copies of the
+inputs, unit descales), forward only."""
 import argparse
 import json
 import os
@@ -20,6 +25,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from flashkit import _C
+from sustained import ClockLog, interleaved
 from timing import median_ms
 
 DATE = time.strftime("%Y-%m-%d")  # of the run, for the result files' names
@@ -133,6 +139,71 @@ def measure_speed(hdims, seqlens, methods, fwd_only=False):
     return rows
 
 
+def method_fns(m, q, k, v, causal):
+    """(fwd, bwd) callables of method m on one shape; bwd None where the method has none."""
+    if m == "flashkit-fp8":
+        import flashkit
+        q8, k8, v8 = (x.to(torch.float8_e4m3fn) for x in (q, k, v))
+        return (lambda: flashkit.attention_fp8(q8, k8, v8, causal=causal)), None
+    if m.startswith("flashkit"):
+        fk = Flashkit(q, k, v, causal, "sm80" if m == "flashkit-sm80" else "auto")
+        fk.fwd()
+        return fk.fwd, fk.bwd
+    return sdpa_fns(BACKENDS[m], q, k, v, causal)
+
+
+def measure_speed_sustained(hdims, seqlens, methods, fwd_only=False, rounds=2):
+    """measure_speed under bench/sustained.py's protocol: per shape, the methods interleaved with
+    the card under load; rows also carry each pass's SM clock (MHz) and board power (W)."""
+    rows = []
+    clocks = ClockLog()
+    try:
+        for d in hdims:
+            h = HIDDEN // d
+            for causal in (False, True):
+                for s in seqlens:
+                    b = TOKENS // s
+                    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+                    f = flops(b, h, s, d, causal)
+                    fns, shape_rows = {}, {}
+                    for m in methods:
+                        row = {"method": m, "hdim": d, "causal": causal, "seqlen": s, "batch": b,
+                               "heads": h, "protocol": "sustained"}
+                        shape_rows[m] = row
+                        rows.append(row)
+                        try:
+                            fns[m] = method_fns(m, q, k, v, causal)
+                            fns[m][0]()
+                            if fns[m][1] and not fwd_only:
+                                fns[m][1]()
+                            torch.cuda.synchronize()
+                        except Exception as e:  # a backend that cannot run this shape
+                            row["error"] = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+                            fns.pop(m, None)
+                    for pas, factor in (("fwd", 1.0), ("bwd", 2.5)):
+                        if pas == "bwd" and fwd_only:
+                            continue
+                        got = interleaved({m: fn[0 if pas == "fwd" else 1] for m, fn in fns.items()
+                                           if fn[0 if pas == "fwd" else 1]}, clocks, rounds)
+                        for m, (ms, mhz, w) in got.items():
+                            shape_rows[m].update({f"{pas}_ms": ms, f"{pas}_tflops": factor * f / ms / 1e9,
+                                                  f"{pas}_sm_mhz": mhz, f"{pas}_watts": w})
+                    for r in shape_rows.values():
+                        if "fwd_ms" in r and "bwd_ms" in r:
+                            r["fwd_bwd_tflops"] = 3.5 * f / (r["fwd_ms"] + r["bwd_ms"]) / 1e9
+                    del fns
+                    torch.cuda.empty_cache()
+                    line = f"d{d:<3} {'causal' if causal else 'full  '} s{s:<5}"
+                    for r in shape_rows.values():
+                        if "fwd_tflops" in r:
+                            line += (f" | {r['method']} {r['fwd_tflops']:.0f}/{r.get('bwd_tflops', 0):.0f}"
+                                     f" @{r.get('fwd_sm_mhz') or 0:.0f}/{r.get('bwd_sm_mhz') or 0:.0f}MHz")
+                    print(line, flush=True)
+    finally:
+        clocks.close()
+    return rows
+
+
 def measure_memory(seqlens):
     """Peak bytes allocated during forward+backward beyond the inputs (hdim 128, hidden 2048)."""
     rows = []
@@ -180,6 +251,9 @@ def main():
     p.add_argument("--name", default="attention", help="file name after <date>-<gpu>-")
     p.add_argument("--hdims", default="64,128,256", help="head dims to time")
     p.add_argument("--seqlens", default=",".join(map(str, SEQLENS)), help="sequence lengths to time")
+    p.add_argument("--protocol", default="burst", choices=["burst", "sustained"],
+                   help="burst: each method timed alone; sustained: interleaved under load (sustained.py)")
+    p.add_argument("--rounds", type=int, default=2, help="sustained: rounds of the interleaving")
     args = p.parse_args()
     args.quick = args.quick or bool(os.environ.get("FK_BENCH_QUICK"))  # tests/gpu/run passes no args
     gpu = torch.cuda.get_device_name()
@@ -190,10 +264,13 @@ def main():
         memory = []
     else:
         seqlens = [int(x) for x in args.seqlens.split(",")]
-        speed = measure_speed([int(x) for x in args.hdims.split(",")], seqlens, args.methods.split(","),
-                              args.fwd_only)
+        measure = measure_speed if args.protocol == "burst" else (
+            lambda *a: measure_speed_sustained(*a, rounds=args.rounds))
+        speed = measure([int(x) for x in args.hdims.split(",")], seqlens, args.methods.split(","),
+                        args.fwd_only)
         memory = [] if args.fwd_only or args.no_memory else measure_memory(seqlens)
-    res = {"gpu": gpu, "torch": torch.__version__, "dtype": "bf16", "tokens": TOKENS, "hidden": HIDDEN,
+    res = {"gpu": gpu, "torch": torch.__version__, "dtype": "bf16", "protocol": args.protocol,
+           "tokens": TOKENS, "hidden": HIDDEN,
            "flops": "4*b*h*s*s*d (/2 causal); bwd x2.5; fwd+bwd x3.5", "speed": speed, "memory": memory,
            "seconds": round(time.time() - t0, 1)}
     os.makedirs(args.out, exist_ok=True)
@@ -214,6 +291,14 @@ def main():
                 if ref and f"{pas}_tflops" in r and f"{pas}_tflops" in ref:
                     worst[pas] = min(worst.get(pas, 9), r[f"{pas}_tflops"] / ref[f"{pas}_tflops"])
         print(f"flashkit / {peer}, worst over seqlen >= 2k:", {k: round(v, 3) for k, v in worst.items()})
+    # Issue 8 item 6: the FP8 forward against our bf16 forward (hdim 128, 8k is the bar's cell).
+    for r in speed:
+        if r["method"] == "flashkit-fp8" and "fwd_tflops" in r:
+            bf = next((x for x in speed if x["method"] == "flashkit" and x["hdim"] == r["hdim"]
+                       and x["causal"] == r["causal"] and x["seqlen"] == r["seqlen"] and "fwd_tflops" in x), None)
+            if bf:
+                print(f"fp8 / bf16 forward d{r['hdim']} {'causal' if r['causal'] else 'dense'} s{r['seqlen']}: "
+                      f"{r['fwd_tflops']:.0f} / {bf['fwd_tflops']:.0f} = {r['fwd_tflops'] / bf['fwd_tflops']:.3f}")
     try:
         import plot_attention
         plot_attention.plot(path, args.out)

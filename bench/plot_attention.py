@@ -51,7 +51,8 @@ def plot(path, out_dir):
                 ax.set_xlabel("sequence length")
                 ax.set_ylabel("TFLOP/s")
         axes[0][0].legend(fontsize=7)
-        fig.suptitle(f"Attention {title} speed on {res['gpu']} (bf16, batch*seqlen=16k, hidden 2048)")
+        fig.suptitle(f"Attention {title} speed on {res['gpu']} (bf16, batch*seqlen=16k, hidden 2048; "
+                     f"{res.get('protocol', 'burst')} timing)")
         fig.tight_layout()
         fig.savefig(os.path.join(out_dir, f"{stem}-{pas}.png"), dpi=110)
         plt.close(fig)

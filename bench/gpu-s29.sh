@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Session 29's GPU calls (bench/NOTES-attention.md, session 29). The library comes built from the
+# CPU machine in .ab/lib.tgz (bench/gpu-library.sh says how).
+# PART=probe: hdim 256 backward, flashkit's kernels' timelines (bench/bwd_tail.py) at 2k-16k dense
+#   and causal, and cuDNN's kernels (bench/kernel_breakdown.py) at the same shapes.
+# PART=clock: bench/clock_probe.py (SM clock, power, temperature under back-to-back calls),
+#   flashkit and cuDNN alternating, for the bars' backward and forward cells.
+# PART=sustained: bench/attention.py --protocol sustained (METHODS, HDIMS, NAME).
+# usage: tar xzf .ab/lib.tgz && OUT=/some/dir PART=probe bench/gpu-s29.sh
+set -uo pipefail
+. "$(dirname "$0")/gpu_prelude.sh"
+carried_library
+export PYTHONPATH=bench:$PYTHONPATH
+for part in ${PART:?set PART}; do
+  case "$part" in
+  probe)
+    stamp "bwd_tail d256"
+    timeout 200 python3 bench/bwd_tail.py ${SHAPES:-256:2048 256:4096 256:8192 256:16384 256:2048:causal \
+      256:4096:causal 256:8192:causal 256:16384:causal} >"$log/tail.log" 2>&1
+    stamp "rc=$?"
+    grep -E "^d|run_kernel|preprocess|convert" "$log/tail.log" | cut -c1-110
+    for s in 2048 8192; do
+      for c in "" --causal; do
+        timeout 60 python3 bench/kernel_breakdown.py --backend cudnn --hdim 256 --seqlen $s $c \
+          >"$log/cudnn-$s$c.log" 2>&1
+        head -5 "$log/cudnn-$s$c.log" | cut -c1-120
+      done
+    done
+    ;;
+  clock)
+    for spec in "128 4096 bwd" "128 2048 bwd" "128 8192 bwd" "128 8192 fwd" "64 4096 bwd" "256 8192 bwd --causal"; do
+      set -- $spec
+      timeout 90 python3 bench/clock_probe.py --hdim $1 --seqlen $2 --pass $3 ${4:-} \
+        --methods flashkit,cudnn,flashkit,cudnn --seconds ${SECONDS_EACH:-3} 2>&1 | grep -v Warn
+    done
+    ;;
+  sustained)  # issue 8's table under the sustained protocol (and the fp8 forward beside it)
+    stamp "bench/attention.py --protocol sustained ($(left) s left)"
+    timeout "$(( $(left) - 5 ))" python3 bench/attention.py --out "$out" --protocol sustained \
+      --methods ${METHODS:-flashkit,cudnn,flash,flashkit-fp8} --no-memory --hdims ${HDIMS:-128,64,256} \
+      --seqlens 2048,4096,8192,16384 --name ${NAME:-attention-s29-sustained} >"$log/sus.log" 2>&1
+    stamp "rc=$?"
+    grep -v Warn "$log/sus.log" | tail -40
+    ;;
+  esac
+done
+stamp "done"
