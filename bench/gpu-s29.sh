@@ -6,6 +6,8 @@
 # PART=clock: bench/clock_probe.py (SM clock, power, temperature under back-to-back calls),
 #   flashkit and cuDNN alternating, for the bars' backward and forward cells.
 # PART=sustained: bench/attention.py --protocol sustained (METHODS, HDIMS, NAME).
+# PART=sm80: issue 3's sm80-class path against torch flash, sustained then burst protocol.
+# PART=burst: the same table under the burst protocol (BNAME names it).
 # usage: tar xzf .ab/lib.tgz && OUT=/some/dir PART=probe bench/gpu-s29.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
@@ -41,6 +43,28 @@ for part in ${PART:?set PART}; do
       --seqlens 2048,4096,8192,16384 --name ${NAME:-attention-s29-sustained} >"$log/sus.log" 2>&1
     stamp "rc=$?"
     grep -v Warn "$log/sus.log" | tail -40
+    ;;
+  burst)  # issue 8's table under the burst protocol (the default), same methods
+    stamp "bench/attention.py burst ($(left) s left)"
+    timeout "$(( $(left) - 5 ))" python3 bench/attention.py --out "$out" --methods flashkit,cudnn,flash \
+      --no-memory --hdims ${HDIMS:-128,64,256} --seqlens 2048,4096,8192,16384 \
+      --name ${BNAME:-attention-s29-burst} >"$log/burst.log" 2>&1
+    stamp "rc=$?"
+    grep -v Warn "$log/burst.log" | tail -8
+    ;;
+  sm80)  # issue 3: the sm80-class path against FA2, sustained then burst, hdim 64 / 128
+    stamp "sm80 sustained ($(left) s left)"
+    timeout 300 python3 bench/attention.py --out "$out" --protocol sustained --methods flashkit-sm80,flash \
+      --no-memory --hdims 128,64 --seqlens 2048,4096,8192,16384 --name attention-sm80-s29-sustained \
+      >"$log/sm80-sus.log" 2>&1
+    stamp "rc=$?"
+    grep -v Warn "$log/sm80-sus.log" | tail -20
+    stamp "sm80 burst ($(left) s left)"
+    timeout "$(( $(left) - 5 ))" python3 bench/attention.py --out "$out" --methods flashkit-sm80,flash \
+      --no-memory --hdims 128,64 --seqlens 2048,4096,8192,16384 --name attention-sm80-s29-burst \
+      >"$log/sm80-burst.log" 2>&1
+    stamp "rc=$?"
+    grep -v Warn "$log/sm80-burst.log" | tail -12
     ;;
   esac
 done
