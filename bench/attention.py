@@ -102,7 +102,17 @@ def sdpa_fns(backend, q, k, v, causal):
     return fwd_nograd, bwd
 
 
-def measure_speed(hdims, seqlens, methods, fwd_only=False):
+def timed_clocked(fn, clocks):
+    """timed(fn) and the medians of the SM clock and board power sampled meanwhile (None, None
+    without a clock log)."""
+    t0 = time.time()
+    ms = timed(fn)
+    return (ms,) + (clocks.between(t0, time.time()) if clocks else (None, None))
+
+
+def measure_speed(hdims, seqlens, methods, fwd_only=False, clocks=None):
+    """The burst protocol: each method and pass timed alone (timed()), in the order given; with a
+    ClockLog, each row also carries the SM clock (MHz) and board power (W) of its timed bursts."""
     rows = []
     for d in hdims:
         h = HIDDEN // d
@@ -121,12 +131,13 @@ def measure_speed(hdims, seqlens, methods, fwd_only=False):
                             fwd, bwd = fk.fwd, fk.bwd
                         else:
                             fwd, bwd = sdpa_fns(BACKENDS[m], q, k, v, causal)
-                        tf = timed(fwd)
-                        row.update(fwd_ms=tf, fwd_tflops=f / tf / 1e9)
+                        tf, mhz, w = timed_clocked(fwd, clocks)
+                        row.update(fwd_ms=tf, fwd_tflops=f / tf / 1e9, fwd_sm_mhz=mhz, fwd_watts=w)
                         if not fwd_only:
-                            tb = timed(bwd)
+                            tb, mhz, w = timed_clocked(bwd, clocks)
                             row.update(bwd_ms=tb, bwd_tflops=2.5 * f / tb / 1e9,
-                                       fwd_bwd_tflops=3.5 * f / (tf + tb) / 1e9)
+                                       fwd_bwd_tflops=3.5 * f / (tf + tb) / 1e9, bwd_sm_mhz=mhz,
+                                       bwd_watts=w)
                     except Exception as e:  # a backend that cannot run this shape
                         row["error"] = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
                     rows.append(row)
@@ -135,6 +146,8 @@ def measure_speed(hdims, seqlens, methods, fwd_only=False):
                 for r in rows[-len(methods):]:
                     if "fwd_tflops" in r:
                         line += f" | {r['method']} {r['fwd_tflops']:.0f}/{r.get('bwd_tflops', 0):.0f}"
+                        if r.get("fwd_sm_mhz"):
+                            line += f" @{r['fwd_sm_mhz']:.0f}/{r.get('bwd_sm_mhz') or 0:.0f}MHz"
                 print(line, flush=True)
     return rows
 
@@ -264,10 +277,15 @@ def main():
         memory = []
     else:
         seqlens = [int(x) for x in args.seqlens.split(",")]
-        measure = measure_speed if args.protocol == "burst" else (
-            lambda *a: measure_speed_sustained(*a, rounds=args.rounds))
-        speed = measure([int(x) for x in args.hdims.split(",")], seqlens, args.methods.split(","),
-                        args.fwd_only)
+        hdims, methods = [int(x) for x in args.hdims.split(",")], args.methods.split(",")
+        if args.protocol == "burst":
+            clocks = ClockLog()
+            try:
+                speed = measure_speed(hdims, seqlens, methods, args.fwd_only, clocks)
+            finally:
+                clocks.close()
+        else:
+            speed = measure_speed_sustained(hdims, seqlens, methods, args.fwd_only, args.rounds)
         memory = [] if args.fwd_only or args.no_memory else measure_memory(seqlens)
     res = {"gpu": gpu, "torch": torch.__version__, "dtype": "bf16", "protocol": args.protocol,
            "tokens": TOKENS, "hidden": HIDDEN,
