@@ -8,6 +8,7 @@
 # PART=sustained: bench/attention.py --protocol sustained (METHODS, HDIMS, NAME).
 # PART=sm80: issue 3's sm80-class path against torch flash, sustained then burst protocol.
 # PART=burst: the same table under the burst protocol (BNAME names it).
+# PART=variants: bench/variants.py under the sustained protocol (hdim 128, 64), then burst.
 # usage: tar xzf .ab/lib.tgz && OUT=/some/dir PART=probe bench/gpu-s29.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
@@ -51,6 +52,20 @@ for part in ${PART:?set PART}; do
       --name ${BNAME:-attention-s29-burst} >"$log/burst.log" 2>&1
     stamp "rc=$?"
     grep -v Warn "$log/burst.log" | tail -8
+    ;;
+  variants)  # issue 6: each variant's cost over plain, sustained (hdim 128, 64) then burst (128)
+    for d in 128 64; do
+      stamp "variants d$d sustained ($(left) s left)"
+      timeout 150 python3 bench/variants.py --out "$out/vs$d" --hdim $d --protocol sustained \
+        >"$log/var-sus-$d.log" 2>&1
+      stamp "rc=$?"
+      grep -v Warn "$log/var-sus-$d.log" | tail -17
+    done
+    stamp "variants d128 burst ($(left) s left)"
+    timeout "$(( $(left) - 5 ))" python3 bench/variants.py --out "$out/vb128" --hdim 128 \
+      >"$log/var-burst.log" 2>&1
+    stamp "rc=$?"
+    grep -v Warn "$log/var-burst.log" | tail -17
     ;;
   sm80)  # issue 3: the sm80-class path against FA2, sustained then burst, hdim 64 / 128
     stamp "sm80 sustained ($(left) s left)"

@@ -4,7 +4,9 @@ and backward TFLOP/s of flashkit.attention with softcap, ALiBi, a sliding window
 block masks, next to the plain kernel and to PyTorch SDPA where it has the variant (flash backend
 for plain and dropout, the efficient backend with attn_mask for ALiBi, window and block masks;
 SDPA has no softcap). TFLOP/s count visible (query, key) pairs only, for every peer alike, so a
-masked SDPA run that computes every pair shows as slower. Writes <out>/variants.json."""
+masked SDPA run that computes every pair shows as slower. Writes <out>/variants.json.
+--protocol sustained: flashkit's cases only (no SDPA), interleaved with the card held under load
+(bench/sustained.py), each case's SM clock and power recorded; writes variants-sustained.json."""
 import argparse
 import json
 import os
@@ -16,6 +18,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import flashkit
 
+from sustained import ClockLog, interleaved
 from timing import median_ms
 
 
@@ -73,6 +76,42 @@ def time_pair(run, q, k, v, do, fwd_only=False):
     return fwd, median_ms(both, per_call=5) - fwd
 
 
+def sustained_rows(cases, wanted, causal, q, k, v, do, clocks, args, bhd):
+    """flashkit's cases of one mask setting timed under bench/sustained.py's protocol: the
+    forwards interleaved, then the forward + backward pairs (backward = pair - forward)."""
+    b, h, d = bhd
+    fwd, both = {}, {}
+    for name, kw, _, keep in cases:
+        if wanted and name not in wanted and name != "plain":
+            continue
+        run = (lambda kw_: lambda: flashkit.attention(q, k, v, causal=causal, **kw_))(kw)
+        fwd[name] = run
+
+        def pair(run=run):
+            q.grad = k.grad = v.grad = None
+            run().backward(do)
+        both[name] = pair
+    got_f = interleaved(fwd, clocks, args.rounds)
+    got_b = {} if args.fwd_only else interleaved(both, clocks, args.rounds)
+    rows = []
+    for name, kw, _, keep in cases:
+        if name not in fwd:
+            continue
+        pairs = int(keep.sum())
+        tf = lambda ms, mult: mult * 4 * b * h * pairs * d / ms / 1e9  # noqa: E731
+        f_ms, f_mhz, f_w = got_f[name]
+        row = {"variant": name, "causal": causal, "pairs": pairs, "fwd_ms": f_ms,
+               "fwd_tflops": tf(f_ms, 1), "fwd_sm_mhz": f_mhz, "fwd_watts": f_w}
+        if name in got_b:
+            p_ms, p_mhz, p_w = got_b[name]
+            row.update(bwd_ms=p_ms - f_ms, bwd_tflops=tf(p_ms - f_ms, 2.5), bwd_sm_mhz=p_mhz,
+                       bwd_watts=p_w)
+        else:
+            row.update(bwd_ms=float("nan"), bwd_tflops=float("nan"))
+        rows.append(row)
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default="bench/results")
@@ -84,7 +123,11 @@ def main():
                    help="comma-separated variant names to run (default: all)")
     p.add_argument("--fwd-only", action="store_true",
                    help="forward only (e.g. hdim 256 variants, whose backward a minimal build lacks)")
+    p.add_argument("--protocol", default="burst", choices=["burst", "sustained"])
+    p.add_argument("--rounds", type=int, default=2, help="sustained: rounds of the interleaving")
     args = p.parse_args()
+    sustained = args.protocol == "sustained"
+    clocks = ClockLog() if sustained else None
     b, s, h, d = args.batch, args.seqlen, args.heads, args.hdim
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
@@ -134,6 +177,9 @@ def main():
             cases.append((f"blocksparse_{density}", {"block_mask": bm[None, None]},
                           sdpa(SDPBackend.EFFICIENT_ATTENTION, attn_mask=dense), dense))
         wanted = set(filter(None, args.variants.split(",")))
+        if sustained:
+            rows += sustained_rows(cases, wanted, causal, q, k, v, do, clocks, args, (b, h, d))
+            continue
         for name, kw, peer, keep in cases:
             if wanted and name not in wanted and name != "plain":
                 continue
@@ -167,12 +213,17 @@ def main():
             else:  # cost per visible pair over plain
                 r["fwd_cost_over_plain"] = base["fwd_tflops"] / r["fwd_tflops"] - 1
                 r["bwd_cost_over_plain"] = base["bwd_tflops"] / r["bwd_tflops"] - 1
+    if clocks:
+        clocks.close()
     res = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "batch": b,
+           "protocol": args.protocol,
            "seqlen": s, "heads": h, "hdim": d, "dtype": "bfloat16", "block_mask_block": block,
            "rows": rows}
     os.makedirs(args.out, exist_ok=True)
     name = f"variants-d{d}{'-fwd' if args.fwd_only else ''}.json" if args.variants or args.fwd_only \
         else "variants.json"
+    if sustained:
+        name = name.replace(".json", "-sustained.json")
     with open(os.path.join(args.out, name), "w") as f:
         json.dump(res, f, indent=1)
     print(f"{'variant':17} {'causal':6} {'fwd TF/s':>8} {'bwd TF/s':>8} {'cost f/b':>14} "
@@ -189,6 +240,8 @@ def main():
                     f"{100 * r.get('bwd_cost_over_plain', 0):+5.1f}%")
         peer = (f"{r['sdpa_fwd_tflops']:8.1f} {r['sdpa_bwd_tflops']:8.1f}"
                 if "sdpa_fwd_tflops" in r else f"{'-':>8} {'-':>8}")
+        if r.get("fwd_sm_mhz"):
+            peer += f"  @{r['fwd_sm_mhz']:.0f}/{r.get('bwd_sm_mhz') or 0:.0f} MHz"
         print(f"{r['variant']:17} {str(r['causal']):6} {r['fwd_tflops']:8.1f} "
               f"{r['bwd_tflops']:8.1f} {cost:>14} {peer}")
 
