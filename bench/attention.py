@@ -13,7 +13,7 @@ usage: PYTHONPATH=python python3 bench/attention.py --out DIR [--quick]  (or FK_
 --protocol burst (the default): each method and pass timed alone (timed() below: a ~150 ms burst
 after its own warm-up). --protocol sustained: the card held under load and the methods
 interleaved per shape, with their SM clocks and power recorded (bench/sustained.py says why).
-"flashkit-fp8" (sustained only): the FP8 forward (flashkit.attention_fp8 on e4m3 copies of the
+"flashkit-fp8": the FP8 forward (flashkit.attention_fp8 on e4m3 copies of the
 inputs, unit descales), forward only."""
 import argparse
 import json
@@ -110,46 +110,27 @@ def timed_clocked(fn, clocks):
     return (ms,) + (clocks.between(t0, time.time()) if clocks else (None, None))
 
 
-def measure_speed(hdims, seqlens, methods, fwd_only=False, clocks=None):
-    """The burst protocol: each method and pass timed alone (timed()), in the order given; with a
-    ClockLog, each row also carries the SM clock (MHz) and board power (W) of its timed bursts."""
-    rows = []
+def shapes(hdims, seqlens):
+    """The protocol's problems in order: (hdim, causal, seqlen, batch, heads, q, k, v, flops),
+    fresh random inputs [b, s, h, d] for each."""
     for d in hdims:
         h = HIDDEN // d
         for causal in (False, True):
             for s in seqlens:
                 b = TOKENS // s
                 q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-                f = flops(b, h, s, d, causal)
-                for m in methods:
-                    row = {"method": m, "hdim": d, "causal": causal, "seqlen": s, "batch": b, "heads": h}
-                    try:
-                        if m == "math" and s > 4096:
-                            raise RuntimeError("skipped: quadratic memory/time")
-                        if m.startswith("flashkit"):
-                            fk = Flashkit(q, k, v, causal, "sm80" if m == "flashkit-sm80" else "auto")
-                            fwd, bwd = fk.fwd, fk.bwd
-                        else:
-                            fwd, bwd = sdpa_fns(BACKENDS[m], q, k, v, causal)
-                        tf, mhz, w = timed_clocked(fwd, clocks)
-                        row.update(fwd_ms=tf, fwd_tflops=f / tf / 1e9, fwd_sm_mhz=mhz, fwd_watts=w)
-                        if not fwd_only:
-                            tb, mhz, w = timed_clocked(bwd, clocks)
-                            row.update(bwd_ms=tb, bwd_tflops=2.5 * f / tb / 1e9,
-                                       fwd_bwd_tflops=3.5 * f / (tf + tb) / 1e9, bwd_sm_mhz=mhz,
-                                       bwd_watts=w)
-                    except Exception as e:  # a backend that cannot run this shape
-                        row["error"] = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
-                    rows.append(row)
-                    torch.cuda.empty_cache()
-                line = f"d{d:<3} {'causal' if causal else 'full  '} s{s:<5}"
-                for r in rows[-len(methods):]:
-                    if "fwd_tflops" in r:
-                        line += f" | {r['method']} {r['fwd_tflops']:.0f}/{r.get('bwd_tflops', 0):.0f}"
-                        if r.get("fwd_sm_mhz"):
-                            line += f" @{r['fwd_sm_mhz']:.0f}/{r.get('bwd_sm_mhz') or 0:.0f}MHz"
-                print(line, flush=True)
-    return rows
+                yield d, causal, s, b, h, q, k, v, flops(b, h, s, d, causal)
+
+
+def shape_line(d, causal, s, rows):
+    """One printed line of a shape's rows: TFLOP/s forward / backward (and clocks when known)."""
+    line = f"d{d:<3} {'causal' if causal else 'full  '} s{s:<5}"
+    for r in rows:
+        if "fwd_tflops" in r:
+            line += f" | {r['method']} {r['fwd_tflops']:.0f}/{r.get('bwd_tflops', 0):.0f}"
+            if r.get("fwd_sm_mhz"):
+                line += f" @{r['fwd_sm_mhz']:.0f}/{r.get('bwd_sm_mhz') or 0:.0f}MHz"
+    return line
 
 
 def method_fns(m, q, k, v, causal):
@@ -165,53 +146,68 @@ def method_fns(m, q, k, v, causal):
     return sdpa_fns(BACKENDS[m], q, k, v, causal)
 
 
+def measure_speed(hdims, seqlens, methods, fwd_only=False, clocks=None):
+    """The burst protocol: each method and pass timed alone (timed()), in the order given; with a
+    ClockLog, each row also carries the SM clock (MHz) and board power (W) of its timed bursts."""
+    rows = []
+    for d, causal, s, b, h, q, k, v, f in shapes(hdims, seqlens):
+        for m in methods:
+            row = {"method": m, "hdim": d, "causal": causal, "seqlen": s, "batch": b, "heads": h}
+            try:
+                if m == "math" and s > 4096:
+                    raise RuntimeError("skipped: quadratic memory/time")
+                fwd, bwd = method_fns(m, q, k, v, causal)
+                tf, mhz, w = timed_clocked(fwd, clocks)
+                row.update(fwd_ms=tf, fwd_tflops=f / tf / 1e9, fwd_sm_mhz=mhz, fwd_watts=w)
+                if bwd and not fwd_only:
+                    tb, mhz, w = timed_clocked(bwd, clocks)
+                    row.update(bwd_ms=tb, bwd_tflops=2.5 * f / tb / 1e9,
+                               fwd_bwd_tflops=3.5 * f / (tf + tb) / 1e9, bwd_sm_mhz=mhz,
+                               bwd_watts=w)
+            except Exception as e:  # a backend that cannot run this shape
+                row["error"] = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+            rows.append(row)
+            torch.cuda.empty_cache()
+        print(shape_line(d, causal, s, rows[-len(methods):]), flush=True)
+    return rows
+
+
 def measure_speed_sustained(hdims, seqlens, methods, fwd_only=False, rounds=2):
     """measure_speed under bench/sustained.py's protocol: per shape, the methods interleaved with
     the card under load; rows also carry each pass's SM clock (MHz) and board power (W)."""
     rows = []
     clocks = ClockLog()
     try:
-        for d in hdims:
-            h = HIDDEN // d
-            for causal in (False, True):
-                for s in seqlens:
-                    b = TOKENS // s
-                    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-                    f = flops(b, h, s, d, causal)
-                    fns, shape_rows = {}, {}
-                    for m in methods:
-                        row = {"method": m, "hdim": d, "causal": causal, "seqlen": s, "batch": b,
-                               "heads": h, "protocol": "sustained"}
-                        shape_rows[m] = row
-                        rows.append(row)
-                        try:
-                            fns[m] = method_fns(m, q, k, v, causal)
-                            fns[m][0]()
-                            if fns[m][1] and not fwd_only:
-                                fns[m][1]()
-                            torch.cuda.synchronize()
-                        except Exception as e:  # a backend that cannot run this shape
-                            row["error"] = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
-                            fns.pop(m, None)
-                    for pas, factor in (("fwd", 1.0), ("bwd", 2.5)):
-                        if pas == "bwd" and fwd_only:
-                            continue
-                        got = interleaved({m: fn[0 if pas == "fwd" else 1] for m, fn in fns.items()
-                                           if fn[0 if pas == "fwd" else 1]}, clocks, rounds)
-                        for m, (ms, mhz, w) in got.items():
-                            shape_rows[m].update({f"{pas}_ms": ms, f"{pas}_tflops": factor * f / ms / 1e9,
-                                                  f"{pas}_sm_mhz": mhz, f"{pas}_watts": w})
-                    for r in shape_rows.values():
-                        if "fwd_ms" in r and "bwd_ms" in r:
-                            r["fwd_bwd_tflops"] = 3.5 * f / (r["fwd_ms"] + r["bwd_ms"]) / 1e9
-                    del fns
-                    torch.cuda.empty_cache()
-                    line = f"d{d:<3} {'causal' if causal else 'full  '} s{s:<5}"
-                    for r in shape_rows.values():
-                        if "fwd_tflops" in r:
-                            line += (f" | {r['method']} {r['fwd_tflops']:.0f}/{r.get('bwd_tflops', 0):.0f}"
-                                     f" @{r.get('fwd_sm_mhz') or 0:.0f}/{r.get('bwd_sm_mhz') or 0:.0f}MHz")
-                    print(line, flush=True)
+        for d, causal, s, b, h, q, k, v, f in shapes(hdims, seqlens):
+            fns, shape_rows = {}, {}
+            for m in methods:
+                row = {"method": m, "hdim": d, "causal": causal, "seqlen": s, "batch": b,
+                       "heads": h, "protocol": "sustained"}
+                shape_rows[m] = row
+                rows.append(row)
+                try:
+                    fns[m] = method_fns(m, q, k, v, causal)
+                    fns[m][0]()
+                    if fns[m][1] and not fwd_only:
+                        fns[m][1]()
+                    torch.cuda.synchronize()
+                except Exception as e:  # a backend that cannot run this shape
+                    row["error"] = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+                    fns.pop(m, None)
+            for pas, factor in (("fwd", 1.0), ("bwd", 2.5)):
+                if pas == "bwd" and fwd_only:
+                    continue
+                got = interleaved({m: fn[0 if pas == "fwd" else 1] for m, fn in fns.items()
+                                   if fn[0 if pas == "fwd" else 1]}, clocks, rounds)
+                for m, (ms, mhz, w) in got.items():
+                    shape_rows[m].update({f"{pas}_ms": ms, f"{pas}_tflops": factor * f / ms / 1e9,
+                                          f"{pas}_sm_mhz": mhz, f"{pas}_watts": w})
+            for r in shape_rows.values():
+                if "fwd_ms" in r and "bwd_ms" in r:
+                    r["fwd_bwd_tflops"] = 3.5 * f / (r["fwd_ms"] + r["bwd_ms"]) / 1e9
+            del fns
+            torch.cuda.empty_cache()
+            print(shape_line(d, causal, s, shape_rows.values()), flush=True)
     finally:
         clocks.close()
     return rows

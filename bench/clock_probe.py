@@ -66,7 +66,7 @@ def main():
         pw = [r[1] for r in rows]
         tc = [r[2] for r in rows]
         print(f"d{d} s{s} {'causal' if a.causal else 'dense'} {a.which} {m:9s}: "
-              f"{1e3 / rate:8.1f} us/call {f * rate / 1e12:6.1f} TFLOP/s | SM MHz median "
+              f"{1e3 / rate:8.3f} ms/call {f * rate / 1e12:6.1f} TFLOP/s | SM MHz median "
               f"{statistics.median(clk):.0f} min {min(clk):.0f} | W median {statistics.median(pw):.0f} "
               f"max {max(pw):.0f} | C {max(tc):.0f} ({len(rows)} samples)", flush=True)
 

@@ -9,6 +9,10 @@
 # PART=sm80: issue 3's sm80-class path against torch flash, sustained then burst protocol.
 # PART=burst: the same table under the burst protocol (BNAME names it).
 # PART=variants: bench/variants.py under the sustained protocol (hdim 128, 64), then burst.
+# Calls (one H200 each): 1 PART=probe, 2 PART=clock, 3 PART=sustained, 4 PART=sm80, 5 PART="sustained
+# burst" (NAME=attention-s29-sustained-r2), 6 PART=burst HDIMS=128,256 BNAME=attention-s29-burst-clocks,
+# 7 PART=variants, 8 bench/variants.py --hdim 128 --protocol sustained alone, 9 attention.py --quick
+# and a one-shape sustained run (the refactored scripts).
 # usage: tar xzf .ab/lib.tgz && OUT=/some/dir PART=probe bench/gpu-s29.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"

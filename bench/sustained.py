@@ -16,6 +16,8 @@ import time
 
 import torch
 
+from timing import batch_ms
+
 
 class ClockLog:
     """nvidia-smi's SM clock (MHz) and board power (W), sampled every 50 ms in the background,
@@ -66,13 +68,7 @@ def timed_window(fn, seconds, per_batch=5):
     total, calls = 0.0, 0
     t_end = time.time() + seconds
     while time.time() < t_end or calls == 0:
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(per_batch):
-            fn()
-        b.record()
-        b.synchronize()
-        total += a.elapsed_time(b)
+        total += batch_ms(fn, per_batch)
         calls += per_batch
     return total / calls
 

@@ -1,26 +1,29 @@
 """GPU timing shared by the bench scripts. median_ms: CUDA events, the median of `reps` timed
 calls after `warmup` untimed ones (warm-up keeps module loads and allocator growth out of the
 numbers); per_call > 1 times batches of that many back-to-back calls and returns the median per
-call (the A/B harnesses' protocol, bench/ab_common.cuh: no host gaps between calls).
+call (the A/B harnesses' protocol, bench/ab_common.cuh: no host gaps between calls); batch_ms
+times one such batch.
 profile_calls: torch.profiler's record of back-to-back calls; profiled_us: from it, the calls'
 kernel span and a named kernel's duration."""
 import torch
+
+
+def batch_ms(fn, calls):
+    """ms of `calls` back-to-back calls of fn() between two CUDA events (waits for the last)."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(calls):
+        fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b)
 
 
 def median_ms(fn, reps=10, warmup=2, per_call=1):
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(per_call):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / per_call)
-    times.sort()
+    times = sorted(batch_ms(fn, per_call) / per_call for _ in range(reps))
     return times[len(times) // 2]
 
 
