@@ -1,43 +1,15 @@
 """SM clock, power and temperature while one attention pass runs back to back for a few seconds
-(nvidia-smi sampled every 50 ms in the background): is a method's rate set by the clock it runs
-at under the card's power limit, and do flashkit and cuDNN run at the same clock?
+(bench/sustained.py's ClockLog: nvidia-smi sampled every 50 ms): is a method's rate set by the
+clock it runs at under the card's power limit, and do flashkit and cuDNN run at the same clock?
   python3 bench/clock_probe.py --hdim 128 --seqlen 4096 --pass bwd --methods flashkit,cudnn"""
 import argparse
 import statistics
-import subprocess
 import time
 
 import torch
 
-from attention import BACKENDS, TOKENS, HIDDEN, Flashkit, flops, sdpa_fns
-
-
-def sample(fn, seconds):
-    """Calls fn() back to back for `seconds` (after 1 s of warm-up); returns (calls a second,
-    the nvidia-smi rows seen while the timed calls ran)."""
-    t_end = time.time() + 1.0
-    while time.time() < t_end:
-        fn()
-    torch.cuda.synchronize()
-    smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw,temperature.gpu",
-                            "--format=csv,noheader,nounits", "-lms", "50"],
-                           stdout=subprocess.PIPE, text=True)
-    t0 = time.time()
-    n = 0
-    while time.time() - t0 < seconds:
-        for _ in range(5):
-            fn()
-        n += 5
-        torch.cuda.synchronize()
-    dt = time.time() - t0
-    smi.terminate()
-    rows = []
-    for line in smi.communicate()[0].splitlines():
-        try:
-            rows.append([float(x) for x in line.split(",")])
-        except ValueError:
-            pass
-    return n / dt, rows
+from attention import HIDDEN, TOKENS, flops, method_fns
+from sustained import ClockLog, run_for, timed_window
 
 
 def main():
@@ -53,22 +25,25 @@ def main():
     b, h = TOKENS // s, HIDDEN // d
     q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     f = flops(b, h, s, d, a.causal) * (2.5 if a.which == "bwd" else 1.0)
-    for m in a.methods.split(","):
-        if m == "flashkit":
-            fk = Flashkit(q, k, v, a.causal)
-            fk.fwd()
-            fn = fk.bwd if a.which == "bwd" else fk.fwd
-        else:
-            fwd, bwd = sdpa_fns(BACKENDS[m], q, k, v, a.causal)
+    clocks = ClockLog()
+    try:
+        for m in a.methods.split(","):
+            fwd, bwd = method_fns(m, q, k, v, a.causal)
             fn = bwd if a.which == "bwd" else fwd
-        rate, rows = sample(fn, a.seconds)
-        clk = [r[0] for r in rows]
-        pw = [r[1] for r in rows]
-        tc = [r[2] for r in rows]
-        print(f"d{d} s{s} {'causal' if a.causal else 'dense'} {a.which} {m:9s}: "
-              f"{1e3 / rate:8.3f} ms/call {f * rate / 1e12:6.1f} TFLOP/s | SM MHz median "
-              f"{statistics.median(clk):.0f} min {min(clk):.0f} | W median {statistics.median(pw):.0f} "
-              f"max {max(pw):.0f} | C {max(tc):.0f} ({len(rows)} samples)", flush=True)
+            run_for(fn, 1.0)  # warm-up: the card at this method's clock
+            t0 = time.time()
+            ms = timed_window(fn, a.seconds)
+            rows = clocks.window(t0, time.time())
+            if not rows:
+                print(f"{m}: {ms:.3f} ms/call, no nvidia-smi samples", flush=True)
+                continue
+            clk, pw, tc = ([r[i] for r in rows] for i in range(3))
+            print(f"d{d} s{s} {'causal' if a.causal else 'dense'} {a.which} {m:9s}: "
+                  f"{ms:8.3f} ms/call {f / ms / 1e9:6.1f} TFLOP/s | SM MHz median "
+                  f"{statistics.median(clk):.0f} min {min(clk):.0f} | W median {statistics.median(pw):.0f} "
+                  f"max {max(pw):.0f} | C {max(tc):.0f} ({len(rows)} samples)", flush=True)
+    finally:
+        clocks.close()
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ from timing import batch_ms
 
 
 class ClockLog:
-    """nvidia-smi's SM clock (MHz) and board power (W), sampled every 50 ms in the background,
-    each sample stamped with the host time it arrived (time.time())."""
+    """nvidia-smi's SM clock (MHz), board power (W) and temperature (C), sampled every 50 ms in the
+    background, each sample stamped with the host time it arrived (time.time())."""
 
     def __init__(self):
         self.samples = []
@@ -30,24 +30,28 @@ class ClockLog:
             return
         dev = str(torch.cuda.current_device())
         self.proc = subprocess.Popen(
-            ["nvidia-smi", "-i", dev, "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
-             "-lms", "50"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            ["nvidia-smi", "-i", dev, "--query-gpu=clocks.sm,power.draw,temperature.gpu",
+             "--format=csv,noheader,nounits", "-lms", "50"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
         for line in self.proc.stdout:
             try:
-                clk, pw = (float(x) for x in line.split(","))
+                clk, pw, temp = (float(x) for x in line.split(","))
             except ValueError:
                 continue
-            self.samples.append((time.time(), clk, pw))
+            self.samples.append((time.time(), clk, pw, temp))
+
+    def window(self, t0, t1):
+        """The (clock, power, temperature) samples that arrived in [t0, t1]."""
+        return [x[1:] for x in self.samples if t0 <= x[0] <= t1]
 
     def between(self, t0, t1):
         """Medians of (clock, power) over the samples that arrived in [t0, t1]; None if none."""
-        got = [(c, p) for t, c, p in self.samples if t0 <= t <= t1]
+        got = self.window(t0, t1)
         if not got:
             return None, None
-        return statistics.median(c for c, _ in got), statistics.median(p for _, p in got)
+        return statistics.median(x[0] for x in got), statistics.median(x[1] for x in got)
 
     def close(self):
         if self.proc:

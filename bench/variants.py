@@ -84,7 +84,8 @@ def sustained_rows(cases, wanted, causal, q, k, v, do, clocks, args, bhd):
     for name, kw, _, keep in cases:
         if wanted and name not in wanted and name != "plain":
             continue
-        run = (lambda kw_: lambda: flashkit.attention(q, k, v, causal=causal, **kw_))(kw)
+        def run(kw=kw):
+            return flashkit.attention(q, k, v, causal=causal, **kw)
         try:  # a variant the build does not support stays out of the interleaving
             run()
         except Exception as e:

@@ -514,8 +514,8 @@ void check_poisoned_workspace(const std::vector<AttentionSpec>& specs, int ahead
 // Dense MHA (groups of one (batch, head) pair: 12 chained groups), GQA with more key blocks than
 // query blocks (CTAs with no chunk to zero still count in), GQA, and a causal MQA batch whose L2
 // pair groups hold two pairs each (q_bytes 16 MB: groups {0, 1} and {2}), one and two groups
-// ahead; score policies one group ahead; then shapes with more key blocks than the wave rule's k needs (132 SMs: 32 key blocks a
-// pair, k = 5), MHA and GQA.
+// ahead; score policies one group ahead; then shapes with more key blocks than the wave rule's
+// k needs (132 SMs: 32 key blocks a pair, k = 5), MHA and GQA.
 TEST(AttentionGpuSm90, BackwardZeroAheadPoisonedWorkspace) {
   const std::vector<AttentionSpec> small = {
       spec(DType::bf16, 3, 700, 700, 4, 4, 128), spec(DType::bf16, 2, 130, 2000, 6, 2, 64),
@@ -816,14 +816,14 @@ TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
                    4500);
 }
 
-// The padded Hopper buckets under the sanitizer: hdim 32 and 96 forward and backward (causal,
-// sq > sk), hdim 160 forward and backward (the 256 bucket).
 // Zero-ahead on a shape small enough for compute-sanitizer: six one-pair groups, two query
 // blocks each.
 TEST(AttentionGpuSmall, Sm90BackwardZeroAhead) {
   check_poisoned_workspace({spec(DType::bf16, 3, 200, 200, 2, 2, 64)}, 1, 4665);
 }
 
+// The padded Hopper buckets under the sanitizer: hdim 32 and 96 forward and backward (causal,
+// sq > sk), hdim 160 forward and backward (the 256 bucket).
 TEST(AttentionGpuSmall, Sm90PaddedBuckets) {
   check_padded_buckets({{spec(DType::bf16, 1, 90, 70, 4, 2, 32, true), true},
                         {spec(DType::bf16, 2, 70, 130, 2, 1, 96, false), true},
