@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Session 30: FP8 v3 (row sums on the tensor cores, f16x2 exponentials; bench/NOTES-attention.md).
+# PART=ab: A/B of the fp8 forward harness binaries (bench/sm90_fp8_ab.cu, built on the CPU machine
+# into .ab/ by bench/sm90_fwd_ab.sh), rounds interleaved, checks printed once per binary,
+# compute-sanitizer on $SAN's checks, SASS instruction counts of the dense hdim 128 kernels.
+# PART=lib: the carried library (.ab/lib.tgz): Hopper / fp8 gtests, sanitizers on the small fp8
+# tests, python fp8 tests, then bench/attention.py --protocol sustained (flashkit, cuDNN, fp8).
+# usage: OUT=/some/dir PART=ab VARIANTS="a b" [SEQ="4096 8192 16384"] [SAN=name] bench/gpu-s30.sh
+set -uo pipefail
+. "$(dirname "$0")/gpu_prelude.sh"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
+case ${PART:-ab} in
+ab)
+  seq=${SEQ:-4096 8192 16384}
+  for round in 1 2; do
+    for v in $VARIANTS; do
+      stamp "$v round $round"
+      # shellcheck disable=SC2086
+      timeout 100 .ab/$v $v $seq >>"$log/ab-$v.txt" 2>&1
+      stamp "rc=$?"
+    done
+  done
+  for v in $VARIANTS; do grep -h "check" "$log/ab-$v.txt" | sort -u | awk -v v=$v '{print v": "$0}'; done
+  for v in ${SASS:-}; do
+    cuobjdump -sass ".ab/$v" >"$log/sass-$v.txt" 2>&1
+    for op in HGMMA QGMMA MUFU.EX2 FADD FMNMX FFMA FMUL F2FP PRMT HADD2; do
+      printf "%s %s %s\n" "$v" "$op" "$(grep -c "$op" "$log/sass-$v.txt")"
+    done
+  done
+  if [ -n "${SAN:-}" ]; then
+    for tool in memcheck racecheck; do
+      stamp "compute-sanitizer $tool ($SAN checks only)"
+      timeout 150 compute-sanitizer --tool "$tool" .ab/$SAN $SAN 0 >"$log/san-$tool.txt" 2>&1
+      stamp "rc=$?"
+      grep -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY" "$log/san-$tool.txt" | head -4
+    done
+  fi
+  echo "variant d causal s fp8_ms fp8_tflops bf16_tflops ratio transpose_us" >"$log/table.txt"
+  grep -hE "^[a-z0-9_]+ d[0-9]+ (full|causal)" "$log"/ab-*.txt | sort -k2,2 -k3,3 -k4,4V -k1,1 >>"$log/table.txt"
+  cat "$log/table.txt"
+  cp "$log/table.txt" "$out/table.txt"
+  ;;
+lib)
+  tar xzf .ab/lib.tgz
+  export PYTHONPATH=python:bench:$PYTHONPATH
+  carried_library
+  gtest hopper 'AttentionGpuSm90*:AttentionGpuSmall.*:AttentionGpuFp8*:AttentionGpuBlockSparse*' 200
+  grep -E "tests ran|PASSED|FAILED" "$log/hopper.log" | tail -3
+  SAN_EACH=80 sanitize "$bin" 'AttentionGpuSmall.Fp8*'
+  stamp "python fp8 tests"
+  timeout 120 python3 -m pytest -q tests/python -k fp8 >"$log/pyfp8.log" 2>&1
+  stamp "rc=$?"; tail -2 "$log/pyfp8.log"
+  stamp "bench/attention.py sustained ($(left) s left)"
+  timeout "$(( $(left) - 15 ))" python3 bench/attention.py --out "$out" --protocol sustained --fwd-only \
+    --methods flashkit,cudnn,flashkit-fp8 --hdims ${HDIMS:-128,256} --seqlens ${SEQLENS:-4096,8192,16384} \
+    --name "${NAME:-s30-fp8}" >"$log/attn.log" 2>&1
+  stamp "rc=$?"
+  tail -30 "$log/attn.log"
+  ;;
+esac
+(cd "$out" && tar czf logs.tgz t && rm -rf t)
