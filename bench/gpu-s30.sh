@@ -5,6 +5,10 @@
 # compute-sanitizer on $SAN's checks, SASS instruction counts of the dense hdim 128 kernels.
 # PART=lib: the carried library (.ab/lib.tgz): Hopper / fp8 gtests, sanitizers on the small fp8
 # tests, python fp8 tests, then bench/attention.py --protocol sustained (flashkit, cuDNN, fp8).
+# PART=gaps: the carried library's package: bench/bwd_gaps.py (kernels, span and event time of a
+# backward under load), flashkit and cuDNN, hdim $HDIM (256) causal and dense at $SEQLENS.
+# PART=softcap: the carried library: the softcap / variants gtests, then bench/softcap_ab.py
+# (each FLASHKIT_SM90_SOFTCAP_EXP variant's error, then its forward against plain under load).
 # usage: OUT=/some/dir PART=ab VARIANTS="a b" [SEQ="4096 8192 16384"] [SAN=name] bench/gpu-s30.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
@@ -56,6 +60,29 @@ lib)
     --name "${NAME:-s30-fp8}" >"$log/attn.log" 2>&1
   stamp "rc=$?"
   tail -30 "$log/attn.log"
+  ;;
+softcap)
+  tar xzf .ab/lib.tgz
+  export PYTHONPATH=python:bench:$PYTHONPATH
+  carried_library
+  for v in 0 2 3; do
+    ENVS="FLASHKIT_SM90_SOFTCAP_EXP=$v" gtest "var$v" 'AttentionGpuSm90.VariantsBothPaths:AttentionGpuSmall.Sm90AndSm80PathsVariants' 100
+  done
+  stamp "softcap_ab"
+  timeout 300 python3 bench/softcap_ab.py --variants "${VARIANTS:--1,0,2,3}" --out "$out/softcap_ab.json" >"$log/softcap.txt" 2>&1
+  stamp "rc=$?"
+  cat "$log/softcap.txt"
+  ;;
+gaps)
+  tar xzf .ab/lib.tgz
+  export PYTHONPATH=python:bench:$PYTHONPATH
+  carried_library
+  stamp "bwd_gaps"
+  timeout 400 python3 bench/bwd_gaps.py --methods flashkit,cudnn --hdim "${HDIM:-256}" --causal --dense \
+    --seqlens "${SEQLENS:-2048,4096,8192,16384}" >"$log/gaps.txt" 2>&1
+  stamp "rc=$?"
+  cat "$log/gaps.txt"
+  cp "$log/gaps.txt" "$out/gaps.txt"
   ;;
 esac
 (cd "$out" && tar czf logs.tgz t && rm -rf t)
