@@ -1,5 +1,6 @@
 """A/B of the Hopper softcap forward's exponentials (session 30; FLASHKIT_SM90_SOFTCAP_EXP, read
-per call by the launcher): -1 as before, 0 softcap's outer factor folded into the softmax scale,
+per call by the launcher of branch s30-softcap-exp; main has no such knob, so there every variant
+runs main's kernel): -1 as before, 0 softcap's outer factor folded into the softmax scale,
 2 / 3 that and 2 or 3 of every 8 exp2 on the FMA pipe. First each variant's error against an
 fp64 reference on small problems (O poisoned: the outputs are fresh tensors), then the forward
 of plain and of each variant interleaved under load (bench/sustained.py), hdim 128, b2 h16 s8k.
