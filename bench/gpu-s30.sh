@@ -9,12 +9,19 @@
 # backward under load), flashkit and cuDNN, hdim $HDIM (256) causal and dense at $SEQLENS.
 # PART=softcap: the carried library: the softcap / variants gtests, then bench/softcap_ab.py
 # (each FLASHKIT_SM90_SOFTCAP_EXP variant's error, then its forward against plain under load).
+# PART=l2: the carried library: Hopper gtests, then bench/l2_group_ab.py (hdim 256 causal).
 # usage: OUT=/some/dir PART=ab VARIANTS="a b" [SEQ="4096 8192 16384"] [SAN=name] bench/gpu-s30.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
+# The carried library (.ab/lib.tgz) unpacked, its package on PYTHONPATH, bin = its gtest binary.
+lib_setup() {
+  tar xzf .ab/lib.tgz
+  export PYTHONPATH=python:bench:$PYTHONPATH
+  carried_library
+}
 case ${PART:-ab} in
 ab)
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
   seq=${SEQ:-4096 8192 16384}
   for round in 1 2; do
     for v in $VARIANTS; do
@@ -45,9 +52,7 @@ ab)
   cp "$log/table.txt" "$out/table.txt"
   ;;
 lib)
-  tar xzf .ab/lib.tgz
-  export PYTHONPATH=python:bench:$PYTHONPATH
-  carried_library
+  lib_setup
   gtest hopper 'AttentionGpuSm90*:AttentionGpuSmall.*:AttentionGpuFp8*:AttentionGpuBlockSparse*' 200
   grep -E "tests ran|PASSED|FAILED" "$log/hopper.log" | tail -3
   SAN_EACH=80 sanitize "$bin" 'AttentionGpuSmall.Fp8*'
@@ -62,9 +67,7 @@ lib)
   tail -30 "$log/attn.log"
   ;;
 softcap)
-  tar xzf .ab/lib.tgz
-  export PYTHONPATH=python:bench:$PYTHONPATH
-  carried_library
+  lib_setup
   [ -n "${SKIP_TESTS:-}" ] || for v in 0 2 3; do
     ENVS="FLASHKIT_SM90_SOFTCAP_EXP=$v" gtest "var$v" 'AttentionGpuSm90.VariantsBothPaths:AttentionGpuSmall.Sm90AndSm80PathsVariants' 100
   done
@@ -73,10 +76,17 @@ softcap)
   stamp "rc=$?"
   cat "$log/softcap.txt"
   ;;
+l2)
+  lib_setup
+  gtest sm90 'AttentionGpuSm90*:AttentionGpuSmall.Sm90*' 200
+  stamp "l2_group_ab"
+  timeout 420 python3 bench/l2_group_ab.py --hdim 256 --seqlens 4096,8192,16384 --budgets 8,32,64,128 \
+    --out "$out/l2_group_ab.json" >"$log/l2.txt" 2>&1
+  stamp "rc=$?"
+  cat "$log/l2.txt"
+  ;;
 gaps)
-  tar xzf .ab/lib.tgz
-  export PYTHONPATH=python:bench:$PYTHONPATH
-  carried_library
+  lib_setup
   stamp "bwd_gaps"
   timeout 400 python3 bench/bwd_gaps.py --methods flashkit,cudnn --hdim "${HDIM:-256}" --causal --dense \
     --seqlens "${SEQLENS:-2048,4096,8192,16384}" >"$log/gaps.txt" 2>&1

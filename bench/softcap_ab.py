@@ -6,14 +6,13 @@ fp64 reference on small problems (O poisoned: the outputs are fresh tensors), th
 of plain and of each variant interleaved under load (bench/sustained.py), hdim 128, b2 h16 s8k.
   python3 bench/softcap_ab.py [--variants -1,0,2,3] [--rounds 3]"""
 import argparse
-import json
 import math
 import os
 
 import torch
 
 import flashkit
-from sustained import ClockLog, interleaved
+from sustained import ClockLog, interleaved, save_rows
 
 CAP = 30.0
 
@@ -71,9 +70,7 @@ def main():
             print(f"{'causal' if causal else 'full  '} {name:10s} {ms:7.3f} ms {flops / ms / 1e9:6.0f} TFLOP/s "
                   f"cost {100 * (ms / base - 1):+5.1f}%  {mhz or 0:.0f} MHz {w or 0:.0f} W", flush=True)
     clocks.close()
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump({"gpu": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+    save_rows(a.out, rows)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ which every method (in alternating order) runs `settle` seconds untimed and then
 seconds timed (batches of 5 calls between CUDA events), back to back. A method's time is the
 median of its rounds' per-call means; its SM clock and board power are the medians of
 nvidia-smi's samples (every 50 ms) inside its timed windows."""
+import json
 import shutil
 import statistics
 import subprocess
@@ -97,3 +98,10 @@ def interleaved(fns, clocks, rounds=2, heat=0.5, settle=0.2, window=0.4):
         pw = [x[2] for x in runs if x[2] is not None]
         out[n] = (ms, statistics.median(clk) if clk else None, statistics.median(pw) if pw else None)
     return out
+
+
+def save_rows(path, rows):
+    """rows (dicts) into the JSON file `path` ({"gpu", "rows"}); nothing when path is empty."""
+    if path:
+        with open(path, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
