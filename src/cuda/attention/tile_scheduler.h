@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdlib>
 
 #include "cuda/attention/tile_order.h"
 
@@ -38,10 +39,12 @@ struct SingleTileScheduler {
 };
 
 // (head, batch) pairs per group whose working set of `bytes_per_pair` fits 32 MB of L2 (FA3's
-// budget on the H100's 50 MB), at least 1.
+// budget on the H100's 50 MB), at least 1. FLASHKIT_L2_GROUP_MB (an A/B knob, read per launch)
+// sets another budget.
 inline int l2_pair_group(size_t bytes_per_pair) {
-  constexpr size_t kBudget = size_t(32) << 20;
-  return bytes_per_pair >= kBudget ? 1 : int(kBudget / (bytes_per_pair ? bytes_per_pair : 1));
+  const char* e = std::getenv("FLASHKIT_L2_GROUP_MB");
+  const size_t budget = size_t(e && std::atoi(e) > 0 ? std::atoi(e) : 32) << 20;
+  return bytes_per_pair >= budget ? 1 : int(budget / (bytes_per_pair ? bytes_per_pair : 1));
 }
 
 }  // namespace flashkit::cuda::attn
