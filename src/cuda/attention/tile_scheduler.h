@@ -38,12 +38,13 @@ struct SingleTileScheduler {
   __device__ static WorkTile next_work(const Params&, const WorkTile&) { return {0, 0, 0, false}; }
 };
 
-// (head, batch) pairs per group whose working set of `bytes_per_pair` fits 32 MB of L2 (FA3's
-// budget on the H100's 50 MB), at least 1. FLASHKIT_L2_GROUP_MB (an A/B knob, read per launch)
-// sets another budget.
-inline int l2_pair_group(size_t bytes_per_pair) {
+// (head, batch) pairs per group whose working set of `bytes_per_pair` fits `budget_mb` of L2
+// (32 MB: FA3's budget on the H100's 50 MB), at least 1. FLASHKIT_L2_GROUP_MB (an A/B knob, read
+// per launch) replaces the budget.
+inline int l2_pair_group(size_t bytes_per_pair, int budget_mb = 32) {
   const char* e = std::getenv("FLASHKIT_L2_GROUP_MB");
-  const size_t budget = size_t(e && std::atoi(e) > 0 ? std::atoi(e) : 32) << 20;
+  if (const int env = e ? std::atoi(e) : 0; env > 0) budget_mb = env;
+  const size_t budget = size_t(budget_mb) << 20;
   return bytes_per_pair >= budget ? 1 : int(budget / (bytes_per_pair ? bytes_per_pair : 1));
 }
 

@@ -46,12 +46,12 @@ void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream) {
       reverse && tiles > sms && !a.fixed_tile_order ? next_tile_counter(device, stream) : nullptr;
   const size_t kv_bytes = size_t(a.seqlen_k) * kHeadDim * 2 * sizeof(Element) /
                           size_t(a.heads / (a.kv_heads > 0 ? a.kv_heads : 1));
-  // hdim 256 causal-like orders group pairs as for a 64 MB budget (half the bytes a pair):
-  // measured 2-3% faster at 8k-16k under load, where hdim 64 / 128 lose 3-5% with it and keep 32
-  // (bench/NOTES-attention.md, session 30).
-  const size_t group_bytes = kHeadDim > 128 && reverse ? kv_bytes / 2 : kv_bytes;
+  // hdim 256 causal-like orders group pairs for a 64 MB L2 budget: measured 2-3% faster at
+  // 8k-16k under load, where hdim 64 / 128 lose 3-5% with it and keep 32 (bench/NOTES-attention.md,
+  // session 30).
+  const int budget_mb = kHeadDim > 128 && reverse ? 64 : 32;
   auto params = Kernel::to_params(
-      a, {num_blocks, a.heads, a.batch, reverse, sms, counter, l2_pair_group(group_bytes)});
+      a, {num_blocks, a.heads, a.batch, reverse, sms, counter, l2_pair_group(kv_bytes, budget_mb)});
   constexpr auto kernel = sm90::run_kernel_sm90<Kernel>;
   ensure_smem_limit<kernel>(Kernel::kSmemBytes);  // one driver call per device, not per launch
   kernel<<<sm90::FwdScheduler::grid_shape(params.scheduler), Kernel::kThreads,
