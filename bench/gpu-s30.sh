@@ -7,8 +7,7 @@
 # tests, python fp8 tests, then bench/attention.py --protocol sustained (flashkit, cuDNN, fp8).
 # PART=gaps: the carried library's package: bench/bwd_gaps.py (kernels, span and event time of a
 # backward under load), flashkit and cuDNN, hdim $HDIM (256) causal and dense at $SEQLENS.
-# PART=softcap: the carried library: the softcap / variants gtests, then bench/softcap_ab.py
-# (each FLASHKIT_SM90_SOFTCAP_EXP variant's error, then its forward against plain under load).
+# (Calls 4-5, the softcap A/B, ran from branch s30-softcap-exp, where bench/softcap_ab.py lives.)
 # PART=l2: the carried library: Hopper gtests, then bench/l2_group_ab.py (hdim 256 causal).
 # usage: OUT=/some/dir PART=ab VARIANTS="a b" [SEQ="4096 8192 16384"] [SAN=name] bench/gpu-s30.sh
 set -uo pipefail
@@ -65,16 +64,6 @@ lib)
     --name "${NAME:-s30-fp8}" >"$log/attn.log" 2>&1
   stamp "rc=$?"
   tail -30 "$log/attn.log"
-  ;;
-softcap)
-  lib_setup
-  [ -n "${SKIP_TESTS:-}" ] || for v in 0 2 3; do
-    ENVS="FLASHKIT_SM90_SOFTCAP_EXP=$v" gtest "var$v" 'AttentionGpuSm90.VariantsBothPaths:AttentionGpuSmall.Sm90AndSm80PathsVariants' 100
-  done
-  stamp "softcap_ab"
-  timeout 300 python3 bench/softcap_ab.py --variants="${VARIANTS:--1,0,2,3}" --out "$out/softcap_ab.json" >"$log/softcap.txt" 2>&1
-  stamp "rc=$?"
-  cat "$log/softcap.txt"
   ;;
 l2)
   lib_setup
