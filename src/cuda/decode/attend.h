@@ -1,9 +1,12 @@
 // The decode mainloop: rows [row_block*16, +16) of a tile (query heads of one KV head x query
 // tokens: one m16 MMA tile, so K/V are read once per KV head) against a token range of the cache,
-// streamed through a 3-stage shared-memory ring. Two loaders fill the ring: on sm_90 (kTma) one
-// thread issues tensor-map boxes completing on the stage's mbarrier into 128-byte-swizzled
-// stages; elsewhere all threads issue 16-byte cp.async into padded stages (v2). Each warp takes
-// 16 of every 64 keys with its own log2-domain online softmax; warps merge with merge_stats.
+// streamed through a shared-memory ring with one mbarrier a stage. Two loaders fill the ring: all
+// threads issue 16-byte cp.async into padded stages, each thread's copies arriving on the stage's
+// barrier when they land (the default); or, on sm_90 (kTma), one thread issues tensor-map boxes
+// completing on it into 128-byte-swizzled stages. Either way a stage is refilled as soon as the
+// CTA is done with it, before the wait for the next one, so the whole ring is in flight while a
+// warp waits. Each warp takes 16 of every 64 keys with its own log2-domain online softmax; warps
+// merge with merge_stats.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -29,9 +32,11 @@ struct Traits {
 #else
   static constexpr int kStages = D <= 64 ? 2 : 3;
 #endif
-  // cp.async: rows padded by 16 bytes (conflict-free fragments). TMA: D/64 unpadded slabs of
-  // [kTokens][64] whose 128-byte rows hold chunk c at c ^ (row % 8), read conflict-free too.
-  static constexpr int kPitch = kTma ? D : D + 8;
+  // Both loaders: D/64 unpadded slabs of [kTokens][64] whose 128-byte rows hold chunk c at
+  // c ^ (row % 8), read conflict-free. (cp.async into rows padded by 16 bytes instead streamed
+  // at 4.18 TB/s against 4.48 in bench/decode_stream_micro.cu: a 128-byte line of K or V must
+  // land in one aligned 128-byte row of shared memory; bench/NOTES-decode.md, session 31.)
+  static constexpr int kPitch = D;
   static constexpr int kTileElems = kTokens * kPitch;
   static constexpr int kStageElems = 2 * kTileElems;  // K tile then V tile
   static constexpr size_t kPipeBytes = size_t{kStages} * kStageElems * sizeof(T);
@@ -41,29 +46,23 @@ struct Traits {
   static constexpr size_t kAreaBytes = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
   static constexpr int kQPitch = D + 8;
   static constexpr size_t kBarOffset = kAreaBytes + size_t{kRows} * kQPitch * sizeof(T);
-  // TMA: the stages' full barriers, and 1 KiB to align the area up (the swizzle's atom).
-  static constexpr size_t kSmemBytes = kBarOffset + (kTma ? kStages * 8 + 1024 : 0);
+  // The stages' full barriers, and 1 KiB to align the area up (the swizzle's atom).
+  static constexpr size_t kSmemBytes = kBarOffset + kStages * 8 + 1024;
   static constexpr bool kQInRegs = D <= 128;  // Q fragments stay in registers when O leaves room
 };
 
 // Element offset of 16-byte chunk c (dims 8c .. 8c+7) of row r in a stage's K or V tile.
-template <class T, int D, bool kTma>
+template <class T, int D>
 __device__ __forceinline__ int chunk_at(int r, int c) {
-  if constexpr (kTma)
-    return c / 8 * (Traits<T, D, kTma>::kTokens * 64) + r * 64 + ((c % 8) ^ (r % 8)) * 8;
-  else
-    return r * (D + 8) + c * 8;
+  return c / 8 * (Traits<T, D, true>::kTokens * 64) + r * 64 + ((c % 8) ^ (r % 8)) * 8;
 }
 
 // The same for the chunk 2 * k16 + b (b = 0 or 1) of a fragment row r, with x = b ^ (r % 8)
 // worked out once per lane: (2k + b) ^ (r % 8) = 2k ^ x, so each unrolled k16 step adds one of
 // four lane offsets and a constant, instead of keeping one swizzled address per step live.
-template <class T, int D, bool kTma>
-__device__ __forceinline__ int frag_at(int r, int k16, int b, int x) {
-  if constexpr (kTma)
-    return k16 / 4 * (Traits<T, D, kTma>::kTokens * 64) + r * 64 + ((2 * (k16 % 4)) ^ x) * 8;
-  else
-    return r * (D + 8) + k16 * 16 + b * 8;
+template <class T, int D>
+__device__ __forceinline__ int frag_at(int r, int k16, int x) {
+  return k16 / 4 * (Traits<T, D, true>::kTokens * 64) + r * 64 + ((2 * (k16 % 4)) ^ x) * 8;
 }
 
 // Shared-memory views of the merged segment result (valid after attend()).
@@ -93,10 +92,11 @@ __device__ __forceinline__ Segment make_segment(const DecodeParams& p, const Dec
   return sg;
 }
 
-// cp.async loader (v2): all threads copy chunk `chunk` of the segment, zeros past its end.
+// cp.async loader: all threads copy chunk `chunk` of the segment, zeros past its end, and arrive
+// on `full` once their copies have landed (the barrier counts every thread of the CTA).
 template <class T, int D>
 __device__ void load_cp_async(const DecodeParams& p, const DecodeTile& tile, const Segment& sg,
-                              int chunk, T* ks) {
+                              int chunk, T* ks, uint64_t* full) {
   using Tr = Traits<T, D, false>;
   T* vs = ks + Tr::kTileElems;
   const T* kbase = static_cast<const T*>(p.k);
@@ -115,9 +115,10 @@ __device__ void load_cp_async(const DecodeParams& p, const DecodeTile& tile, con
       ko = outer * p.k_so + tok * p.k_st + tile.kv_head * p.k_sh + c * 8;
       vo = outer * p.v_so + tok * p.v_st + tile.kv_head * p.v_sh + c * 8;
     }
-    cp_async_16(ks + chunk_at<T, D, false>(r, c), kbase + ko, ok);  // never stale NaN garbage
-    cp_async_16(vs + chunk_at<T, D, false>(r, c), vbase + vo, ok);
+    cp_async_16(ks + chunk_at<T, D>(r, c), kbase + ko, ok);  // never stale NaN garbage
+    cp_async_16(vs + chunk_at<T, D>(r, c), vbase + vo, ok);
   }
+  cp_async_mbar_arrive(full);
 }
 
 // TMA loader (one thread): the boxes of chunk `chunk` that start before the segment's end (one
@@ -175,7 +176,7 @@ constexpr float kRescaleLog2 = 8.f;
 
 // Attend rows [row_block*16, +16) of `tile` to cache tokens [lo, hi) (clipped to the sequence's
 // cache_seqlens and to each row's causal limit); leaves the result in SegmentResult. `area` is the
-// ring (1024-byte aligned for TMA), Q follows it, `full` are the TMA stages' barriers and `it`
+// ring (1024-byte aligned), Q follows it, `full` are the stages' barriers and `it`
 // counts the CTA's chunks over all its segments (a stage's barrier phase).
 template <class T, int D, bool kTma>
 __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, int hi, char* area,
@@ -201,17 +202,14 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
             load_tma<T, D, true>(p, tile, sg, chunk + p.l2_prefetch, nullptr, nullptr);
       }
     } else {
-      load_cp_async<T, D>(p, tile, sg, chunk, ks);
+      load_cp_async<T, D>(p, tile, sg, chunk, ks, full + (it + chunk) % kStages);
     }
   };
-  if constexpr (kTma) {
-    fence_proxy_async();  // the previous segment's merge wrote this area through the generic proxy
-    __syncthreads();
-  }
-  for (int s = 0; s < kStages - 1; ++s) {
+  // The previous segment's merge wrote this area (TMA: through the generic proxy).
+  if constexpr (kTma) fence_proxy_async();
+  __syncthreads();
+  for (int s = 0; s < kStages - 1; ++s)
     if (s < sg.chunks) issue(s);
-    if constexpr (!kTma) cp_async_commit();
-  }
   // Q after the first K/V copies are in flight: its load latency hides behind theirs.
   for (int i = tid; i < Tr::kRows * D / 8; i += Tr::kThreads) {
     const int r = i / (D / 8), c = i % (D / 8) * 8, gr = row0 + r;
@@ -252,16 +250,9 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
 
   for (int chunk = 0; chunk < sg.chunks; ++chunk) {
     const int stage = (it + chunk) % kStages;
-    if constexpr (kTma) {
-      __syncthreads();  // everyone is done with the stage refilled next
-      if (chunk + kStages - 1 < sg.chunks) issue(chunk + kStages - 1);
-      mbar_wait(full + stage, (it + chunk) / kStages & 1);
-    } else {
-      cp_async_wait<kStages - 2>();
-      __syncthreads();  // stage `chunk` landed for all; everyone is done with the stage reused next
-      if (chunk + kStages - 1 < sg.chunks) issue(chunk + kStages - 1);
-      cp_async_commit();
-    }
+    __syncthreads();  // everyone is done with the stage refilled next
+    if (chunk + kStages - 1 < sg.chunks) issue(chunk + kStages - 1);
+    mbar_wait(full + stage, (it + chunk) / kStages & 1);
     const int first = warp * 16;  // this warp's keys in the stage
     const int tok0 = sg.lo + chunk * Tr::kTokens + first;
     if (tok0 < sg.hi) {  // warp-uniform: else this warp's tokens are past the end
@@ -271,8 +262,7 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
         if (tok0 + 16 > sg.hi) {  // boxes run past the end: zero those V rows (0 x NaN is NaN)
           for (int i = lane; i < 16 * D / 8; i += 32)
             if (tok0 + i / (D / 8) >= sg.hi)
-              *reinterpret_cast<uint4*>(vs +
-                                        chunk_at<T, D, kTma>(first + i / (D / 8), i % (D / 8))) =
+              *reinterpret_cast<uint4*>(vs + chunk_at<T, D>(first + i / (D / 8), i % (D / 8))) =
                   make_uint4(0, 0, 0, 0);
           fence_proxy_async();  // before this stage's next TMA writes
           __syncwarp();
@@ -282,7 +272,7 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         uint32_t kb[4];  // tokens (0-7 | 8-15) x dims (0-7 | 8-15) of this kk
-        ldmatrix_x4(kb, ks + frag_at<T, D, kTma>(first + kr, kk, kbit, kx));
+        ldmatrix_x4(kb, ks + frag_at<T, D>(first + kr, kk, kx));
         uint32_t a[4];
         if constexpr (Tr::kQInRegs) {
 #pragma unroll
@@ -333,14 +323,13 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
 #pragma unroll
       for (int dn = 0; dn < D / 16; ++dn) {
         uint32_t b[4];
-        ldmatrix_x4_trans(b, vs + frag_at<T, D, kTma>(first + vr, dn, vb, vx));
+        ldmatrix_x4_trans(b, vs + frag_at<T, D>(first + vr, dn, vx));
         mma_16816<T>(o[2 * dn], pa, b[0], b[1]);
         mma_16816<T>(o[2 * dn + 1], pa, b[2], b[3]);
       }
     }
   }
-  it += sg.chunks;
-  if constexpr (!kTma) cp_async_wait<0>();
+  it += sg.chunks;  // every chunk issued was waited for: no copy is still landing
   __syncthreads();  // the pipeline area becomes the merge area
 
   // Each warp's (m, l, O) for the 16 rows, then merge_stats over the warps (natural-log stats).

@@ -1,5 +1,5 @@
-// The decode kernel: one template over a tile scheduler (schedulers.h) and the loader (TMA on
-// sm_90, cp.async elsewhere). Each segment a scheduler hands out runs the same mainloop
+// The decode kernel: one template over a tile scheduler (schedulers.h) and the loader (cp.async,
+// or TMA on sm_90; dispatch.cu chooses). Each segment a scheduler hands out runs the same mainloop
 // (attend.h); the result goes to the output, or to a partial that the tile's last split CTA
 // (split-KV) or its host CTA (Lean) folds in with reduce_partials; partials carry only the tile's
 // existing rows. Included by the instantiation files in src/cuda/instantiations/decode_*.cu.
@@ -120,24 +120,25 @@ template <class T, int D, class Scheduler, bool kTma>
 __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ DecodeParams p) {
   using Tr = Traits<T, D, kTma>;
   extern __shared__ __align__(16) char smem[];
-  // TMA's 128-byte swizzle repeats every 1024 bytes: the ring starts on such a boundary.
-  char* area = kTma ? smem + (1024u - smem_addr(smem) % 1024u) % 1024u : smem;
+  // The stages' 128-byte swizzle repeats every 1024 bytes: the ring starts on such a boundary.
+  char* area = smem + (1024u - smem_addr(smem) % 1024u) % 1024u;
   uint64_t* full = reinterpret_cast<uint64_t*>(area + Tr::kBarOffset);
   constexpr bool kLean = std::is_same_v<Scheduler, LeanScheduler>;
   __shared__ unsigned target;  // Lean: the flag value meaning "written in this launch"
   const int tid = threadIdx.x;
   if (tid == 0) {
     if constexpr (kLean) target = *reinterpret_cast<volatile unsigned*>(p.epoch) + 1u;
+    // TMA: thread 0's expect_tx completes a stage; cp.async: every thread's copies.
+    for (int s = 0; s < Tr::kStages; ++s) mbar_init(full + s, kTma ? 1 : Tr::kThreads);
     if constexpr (kTma) {
       tma_prefetch_map(&p.k_map);
       tma_prefetch_map(&p.v_map);
-      for (int s = 0; s < Tr::kStages; ++s) mbar_init(full + s, 1);  // thread 0's expect_tx
       fence_mbarrier_init();
     }
   }
   const Scheduler sched;
   Work w = sched.first(p);  // its plan loads overlap thread 0's epoch load and barrier inits
-  if constexpr (kLean || kTma) __syncthreads();
+  __syncthreads();
   int it = 0;  // ring position over all of this CTA's segments
   for (; w.valid; w = sched.next(p, w)) {
     const DecodeTile tile = sched.tile(p, w.tile);
