@@ -9,6 +9,23 @@ set -uo pipefail
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
 [ -f .ab/lib.tgz ] && tar xzf .ab/lib.tgz
 case "${PART:?set PART}" in
+ab)
+  # Extensions in turn (base = the carried one, else .ab/var-<name>.so), ROUNDS times, each timed
+  # by bench/decode.py on SHAPES with VARIANTS columns; a table of every column last.
+  so=$(ls python/flashkit/_C*.so); cp "$so" "$log/base_C.so"
+  for round in ${ROUNDS:-1 2}; do
+    for v in ${VARS:?}; do
+      if [ "$v" = base ]; then cp "$log/base_C.so" "$so"; else cp ".ab/var-$v.so" "$so"; fi
+      stamp "round $round $v"
+      timeout 120 python3 bench/decode.py --out "$log/r$round-$v" --shapes $SHAPES --skip "${SKIP:-}" \
+        --variants "${VARIANTS:-}" >"$log/r$round-$v.log" 2>&1
+      grep -E "Error|error" "$log/r$round-$v.log" | head -3
+    done
+  done
+  cp "$log/base_C.so" "$so"
+  python3 bench/ab_decode_table.py "$log"/r*-* | tee "$out/ab-table.txt"
+  SHAPES=  # the A/B was the bench
+  ;;
 dec)
   # The decode GPU tests (each of LOADERS: default, 0 / 1 = FLASHKIT_DECODE_TMA forced),
   # memcheck / racecheck on the small ones, the torch decode tests.
