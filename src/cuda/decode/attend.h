@@ -1,12 +1,12 @@
 // The decode mainloop: rows [row_block*16, +16) of a tile (query heads of one KV head x query
 // tokens: one m16 MMA tile, so K/V are read once per KV head) against a token range of the cache,
-// streamed through a shared-memory ring with one mbarrier a stage. Two loaders fill the ring: all
-// threads issue 16-byte cp.async into padded stages, each thread's copies arriving on the stage's
-// barrier when they land (the default); or, on sm_90 (kTma), one thread issues tensor-map boxes
-// completing on it into 128-byte-swizzled stages. Either way a stage is refilled as soon as the
-// CTA is done with it, before the wait for the next one, so the whole ring is in flight while a
-// warp waits. Each warp takes 16 of every 64 keys with its own log2-domain online softmax; warps
-// merge with merge_stats.
+// streamed through a shared-memory ring of 128-byte-swizzled stages with one mbarrier a stage. Two
+// loaders fill the ring (dispatch.cu chooses): all threads issue 16-byte cp.async, each thread's
+// copies arriving on the stage's barrier when they land; or, on sm_90 (kTma), one thread issues
+// tensor-map boxes completing on it. Either way a stage is refilled as soon as the CTA is done
+// with it, before the wait for the next one, so the whole ring is in flight while a warp waits.
+// Each warp takes 16 of every 64 keys with its own log2-domain online softmax; warps merge with
+// merge_stats.
 #pragma once
 #include <cuda_runtime.h>
 
