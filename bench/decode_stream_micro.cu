@@ -38,20 +38,12 @@
 
 #include "cuda/common/mbarrier.h"
 #include "cuda/decode/tma_ops.h"
+#include "micro_check.cuh"
 
 using flashkit::cuda::mbar_init;
 using flashkit::cuda::mbar_wait;
 using flashkit::cuda::smem_addr;
 using namespace flashkit::cuda::decoding;
-
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
 
 enum Loader { kTma, kTmaKK, kTmaNormal, kTma1, kCpa, kCpaEvict, kCpaZfill, kCpaMbar, kCpaMbarPad, kLdg };
 
@@ -189,7 +181,7 @@ __global__ void __launch_bounds__(128) stream_kernel(const __grid_constant__ Arg
 PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   void* f = nullptr;
   cudaDriverEntryPointQueryResult q{};
-  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
+  CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
   return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
 }
 
@@ -214,7 +206,7 @@ void encode(CUtensorMap* map, const void* base, int b, int h, int ctx, int d, lo
 
 template <int L, int S>
 void launch(const Args& a, int grid, size_t smem, cudaStream_t s) {
-  CK(cudaFuncSetAttribute(stream_kernel<L, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  CHECK(cudaFuncSetAttribute(stream_kernel<L, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   stream_kernel<L, S><<<grid, 128, smem, s>>>(a);
 }
 
@@ -242,24 +234,24 @@ int main(int argc, char** argv) {
   const size_t elems = size_t(B) * H * CTX * D, bytes = elems * 2;
   void *k = nullptr, *v = nullptr, *flush = nullptr;
   unsigned* sink = nullptr;
-  CK(cudaMalloc(&k, bytes));
-  CK(cudaMalloc(&v, bytes));
-  CK(cudaMalloc(&flush, size_t{256} << 20));
-  CK(cudaMalloc(&sink, 16));
-  CK(cudaMemset(k, 0x3c, bytes));
-  CK(cudaMemset(v, 0x3b, bytes));
+  CHECK(cudaMalloc(&k, bytes));
+  CHECK(cudaMalloc(&v, bytes));
+  CHECK(cudaMalloc(&flush, size_t{256} << 20));
+  CHECK(cudaMalloc(&sink, 16));
+  CHECK(cudaMemset(k, 0x3c, bytes));
+  CHECK(cudaMemset(v, 0x3b, bytes));
   cudaDeviceProp prop{};
-  CK(cudaGetDeviceProperties(&prop, 0));
+  CHECK(cudaGetDeviceProperties(&prop, 0));
   const int sms = prop.multiProcessorCount;
   const size_t smem_sm = prop.sharedMemPerMultiprocessor;  // 228 KB on Hopper
   std::printf("# %s, %d SMs; b %d h %d ctx %d d %d, K+V %.2f GB, write flush, median of %d\n",
               prop.name, sms, B, H, CTX, D, 2.0 * bytes / 1e9, reps);
   std::printf("%-28s %6s %6s %8s %10s %8s\n", "config", "grid", "KB/SM", "smem KB", "us", "TB/s");
   cudaStream_t st;
-  CK(cudaStreamCreate(&st));
+  CHECK(cudaStreamCreate(&st));
   cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
   for (const std::string& cfg : configs) {
     char ld[16] = {0}, lay = 's';
     int S = 3, T = 64, cps = 2, P = 2, work = 0;
@@ -308,17 +300,17 @@ int main(int argc, char** argv) {
       }
     };
     run();
-    CK(cudaStreamSynchronize(st));
-    CK(cudaGetLastError());
+    CHECK(cudaStreamSynchronize(st));
+    CHECK(cudaGetLastError());
     std::vector<float> ms;
     for (int r = 0; r < reps; ++r) {
-      CK(cudaMemsetAsync(flush, r & 0xff, size_t{256} << 20, st));
-      CK(cudaEventRecord(e0, st));
+      CHECK(cudaMemsetAsync(flush, r & 0xff, size_t{256} << 20, st));
+      CHECK(cudaEventRecord(e0, st));
       run();
-      CK(cudaEventRecord(e1, st));
-      CK(cudaEventSynchronize(e1));
+      CHECK(cudaEventRecord(e1, st));
+      CHECK(cudaEventSynchronize(e1));
       float t = 0;
-      CK(cudaEventElapsedTime(&t, e0, e1));
+      CHECK(cudaEventElapsedTime(&t, e0, e1));
       ms.push_back(t);
     }
     std::sort(ms.begin(), ms.end());
