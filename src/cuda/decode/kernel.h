@@ -7,10 +7,13 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <string>
 #include <type_traits>
 
 #include "common/softmax_state.h"
+#include "common/str_cat.h"
 #include "cuda/common/check.h"
+#include "cuda/common/smem_limit.h"
 #include "cuda/decode/attend.h"
 #include "cuda/decode/kernel_set.h"
 #include "cuda/decode/schedulers.h"
@@ -189,15 +192,13 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
   }
 }
 
+// The kernel's shared-memory limit, once per device (a process-wide once left a second GPU
+// without it); an Error naming q's hdim where the device has too little (hdim 256 needs ~201 KB).
 template <class T, int D, class Scheduler, bool kTma>
 void configure() {
-  static const bool done = [] {
-    FK_CUDA_CHECK(cudaFuncSetAttribute(decode_kernel<T, D, Scheduler, kTma>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(Traits<T, D, kTma>::kSmemBytes)));
-    return true;
-  }();
-  (void)done;
+  static const std::string what = flashkit::detail::cat("q: hdim ", D, " decode");
+  ensure_smem_limit<decode_kernel<T, D, Scheduler, kTma>>(
+      static_cast<int>(Traits<T, D, kTma>::kSmemBytes), what.c_str());
 }
 
 template <class T, int D, class Scheduler, bool kTma>
