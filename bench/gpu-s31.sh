@@ -9,6 +9,26 @@ set -uo pipefail
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
 [ -f .ab/lib.tgz ] && tar xzf .ab/lib.tgz
 case "${PART:?set PART}" in
+ncu)
+  # Prepared for the next session (bench/NOTES-decode.md "Left after session 31", item 2): Nsight
+  # Compute of hdim 64 split-KV at b1 h56 64k with each loader, next to the micro-benchmark's
+  # cp.async stream of the same ring (.ab/stream built from bench/decode_stream_micro.cu), with
+  # warp-state and shared-memory detail.
+  secs="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters"
+  for tma in 0 1; do
+    stamp "ncu kernel FLASHKIT_DECODE_TMA=$tma"
+    FLASHKIT_DECODE_TMA=$tma timeout 150 ncu --profile-from-start off $secs python3 bench/profile_decode.py \
+      --shapes 64,1,56,65536 --schedules split_kv >"$log/ncu-kernel-tma$tma.txt" 2>&1
+    stamp "rc=$?"
+  done
+  stamp "ncu micro"
+  timeout 120 ncu $secs --launch-skip 1 --launch-count 1 -k regex:stream_kernel .ab/stream --reps 1 \
+    --shape 1,56,65536,64 cpm:s:2:64:4:4 >"$log/ncu-micro.txt" 2>&1
+  stamp "rc=$?"
+  grep -E "Duration|DRAM Throughput|Achieved Occupancy|Warp Cycles Per Issued|Stall|Registers Per" \
+    "$log"/ncu-*.txt | cut -c1-200 | head -60
+  ;;
 ab)
   # Extensions in turn (base = the carried one, else .ab/var-<name>.so), ROUNDS times, each timed
   # by bench/decode.py on SHAPES with VARIANTS columns; a table of every column last.
