@@ -138,6 +138,14 @@ struct DecodePlan {
   std::string describe() const;  // one line: schedule, grid, splits/iters
 };
 
+// Whether the Hopper (sm_90) kernel streams this plan's K/V by cp.async rather than by tensor-map
+// boxes: hdim 128 where a CTA streams >= 4096 tokens on average and every wave of CTAs holds
+// >= 1.5 a SM. Measured on an H200 (bench/NOTES-decode.md, v9): tensor-map boxes top out near
+// 4.25 TB/s, two CTAs a SM of 128 cp.async threads reach ~4.45; short streams, a sparse last wave
+// and hdim 64 / 256 (fewer loading warps a SM) are faster by boxes. FLASHKIT_DECODE_TMA=0 / 1
+// overrides it at run time; other GPUs use cp.async throughout.
+bool decode_prefers_cp_async(const DecodePlan& plan);
+
 // Plan a decode of `problem` over caches of the given per-sequence lengths (size batch, each >= 0)
 // on a device running dev.sm_count * dev.ctas_per_sm CTAs at once. Errors name the argument.
 DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>& kv_lengths,

@@ -5,7 +5,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 
@@ -150,13 +149,8 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   p.part_o = part;
   p.part_lse = part ? part + part_rows * pr.hdim : nullptr;
 
-  // sm_90: K/V by tensor-map boxes when the cache layout allows; otherwise cp.async (kv_box 0).
-  // One exception, measured on an H200 (bench/NOTES-decode.md, session 31): hdim 128 with long
-  // streams (>= 4096 tokens a CTA on average) and at least 1.5 CTAs a SM in every wave takes
-  // cp.async, whose two CTAs a SM of 128 loading threads stream at ~4.45 TB/s where tensor-map
-  // boxes top out near 4.25 (b4 h32 128k: 1928 vs 2021 us). Short streams (ctx 8k: 80 vs 86 us),
-  // a sparse last wave (b9 h32 16k split-KV, 24 lone CTAs: 1018 vs 705 us) and hdim 64 / 256
-  // (fewer loading warps a SM: cp.async 1.1-1.4x slower) keep TMA.
+  // sm_90: K/V by tensor-map boxes when the cache layout allows, except where the plan streams
+  // faster by cp.async (decode_prefers_cp_async, plan.h); otherwise cp.async (kv_box 0).
   // K/V lines are marked evict-first when one CTA reads each (one row block per KV head); with
   // several row blocks their CTAs read the same K/V side by side and should find it in L2.
   // A/B knobs: FLASHKIT_DECODE_TMA=0 / 1 forces cp.async / TMA (where the layout allows);
@@ -165,13 +159,7 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   // FLASHKIT_DECODE_L2_PREFETCH=n prefetches each segment's chunks n stages ahead of the ring into
   // L2 (attend.h).
   const int tma_env = env_int("FLASHKIT_DECODE_TMA", -1);
-  const double tokens_per_cta =
-      static_cast<double>(plan.total_iters) * plan.lean_tile / std::max(1, plan.grid);
-  const int64_t capacity = int64_t{plan.device.sm_count} * plan.device.ctas_per_sm;
-  const int64_t last_wave = plan.grid % capacity == 0 ? capacity : plan.grid % capacity;
-  const bool cp_async_faster = pr.hdim == 128 && tokens_per_cta >= 4096 &&
-                               2 * last_wave >= 3 * int64_t{plan.device.sm_count};
-  const bool tma_allowed = tma_env < 0 ? !cp_async_faster : tma_env != 0;
+  const bool tma_allowed = tma_env < 0 ? !decode_prefers_cp_async(plan) : tma_env != 0;
   const int box = tma_allowed ? with_kernels(pr.dtype, pr.hdim, TmaBox{plan}) : 0;
   p.kv_box = decoding::encode_kv_maps(p, k, v, box, env_int("FLASHKIT_DECODE_L2_PROMO", -1)) ? box : 0;
   // Evict-first where it measured faster (bench/NOTES-decode.md, session 18, H200): a head's
