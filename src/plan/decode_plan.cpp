@@ -209,8 +209,6 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
   return plan;
 }
 
-// snprintf rather than iostreams: the Python extension was seen to crash in an ostream locale
-// facet when loaded next to torch on the GPU machine (bench/NOTES-decode.md).
 bool decode_prefers_cp_async(const DecodePlan& plan) {
   const int64_t sms = std::max(1, plan.device.sm_count);
   const int64_t capacity = sms * std::max(1, plan.device.ctas_per_sm);
@@ -220,6 +218,8 @@ bool decode_prefers_cp_async(const DecodePlan& plan) {
   return plan.problem.hdim == 128 && tokens_per_cta >= 4096 && 2 * last_wave >= 3 * sms;
 }
 
+// snprintf rather than iostreams: the Python extension was seen to crash in an ostream locale
+// facet when loaded next to torch on the GPU machine (bench/NOTES-decode.md).
 std::string DecodePlan::describe() const {
   char buf[256];
   int n = std::snprintf(buf, sizeof buf, "%s: grid %d (%d SMs x %d), %zu tiles, %d LeanTiles of %d",
