@@ -5,8 +5,8 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
-#include <cstdlib>
 
+#include "common/env_knob.h"
 #include "cuda/attention/tile_order.h"
 
 namespace flashkit::cuda::attn {
@@ -42,8 +42,8 @@ struct SingleTileScheduler {
 // (32 MB: FA3's budget on the H100's 50 MB), at least 1. FLASHKIT_L2_GROUP_MB (an A/B knob, read
 // per launch) replaces the budget.
 inline int l2_pair_group(size_t bytes_per_pair, int budget_mb = 32) {
-  const char* e = std::getenv("FLASHKIT_L2_GROUP_MB");
-  if (const int env = e ? std::atoi(e) : 0; env > 0) budget_mb = env;
+  if (const int env = flashkit::detail::env_int("FLASHKIT_L2_GROUP_MB", 0); env > 0)
+    budget_mb = env;
   const size_t budget = size_t(budget_mb) << 20;
   return bytes_per_pair >= budget ? 1 : int(budget / (bytes_per_pair ? bytes_per_pair : 1));
 }

@@ -17,7 +17,7 @@
 
 namespace flashkit::cuda::decoding {
 
-template <class T, int D, bool kTma>
+template <class T, int D>
 struct Traits {
   static_assert(D % 64 == 0 && D <= 256, "hdim must be 64, 128 or 256");
   static constexpr int kWarps = 4, kThreads = 128, kRows = kDecodeRowsPerBlock;
@@ -54,7 +54,7 @@ struct Traits {
 // Element offset of 16-byte chunk c (dims 8c .. 8c+7) of row r in a stage's K or V tile.
 template <class T, int D>
 __device__ __forceinline__ int chunk_at(int r, int c) {
-  return c / 8 * (Traits<T, D, true>::kTokens * 64) + r * 64 + ((c % 8) ^ (r % 8)) * 8;
+  return c / 8 * (Traits<T, D>::kTokens * 64) + r * 64 + ((c % 8) ^ (r % 8)) * 8;
 }
 
 // The same for the chunk 2 * k16 + b (b = 0 or 1) of a fragment row r, with x = b ^ (r % 8)
@@ -62,16 +62,16 @@ __device__ __forceinline__ int chunk_at(int r, int c) {
 // four lane offsets and a constant, instead of keeping one swizzled address per step live.
 template <class T, int D>
 __device__ __forceinline__ int frag_at(int r, int k16, int x) {
-  return k16 / 4 * (Traits<T, D, true>::kTokens * 64) + r * 64 + ((2 * (k16 % 4)) ^ x) * 8;
+  return k16 / 4 * (Traits<T, D>::kTokens * 64) + r * 64 + ((2 * (k16 % 4)) ^ x) * 8;
 }
 
 // Shared-memory views of the merged segment result (valid after attend()).
-template <class T, int D, bool kTma>
+template <class T, int D>
 struct SegmentResult {
   float* o;    // [16][D], normalised O = acc / l
   float* lse;  // [16]
   __device__ explicit SegmentResult(char* area) {
-    using Tr = Traits<T, D, kTma>;
+    using Tr = Traits<T, D>;
     o = reinterpret_cast<float*>(area) + Tr::kWarps * Tr::kRows * D;
     lse = o + Tr::kRows * D + 2 * Tr::kWarps * Tr::kRows;
   }
@@ -97,7 +97,7 @@ __device__ __forceinline__ Segment make_segment(const DecodeParams& p, const Dec
 template <class T, int D>
 __device__ void load_cp_async(const DecodeParams& p, const DecodeTile& tile, const Segment& sg,
                               int chunk, T* ks, uint64_t* full) {
-  using Tr = Traits<T, D, false>;
+  using Tr = Traits<T, D>;
   T* vs = ks + Tr::kTileElems;
   const T* kbase = static_cast<const T*>(p.k);
   const T* vbase = static_cast<const T*>(p.v);
@@ -128,7 +128,7 @@ __device__ void load_cp_async(const DecodeParams& p, const DecodeTile& tile, con
 template <class T, int D, bool kL2Only = false>
 __device__ void load_tma(const DecodeParams& p, const DecodeTile& tile, const Segment& sg,
                          int chunk, T* ks, uint64_t* full) {
-  using Tr = Traits<T, D, true>;
+  using Tr = Traits<T, D>;
   constexpr int kSlabs = D / 64;
   const int box = p.kv_box, base = sg.lo + chunk * Tr::kTokens;
   const int boxes = min(Tr::kTokens / box, (sg.hi - base + box - 1) / box);
@@ -163,7 +163,7 @@ template <class T, int D, bool kTma>
 __device__ void prefetch_segment_start(const DecodeParams& p, const DecodeTile& tile, int lo,
                                        int hi) {
   if constexpr (kTma && D <= 128) {
-    const Segment sg = make_segment<Traits<T, D, true>::kTokens>(p, tile, lo, hi);
+    const Segment sg = make_segment<Traits<T, D>::kTokens>(p, tile, lo, hi);
     for (int c = 0; c < min(p.l2_prefetch, sg.chunks); ++c)
       load_tma<T, D, true>(p, tile, sg, c, nullptr, nullptr);
   }
@@ -181,7 +181,7 @@ constexpr float kRescaleLog2 = 8.f;
 template <class T, int D, bool kTma>
 __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, int hi, char* area,
                        uint64_t* full, int& it) {
-  using Tr = Traits<T, D, kTma>;
+  using Tr = Traits<T, D>;
   constexpr int kStages = Tr::kStages;
   T* pipe = reinterpret_cast<T*>(area);
   T* qs = reinterpret_cast<T*>(area + Tr::kAreaBytes);
@@ -337,7 +337,7 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
   float* wo = reinterpret_cast<float*>(area);                   // [warp][16][D]
   float* wm = wo + Tr::kWarps * Tr::kRows * D + Tr::kRows * D;  // after the result O
   float* wl = wm + Tr::kWarps * Tr::kRows;
-  SegmentResult<T, D, kTma> res(area);
+  SegmentResult<T, D> res(area);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);

@@ -6,9 +6,9 @@
 #include <cuda_fp16.h>
 
 #include <atomic>
-#include <cstdlib>
 
 #include "api/validate.h"
+#include "common/env_knob.h"
 #include "cuda/common/check.h"
 #include "cuda/common/workspace.h"
 #include "cuda/decode/kernel_set.h"
@@ -23,12 +23,7 @@ using decoding::KernelSet;
 
 namespace {
 
-// An integer environment knob for A/B runs, read at every call (a getenv, ~0.1 us), so one
-// process can time the choices side by side on the same inputs (bench/decode.py --variants).
-int env_int(const char* name, int fallback) {
-  const char* e = std::getenv(name);
-  return e && *e ? std::atoi(e) : fallback;
-}
+using flashkit::detail::env_int;
 
 // Calls fn.template operator()<T, D>() for the compiled (dtype, hdim); an Error otherwise.
 template <class Fn>

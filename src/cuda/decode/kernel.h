@@ -71,12 +71,12 @@ __device__ __forceinline__ Reduced reduce_partials(float own_o, float own_lse, c
 }
 
 // Lean host: its own result plus the peers' partials, which sit in consecutive slots.
-template <class T, int D, bool kTma>
+template <class T, int D>
 __device__ void lean_reduce(const DecodeParams& p, const DecodeTile& tile, int n,
-                            const SegmentResult<T, D, kTma>& res) {
+                            const SegmentResult<T, D>& res) {
   constexpr int kRows = kDecodeRowsPerBlock;
   const int peers = tile.finishing_cta - tile.host_cta;
-  for (int i = threadIdx.x; i < n; i += Traits<T, D, kTma>::kThreads) {
+  for (int i = threadIdx.x; i < n; i += Traits<T, D>::kThreads) {
     const int r = i / D;
     const Reduced x = reduce_partials(
         res.o[i], res.lse[r], p.part_o + static_cast<int64_t>(tile.first_peer_slot) * kRows * D + i,
@@ -89,16 +89,16 @@ __device__ void lean_reduce(const DecodeParams& p, const DecodeTile& tile, int n
 // count it in; the last of the tile's splits to arrive (flags[tile] acting as its counter) folds
 // all of them, its own included, and resets the counter for the next launch. Nobody waits.
 // FlashDecoding (merge_in_kernel 0) stops after the write: its merge is the next launch.
-template <class T, int D, bool kTma>
+template <class T, int D>
 __device__ void split_finish(const DecodeParams& p, const DecodeTile& tile, int tile_index,
-                             int split, int n, const SegmentResult<T, D, kTma>& res) {
+                             int split, int n, const SegmentResult<T, D>& res) {
   __shared__ bool last;
   const int64_t step = static_cast<int64_t>(p.batch) * p.q_len * p.num_q_heads;  // one split
   auto row_of = [&](int r) {
     const RowIndex ri = row_index(p, tile, r);
     return (static_cast<int64_t>(tile.seq) * p.q_len + ri.token) * p.num_q_heads + ri.head;
   };
-  for (int i = threadIdx.x; i < n; i += Traits<T, D, kTma>::kThreads) {
+  for (int i = threadIdx.x; i < n; i += Traits<T, D>::kThreads) {
     const int64_t row = split * step + row_of(i / D);
     p.part_o[row * D + i % D] = res.o[i];
     if (i % D == 0) p.part_lse[row] = res.lse[i / D];
@@ -111,7 +111,7 @@ __device__ void split_finish(const DecodeParams& p, const DecodeTile& tile, int 
   }
   __syncthreads();  // thread 0's acquire precedes the CTA's reads
   if (!last) return;
-  for (int i = threadIdx.x; i < n; i += Traits<T, D, kTma>::kThreads) {
+  for (int i = threadIdx.x; i < n; i += Traits<T, D>::kThreads) {
     const int64_t row = row_of(i / D);
     const Reduced x = reduce_partials(0.f, -INFINITY, p.part_o + row * D + i % D,
                                       p.part_lse + row, step * D, step, p.num_splits);
@@ -121,7 +121,7 @@ __device__ void split_finish(const DecodeParams& p, const DecodeTile& tile, int 
 
 template <class T, int D, class Scheduler, bool kTma>
 __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ DecodeParams p) {
-  using Tr = Traits<T, D, kTma>;
+  using Tr = Traits<T, D>;
   extern __shared__ __align__(16) char smem[];
   // The stages' 128-byte swizzle repeats every 1024 bytes: the ring starts on such a boundary.
   char* area = smem + (1024u - smem_addr(smem) % 1024u) % 1024u;
@@ -152,14 +152,14 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
         if (nw.valid) prefetch_segment_start<T, D, kTma>(p, sched.tile(p, nw.tile), nw.lo, nw.hi);
       }
     }
-    const SegmentResult<T, D, kTma> res(area);
+    const SegmentResult<T, D> res(area);
     // Only rows that exist are written, to the output and to partials alike.
     const int n = min(Tr::kRows, p.rows - tile.row_block * Tr::kRows) * D;
     if (w.role == Role::direct) {
       for (int i = tid; i < n; i += Tr::kThreads)
         write_output<T, D>(p, tile, i / D, i % D, res.o[i], res.lse[i / D]);
     } else if (w.role == Role::split_partial) {
-      split_finish<T, D, kTma>(p, tile, w.tile, w.slot, n, res);
+      split_finish<T, D>(p, tile, w.tile, w.slot, n, res);
     } else if (w.role == Role::lean_partial) {
       for (int i = tid; i < n; i += Tr::kThreads) {
         p.part_o[static_cast<int64_t>(w.slot) * Tr::kRows * D + i] = res.o[i];
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
         for (int c = tile.host_cta + 1; c <= tile.finishing_cta; ++c)
           while (load_acquire(&p.flags[c]) != target) __nanosleep(64);
       __syncthreads();
-      lean_reduce<T, D, kTma>(p, tile, n, res);
+      lean_reduce<T, D>(p, tile, n, res);
     }
     __syncthreads();  // the next segment reuses shared memory
   }
@@ -198,14 +198,14 @@ template <class T, int D, class Scheduler, bool kTma>
 void configure() {
   static const std::string what = flashkit::detail::cat("q: hdim ", D, " decode");
   ensure_smem_limit<decode_kernel<T, D, Scheduler, kTma>>(
-      static_cast<int>(Traits<T, D, kTma>::kSmemBytes), what.c_str());
+      static_cast<int>(Traits<T, D>::kSmemBytes), what.c_str());
 }
 
 template <class T, int D, class Scheduler, bool kTma>
 void launch_one(const DecodeParams& p, cudaStream_t stream) {
   configure<T, D, Scheduler, kTma>();
   decode_kernel<T, D, Scheduler, kTma>
-      <<<p.grid, Traits<T, D, kTma>::kThreads, Traits<T, D, kTma>::kSmemBytes, stream>>>(p);
+      <<<p.grid, Traits<T, D>::kThreads, Traits<T, D>::kSmemBytes, stream>>>(p);
   FK_CHECK_LAUNCH("decode_kernel");
 }
 
@@ -244,9 +244,8 @@ int KernelSet<T, D>::ctas_per_sm() {
     };
     configure<T, D, LeanScheduler, false>();
     configure<T, D, LeanScheduler, true>();
-    return std::min(
-        blocks(decode_kernel<T, D, LeanScheduler, false>, Traits<T, D, false>::kSmemBytes),
-        blocks(decode_kernel<T, D, LeanScheduler, true>, Traits<T, D, true>::kSmemBytes));
+    return std::min(blocks(decode_kernel<T, D, LeanScheduler, false>, Traits<T, D>::kSmemBytes),
+                    blocks(decode_kernel<T, D, LeanScheduler, true>, Traits<T, D>::kSmemBytes));
   }();
   return n;
 }
@@ -264,7 +263,7 @@ int KernelSet<T, D>::tma_box(bool paged, int page_size, int lean_tile) {
     state = a.binaryVersion >= 90 ? 2 : 1;
     if (device < 64) known[device].store(state);
   }
-  return state == 2 ? tma_box_tokens(paged, page_size, Traits<T, D, true>::kTokens, lean_tile) : 0;
+  return state == 2 ? tma_box_tokens(paged, page_size, Traits<T, D>::kTokens, lean_tile) : 0;
 }
 
 }  // namespace flashkit::cuda::decoding
