@@ -22,10 +22,5 @@ timeout 120 ncu --metrics gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_
   -k regex:run_kernel_sm90 --launch-skip 166 -c 2 .ab/d256pass d256pass 8192 >"$log/ncu-causal.txt" 2>&1
 stamp "rc=$?"
 grep -E "run_kernel_sm90|gpu__time|sm__throughput" "$log/ncu-causal.txt" | sed 's/(flashkit.*//' | head
-for tool in memcheck racecheck; do
-  stamp "compute-sanitizer $tool (checks only)"
-  timeout 150 compute-sanitizer --tool "$tool" .ab/d256pass d256pass 0 >"$log/san-$tool.txt" 2>&1
-  stamp "rc=$?"
-  grep -E "check|ERROR SUMMARY|RACE" "$log/san-$tool.txt" | head -10
-done
+harness_sanitize d256pass "check|ERROR SUMMARY|RACE" 10
 (cd "$out" && tar czf logs.tgz t && rm -rf t)

@@ -10,12 +10,7 @@
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 new=${NEW:-d256p2}
-for tool in memcheck racecheck; do
-  stamp "compute-sanitizer $tool ($new checks only)"
-  timeout 150 compute-sanitizer --tool "$tool" .ab/$new $new 0 >"$log/san-$tool.txt" 2>&1
-  stamp "rc=$?"
-  grep -E "check|ERROR SUMMARY|RACECHECK SUMMARY" "$log/san-$tool.txt" | head -10
-done
+harness_sanitize "$new" "check|ERROR SUMMARY|RACECHECK SUMMARY" 10
 stamp "A/B"
 HDIMS=256 SDPA=--bwd OUT="$log" timeout 200 bench/gpu-ab.sh >"$log/ab-call.txt" 2>&1
 stamp "rc=$?"

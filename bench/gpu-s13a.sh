@@ -13,12 +13,7 @@ for d in 128 256 64; do
   stamp "rc=$?"
   grep -E "check" "$log/fp8d$d.txt" | head -8
 done
-for tool in memcheck racecheck; do
-  stamp "compute-sanitizer $tool (fp8d128 checks only)"
-  timeout 150 compute-sanitizer --tool "$tool" .ab/fp8d128 fp8d128 0 >"$log/san-$tool.txt" 2>&1
-  stamp "rc=$?"
-  grep -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY" "$log/san-$tool.txt" | head -4
-done
+harness_sanitize fp8d128
 stamp "ncu fp8d128 8k"
 timeout 100 ncu --metrics gpu__time_duration.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
   -k regex:"run_kernel_sm90|transpose" --launch-skip 16 -c 3 .ab/fp8d128 fp8d128 8192 >"$log/ncu.txt" 2>&1

@@ -5,24 +5,9 @@
 # usage: OUT=/some/dir VARIANTS="fp8bn128 fp8bn192" [SEQ="4096 8192 16384"] [SAN=name] bench/gpu-s13c.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
-seq=${SEQ:-4096 8192 16384}
-for round in 1 2; do
-  for v in $VARIANTS; do
-    stamp "$v round $round"
-    # shellcheck disable=SC2086
-    timeout 100 .ab/$v $v $seq >>"$log/ab-$v.txt" 2>&1
-    stamp "rc=$?"
-  done
-done
+harness_rounds
 for v in $VARIANTS; do grep -h "check" "$log/ab-$v.txt" | sort -u | awk -v v=$v '{print v": "$0}' | grep -E "FAILED|sk1300 causal"; done
-if [ -n "${SAN:-}" ]; then
-  for tool in memcheck racecheck; do
-    stamp "compute-sanitizer $tool ($SAN checks only)"
-    timeout 150 compute-sanitizer --tool "$tool" .ab/$SAN $SAN 0 >"$log/san-$tool.txt" 2>&1
-    stamp "rc=$?"
-    grep -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY" "$log/san-$tool.txt" | head -4
-  done
-fi
+[ -n "${SAN:-}" ] && harness_sanitize "$SAN"
 echo "variant d causal s fp8_ms fp8_tflops bf16_tflops ratio transpose_us" >"$log/table.txt"
 grep -hE "^[a-z0-9_]+ d[0-9]+ (full|causal)" "$log"/ab-*.txt | sort -k3,3 -k4,4V -k1,1 >>"$log/table.txt"
 cat "$log/table.txt"

@@ -20,21 +20,6 @@ decode_tests() {
   timeout 90 python3 -m pytest -q -k "dense_and_paged or cuda_graph" tests/python/test_torch_decode.py \
     >"$log/pytest.log" 2>&1; tail -2 "$log/pytest.log"
 }
-# Extensions in turn (base = main's, else build-dev/var/<name>), ROUNDS times: swaps the .so in,
-# runs "$1" with the round and the name, restores main's.
-ab_rounds() {
-  local fn=$1; shift
-  local so; so=$(ls python/flashkit/_C*.so); cp "$so" "$log/main_C.so"
-  for round in ${ROUNDS:-1 2}; do
-    for v in "$@"; do
-      if [ "$v" = base ]; then cp "$log/main_C.so" "$so"; else cp build-dev/var/$v/_C*.so "$so"; fi
-      stamp "round $round $v"
-      $fn "$round" "$v" >"$log/r$round-$v.log" 2>&1
-      grep -E "Error|error" "$log/r$round-$v.log" | head -3
-    done
-  done
-  cp "$log/main_C.so" "$so"
-}
 decode_run() {
   timeout 120 python3 bench/decode.py --out "$log/r$1-$2" --shapes $SHAPES --skip "${SKIP:-}" \
     ${HEADMAJOR:+--headmajor} --variants "${VARIANTS:-}"

@@ -21,15 +21,7 @@ lib_setup() {
 case ${PART:-ab} in
 ab)
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
-  seq=${SEQ:-4096 8192 16384}
-  for round in 1 2; do
-    for v in $VARIANTS; do
-      stamp "$v round $round"
-      # shellcheck disable=SC2086
-      timeout 100 .ab/$v $v $seq >>"$log/ab-$v.txt" 2>&1
-      stamp "rc=$?"
-    done
-  done
+  harness_rounds
   for v in $VARIANTS; do grep -h "check" "$log/ab-$v.txt" | sort -u | awk -v v=$v '{print v": "$0}'; done
   for v in ${SASS:-}; do
     cuobjdump -sass ".ab/$v" >"$log/sass-$v.txt" 2>&1
@@ -37,14 +29,7 @@ ab)
       printf "%s %s %s\n" "$v" "$op" "$(grep -c "$op" "$log/sass-$v.txt")"
     done
   done
-  if [ -n "${SAN:-}" ]; then
-    for tool in memcheck racecheck; do
-      stamp "compute-sanitizer $tool ($SAN checks only)"
-      timeout 150 compute-sanitizer --tool "$tool" .ab/$SAN $SAN 0 >"$log/san-$tool.txt" 2>&1
-      stamp "rc=$?"
-      grep -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY" "$log/san-$tool.txt" | head -4
-    done
-  fi
+  [ -n "${SAN:-}" ] && harness_sanitize "$SAN"
   echo "variant d causal s fp8_ms fp8_tflops bf16_tflops ratio transpose_us" >"$log/table.txt"
   grep -hE "^[a-z0-9_]+ d[0-9]+ (full|causal)" "$log"/ab-*.txt | sort -k2,2 -k3,3 -k4,4V -k1,1 >>"$log/table.txt"
   cat "$log/table.txt"

@@ -30,19 +30,13 @@ ncu)
     "$log"/ncu-*.txt | cut -c1-200 | head -60
   ;;
 ab)
-  # Extensions in turn (base = the carried one, else .ab/var-<name>.so), ROUNDS times, each timed
-  # by bench/decode.py on SHAPES with VARIANTS columns; a table of every column last.
-  so=$(ls python/flashkit/_C*.so); cp "$so" "$log/base_C.so"
-  for round in ${ROUNDS:-1 2}; do
-    for v in ${VARS:?}; do
-      if [ "$v" = base ]; then cp "$log/base_C.so" "$so"; else cp ".ab/var-$v.so" "$so"; fi
-      stamp "round $round $v"
-      timeout 120 python3 bench/decode.py --out "$log/r$round-$v" --shapes $SHAPES --skip "${SKIP:-}" \
-        --variants "${VARIANTS:-}" >"$log/r$round-$v.log" 2>&1
-      grep -E "Error|error" "$log/r$round-$v.log" | head -3
-    done
-  done
-  cp "$log/base_C.so" "$so"
+  # Extensions in turn (ab_rounds, gpu_prelude.sh; variants as .ab/var-<name>.so), each timed by
+  # bench/decode.py on SHAPES with VARIANTS columns; a table of every column last.
+  ab_decode() {
+    timeout 120 python3 bench/decode.py --out "$log/r$1-$2" --shapes $SHAPES --skip "${SKIP:-}" \
+      --variants "${VARIANTS:-}"
+  }
+  ab_rounds ab_decode ${VARS:?}
   python3 bench/ab_decode_table.py "$log"/r*-* | tee "$out/ab-table.txt"
   SHAPES=  # the A/B was the bench
   ;;

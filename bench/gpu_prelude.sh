@@ -140,3 +140,46 @@ variants_both() {
     >"$log/var64.log" 2>&1
   stamp "rc=$?"; tail -17 "$log/var64.log"
 }
+# The A/B harness binaries .ab/$v for v in $VARIANTS (bench/sm90_*_ab.cu builds), each run with
+# its own name and SEQ's lengths, two interleaved rounds, appended to $log/ab-$v.txt.
+harness_rounds() {
+  local seq=${SEQ:-4096 8192 16384} round v
+  for round in 1 2; do
+    for v in $VARIANTS; do
+      stamp "$v round $round"
+      # shellcheck disable=SC2086
+      timeout 100 .ab/$v $v $seq >>"$log/ab-$v.txt" 2>&1
+      stamp "rc=$?"
+    done
+  done
+}
+# memcheck, then racecheck, on the checks of harness binary .ab/$1 (its length argument 0 runs the
+# checks only); prints the lines matching $2 (default: failures and the summaries), $3 at most.
+harness_sanitize() {
+  local tool
+  for tool in memcheck racecheck; do
+    stamp "compute-sanitizer $tool ($1 checks only)"
+    timeout 150 compute-sanitizer --tool "$tool" ".ab/$1" "$1" 0 >"$log/san-$tool.txt" 2>&1
+    stamp "rc=$?"
+    grep -E "${2:-FAILED|ERROR SUMMARY|RACECHECK SUMMARY}" "$log/san-$tool.txt" | head -"${3:-4}"
+  done
+}
+# Python extensions in turn, ROUNDS times: base = the one in python/flashkit, else
+# .ab/var-<name>.so or build-dev/var/<name>/_C*.so; swaps the .so in, runs "$1" with the round
+# and the name (its output to $log/r<round>-<name>.log), restores the base.
+ab_rounds() {
+  local fn=$1 so round v
+  shift
+  so=$(ls python/flashkit/_C*.so); cp "$so" "$log/base_C.so"
+  for round in ${ROUNDS:-1 2}; do
+    for v in "$@"; do
+      if [ "$v" = base ]; then cp "$log/base_C.so" "$so"
+      elif [ -f ".ab/var-$v.so" ]; then cp ".ab/var-$v.so" "$so"
+      else cp build-dev/var/"$v"/_C*.so "$so"; fi
+      stamp "round $round $v"
+      $fn "$round" "$v" >"$log/r$round-$v.log" 2>&1
+      grep -E "Error|error" "$log/r$round-$v.log" | head -3
+    done
+  done
+  cp "$log/base_C.so" "$so"
+}
