@@ -14,6 +14,7 @@
 #include "cuda/decode/device_ops.h"
 #include "cuda/decode/params.h"
 #include "cuda/decode/tma_ops.h"
+#include "cuda/decode/trace.h"
 
 namespace flashkit::cuda::decoding {
 
@@ -253,6 +254,7 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
     __syncthreads();  // everyone is done with the stage refilled next
     if (chunk + kStages - 1 < sg.chunks) issue(chunk + kStages - 1);
     mbar_wait(full + stage, (it + chunk) / kStages & 1);
+    if (it + chunk == 0) FK_DECODE_TRACE_MARK(kTraceFirst);
     const int first = warp * 16;  // this warp's keys in the stage
     const int tok0 = sg.lo + chunk * Tr::kTokens + first;
     if (tok0 < sg.hi) {  // warp-uniform: else this warp's tokens are past the end
@@ -330,6 +332,7 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
     }
   }
   it += sg.chunks;  // every chunk issued was waited for: no copy is still landing
+  FK_DECODE_TRACE_MARK(kTraceLoopEnd);
   __syncthreads();  // the pipeline area becomes the merge area
 
   // Each warp's (m, l, O) for the 16 rows, then merge_stats over the warps (natural-log stats).

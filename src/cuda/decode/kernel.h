@@ -129,6 +129,8 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
   constexpr bool kLean = std::is_same_v<Scheduler, LeanScheduler>;
   __shared__ unsigned target;  // Lean: the flag value meaning "written in this launch"
   const int tid = threadIdx.x;
+  FK_DECODE_TRACE_MARK(kTraceEntry);
+  FK_DECODE_TRACE_MARK(kTraceSm);
   if (tid == 0) {
     if constexpr (kLean) target = *reinterpret_cast<volatile unsigned*>(p.epoch) + 1u;
     // TMA: thread 0's expect_tx completes a stage; cp.async: every thread's copies.
@@ -174,6 +176,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
       if (tid == 0)
         for (int c = tile.host_cta + 1; c <= tile.finishing_cta; ++c)
           while (load_acquire(&p.flags[c]) != target) __nanosleep(64);
+      FK_DECODE_TRACE_MARK(kTraceWaitEnd);
       __syncthreads();
       lean_reduce<T, D>(p, tile, n, res);
     }
@@ -190,6 +193,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
       }
     }
   }
+  FK_DECODE_TRACE_MARK(kTraceExit);
 }
 
 // The kernel's shared-memory limit, once per device (a process-wide once left a second GPU
@@ -207,6 +211,9 @@ void launch_one(const DecodeParams& p, cudaStream_t stream) {
   decode_kernel<T, D, Scheduler, kTma>
       <<<p.grid, Traits<T, D>::kThreads, Traits<T, D>::kSmemBytes, stream>>>(p);
   FK_CHECK_LAUNCH("decode_kernel");
+#ifdef FK_DECODE_TRACE
+  trace_print(p.grid, stream);
+#endif
 }
 
 template <class T, int D, class Scheduler>

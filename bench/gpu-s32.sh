@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Session 32's GPU calls (bench/NOTES-decode.md "Session 32"). The library comes built in
+# .ab/lib.tgz (build-dev/flashkit_gpu_tests, python/flashkit/_C*.so, .ab/var-*.so variants).
+# PARTS (any of, in order):
+#   trace  bench/decode_trace.py with .ab/var-trace.so (decode built with -DFK_DECODE_TRACE) on
+#          TRACE_SHAPES x TRACE_SCHEDULES, cuDNN beside each shape
+#   ncu    Nsight Compute of hdim 64 split-KV at b1 h56 64k with each loader, next to the
+#          micro-benchmark's cp.async stream of the same ring (.ab/stream)
+#   ab     extensions in turn (ab_rounds; VARS, variants as .ab/var-<name>.so), each timed by
+#          bench/decode.py on SHAPES with VARIANTS columns; a table of every column last
+#   dec    the decode GPU tests (each of LOADERS), sanitizers on the small ones, torch decode tests
+# usage: OUT=/some/dir PARTS="trace ncu" bench/gpu-s32.sh
+set -uo pipefail
+. "$(dirname "$0")/gpu_prelude.sh"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
+[ -f .ab/lib.tgz ] && tar xzf .ab/lib.tgz
+for part in ${PARTS:?set PARTS}; do
+  case "$part" in
+  trace)
+    mkdir -p "$log/trace_pkg" && cp .ab/var-trace.so "$log/trace_pkg/_C.cpython-312-x86_64-linux-gnu.so"
+    stamp "trace"
+    FLASHKIT_EXT_DIR="$log/trace_pkg" timeout 150 python3 bench/decode_trace.py --cudnn \
+      --shapes ${TRACE_SHAPES:-128,1,56,65536 64,1,56,65536 128,4,32,131072 64,4,32,131072} \
+      --schedules "${TRACE_SCHEDULES:-lean,split_kv}" >"$out/trace.txt" 2>&1
+    stamp "rc=$?"
+    sed -e 's/ (us)$//' "$out/trace.txt" | cut -c1-330
+    ;;
+  ncu)
+    secs="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters"
+    for tma in 0 1; do
+      stamp "ncu kernel FLASHKIT_DECODE_TMA=$tma"
+      FLASHKIT_DECODE_TMA=$tma timeout 150 ncu --profile-from-start off $secs python3 bench/profile_decode.py \
+        --shapes 64,1,56,65536 --schedules split_kv >"$log/ncu-kernel-tma$tma.txt" 2>&1
+      stamp "rc=$?"
+    done
+    stamp "ncu micro"
+    timeout 120 ncu $secs --launch-skip 1 --launch-count 1 -k regex:stream_kernel .ab/stream --reps 1 \
+      --shape 1,56,65536,64 cpm:s:2:64:4:4 >"$log/ncu-micro.txt" 2>&1
+    stamp "rc=$?"
+    cp "$log"/ncu-*.txt "$out/"
+    grep -E "Duration|DRAM Throughput|Achieved Occupancy|Warp Cycles Per Issued|Registers Per|Issued Warp" \
+      "$log"/ncu-*.txt | cut -c1-160 | head -40
+    ;;
+  ab)
+    ab_decode() {
+      timeout 120 python3 bench/decode.py --out "$log/r$1-$2" --shapes $SHAPES --skip "${SKIP:-}" \
+        --variants "${VARIANTS:-}"
+    }
+    ab_rounds ab_decode ${VARS:?}
+    python3 bench/ab_decode_table.py "$log"/r*-* | tee "$out/ab-table.txt"
+    ;;
+  dec)
+    for tma in ${LOADERS:-default 0 1}; do
+      [ "$tma" = default ] && tma=""
+      stamp "decode tests ${tma:+FLASHKIT_DECODE_TMA=$tma}"
+      ${tma:+env FLASHKIT_DECODE_TMA=$tma} timeout 200 build-dev/flashkit_gpu_tests \
+        --gtest_filter='DecodeGpu*:MergeStates*' >"$log/tests$tma.log" 2>&1
+      stamp "rc=$?"
+      grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/tests$tma.log" | tail -8
+    done
+    sanitize build-dev/flashkit_gpu_tests 'DecodeGpuSmall*'
+    timeout 120 python3 -m pytest -q tests/python/test_torch_decode.py >"$log/pytest.log" 2>&1
+    stamp "torch decode tests rc=$?"; tail -2 "$log/pytest.log"
+    ;;
+  esac
+done
+(cd "$out" && tar czf logs.tgz t && rm -rf t)
