@@ -8,6 +8,7 @@
 #          micro-benchmark's cp.async stream of the same ring (.ab/stream)
 #   ab     extensions in turn (ab_rounds; VARS, variants as .ab/var-<name>.so), each timed by
 #          bench/decode.py on SHAPES with VARIANTS columns; a table of every column last
+#   pyvar  the torch decode tests with each of PYVARS (.ab/var-<name>.so), cp.async forced too
 #   dec    the decode GPU tests (each of LOADERS), sanitizers on the small ones, torch decode tests
 # usage: OUT=/some/dir PARTS="trace ncu" bench/gpu-s32.sh
 set -uo pipefail
@@ -49,6 +50,21 @@ for part in ${PARTS:?set PARTS}; do
     }
     ab_rounds ab_decode ${VARS:?}
     python3 bench/ab_decode_table.py "$log"/r*-* | tee "$out/ab-table.txt"
+    ;;
+  pyvar)
+    # The torch decode tests with each of PYVARS (.ab/var-<name>.so as the extension), with the
+    # default loader and with cp.async forced; main's extension back afterwards.
+    so=$(ls python/flashkit/_C*.so); cp "$so" "$log/base_C.so"
+    for v in ${PYVARS:?}; do
+      cp ".ab/var-$v.so" "$so"
+      for tma in default 0; do
+        [ "$tma" = default ] && tma=""
+        timeout 120 env ${tma:+FLASHKIT_DECODE_TMA=$tma} python3 -m pytest -q tests/python/test_torch_decode.py \
+          >"$log/pytest-$v$tma.log" 2>&1
+        stamp "torch decode tests, $v ${tma:+FLASHKIT_DECODE_TMA=$tma}: rc=$?"; tail -1 "$log/pytest-$v$tma.log"
+      done
+    done
+    cp "$log/base_C.so" "$so"
     ;;
   dec)
     for tma in ${LOADERS:-default 0 1}; do

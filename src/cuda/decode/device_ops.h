@@ -17,6 +17,12 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool val
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                "r"(valid ? 16 : 0));
 }
+// The same to a shared-memory address already converted (smem_addr), so that a loop of copies
+// converts its base once.
+__device__ __forceinline__ void cp_async_16_to(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0));
+}
 // One arrival on `bar` once all of this thread's earlier cp.async copies have landed (.noinc:
 // the barrier's expected count includes it). The thread's copies are then visible to every thread
 // that waits for the phase.
