@@ -20,7 +20,7 @@ for part in ${PARTS:?set PARTS}; do
   trace)
     mkdir -p "$log/trace_pkg" && cp .ab/var-trace.so "$log/trace_pkg/_C.cpython-312-x86_64-linux-gnu.so"
     stamp "trace"
-    FLASHKIT_EXT_DIR="$log/trace_pkg" timeout 150 python3 bench/decode_trace.py --cudnn \
+    env ${TRACE_ENV:-} FLASHKIT_EXT_DIR="$log/trace_pkg" timeout 150 python3 bench/decode_trace.py --cudnn \
       --shapes ${TRACE_SHAPES:-128,1,56,65536 64,1,56,65536 128,4,32,131072 64,4,32,131072} \
       --schedules "${TRACE_SCHEDULES:-lean,split_kv}" >"$out/trace.txt" 2>&1
     stamp "rc=$?"

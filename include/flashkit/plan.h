@@ -139,11 +139,12 @@ struct DecodePlan {
 };
 
 // Whether the Hopper (sm_90) kernel streams this plan's K/V by cp.async rather than by tensor-map
-// boxes: hdim 128 where a CTA streams >= 4096 tokens on average and every wave of CTAs holds
-// >= 1.5 a SM. Measured on an H200 (bench/NOTES-decode.md, v9): tensor-map boxes top out near
-// 4.25 TB/s, two CTAs a SM of 128 cp.async threads reach ~4.45; short streams, a sparse last wave
-// and hdim 64 / 256 (fewer loading warps a SM) are faster by boxes. FLASHKIT_DECODE_TMA=0 / 1
-// overrides it at run time; other GPUs use cp.async throughout.
+// boxes. Measured on an H200 (bench/NOTES-decode.md, v9 and v10): tensor-map boxes top out near
+// 4.25 TB/s; at hdim 128 and 256 the cp.async copies of a dense cache (set up once a segment,
+// one add and one compare a copy) are 3-10% faster at every shape measured; at hdim 64 they are
+// 1.2-1.3x slower (split-KV) and boxes stay. Paged caches keep v9's rule (cp.async at hdim 128
+// where a CTA streams >= 4096 tokens on average and every wave holds >= 1.5 CTAs a SM).
+// FLASHKIT_DECODE_TMA=0 / 1 overrides it at run time; other GPUs use cp.async throughout.
 bool decode_prefers_cp_async(const DecodePlan& plan);
 
 // Plan a decode of `problem` over caches of the given per-sequence lengths (size batch, each >= 0)

@@ -268,20 +268,29 @@ TEST(DecodePlan, AutoPicksLeanForARaggedLastWave) {
 }
 
 TEST(DecodePlan, HopperLoaderRule) {
-  // bench/NOTES-decode.md v9 (H200): cp.async where hdim 128 streams long in full waves.
-  auto cp_async = [](int batch, int heads, int hdim, int len, DecodeSchedule s) {
+  // bench/NOTES-decode.md v9 / v10 (H200): cp.async on dense caches at hdim 128 and 256; on paged
+  // ones where hdim 128 streams long in full waves; tensor-map boxes at hdim 64.
+  auto cp_async = [](int batch, int heads, int hdim, int len, DecodeSchedule s, int page = 0) {
     DecodeProblem p;
     p.batch = batch, p.q_len = 1, p.num_q_heads = p.num_kv_heads = heads, p.hdim = hdim;
+    p.paged = page > 0, p.page_size = page;
     const DeviceInfo dev{132, hdim == 64 ? 4 : hdim == 128 ? 2 : 1};
     return decode_prefers_cp_async(make_decode_plan(p, std::vector<int>(batch, len), dev, s));
   };
-  EXPECT_TRUE(cp_async(4, 32, 128, 131072, DecodeSchedule::split_kv));  // 256 CTAs of 64k tokens
-  EXPECT_TRUE(cp_async(4, 32, 128, 131072, DecodeSchedule::lean));
-  EXPECT_TRUE(cp_async(1, 56, 128, 65536, DecodeSchedule::split_kv));  // 504: last wave 240 CTAs
-  EXPECT_TRUE(cp_async(9, 32, 128, 16384, DecodeSchedule::lean));
-  EXPECT_FALSE(cp_async(1, 56, 128, 8192, DecodeSchedule::split_kv));   // ~900 tokens a CTA
-  EXPECT_FALSE(cp_async(9, 32, 128, 16384, DecodeSchedule::split_kv));  // 288 = 264 + 24 alone
-  EXPECT_FALSE(cp_async(4, 32, 128, 131072, DecodeSchedule::single));   // 128 CTAs: one a SM
+  EXPECT_TRUE(cp_async(4, 32, 128, 131072, DecodeSchedule::split_kv));
+  EXPECT_TRUE(cp_async(1, 56, 128, 8192, DecodeSchedule::split_kv));
+  EXPECT_TRUE(cp_async(9, 32, 128, 16384, DecodeSchedule::split_kv));
+  EXPECT_TRUE(cp_async(4, 32, 128, 131072, DecodeSchedule::single));
+  EXPECT_TRUE(cp_async(1, 32, 256, 65536, DecodeSchedule::lean));
   EXPECT_FALSE(cp_async(1, 56, 64, 65536, DecodeSchedule::split_kv));
-  EXPECT_FALSE(cp_async(1, 32, 256, 65536, DecodeSchedule::lean));
+  EXPECT_FALSE(cp_async(4, 32, 64, 131072, DecodeSchedule::lean));
+  // Paged: v9's rule.
+  EXPECT_TRUE(cp_async(4, 32, 128, 131072, DecodeSchedule::split_kv, 256));  // 256 CTAs of 64k
+  EXPECT_TRUE(cp_async(4, 32, 128, 131072, DecodeSchedule::lean, 256));
+  EXPECT_TRUE(cp_async(1, 56, 128, 65536, DecodeSchedule::split_kv, 16));  // last wave 240 CTAs
+  EXPECT_TRUE(cp_async(9, 32, 128, 16384, DecodeSchedule::lean, 1));
+  EXPECT_FALSE(cp_async(1, 56, 128, 8192, DecodeSchedule::split_kv, 256));   // ~900 tokens a CTA
+  EXPECT_FALSE(cp_async(9, 32, 128, 16384, DecodeSchedule::split_kv, 256));  // 288 = 264 + 24
+  EXPECT_FALSE(cp_async(4, 32, 128, 131072, DecodeSchedule::single, 256));   // one a SM
+  EXPECT_FALSE(cp_async(1, 32, 256, 65536, DecodeSchedule::lean, 256));
 }
