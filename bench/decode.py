@@ -8,8 +8,9 @@ reverse order; the faster median is kept, both are in the JSON's us_passes) (--f
 leaves L2 full of dirty lines; --flush read: a 256 MiB read, clean lines); TB/s counts the bytes of
 K and V read. --headmajor adds flashkit split-KV/Lean on the same data stored [b, h, ctx, d]
 (torch's layout) as a strided view. --variants "split_kv@FLASHKIT_DECODE_EVICT_FIRST=0,
-cudnn@flush=read,..." times more columns per shape in the same process on the same inputs: a
-schedule (or cudnn) with library knobs (read by flashkit at every call) and/or its own flush.
+cudnn@flush=read,lean@page=16,..." times more columns per shape in the same process on the same
+inputs: a schedule (or cudnn) with library knobs (read by flashkit at every call), its own flush,
+or (page=P) the cache as a shuffled pool of P-token pages with a block table.
 Writes <date>-<gpu>-decode.json and a speedup plot (like the paper's Figure 7) into --out."""
 import argparse
 import faulthandler
@@ -91,7 +92,7 @@ def with_env(knobs, fn):
     global FLUSH_READ
     saved, flush_read = {k_: os.environ.get(k_) for k_ in knobs}, FLUSH_READ
     for k_, v_ in knobs.items():
-        if k_ == "layout":
+        if k_ in ("layout", "page"):
             continue
         if k_ == "flush":
             FLUSH_READ = v_ == "read"
@@ -102,12 +103,28 @@ def with_env(knobs, fn):
     finally:
         FLUSH_READ = flush_read
         for k_, v_ in saved.items():
-            if k_ in ("flush", "layout"):
+            if k_ in ("flush", "layout", "page"):
                 continue
             if v_ is None:
                 os.environ.pop(k_, None)
             else:
                 os.environ[k_] = v_
+
+
+def paged_copy(k, v, page, cache):
+    """k and v [b, ctx, h, d] as a page pool [b * ctx / page, page, h, d] in shuffled order and
+    its block table [b, ctx / page] (int32), made once per page size (cache)."""
+    if page not in cache:
+        b, ctx, h, d = k.shape
+        pages = ctx // page
+        perm = torch.randperm(b * pages, generator=torch.Generator().manual_seed(page))
+        table = perm.view(b, pages).to(device=k.device, dtype=torch.int32)
+        kp = torch.empty(b * pages, page, h, d, dtype=k.dtype, device=k.device)
+        vp = torch.empty_like(kp)
+        kp[table.flatten().long()] = k.reshape(b * pages, page, h, d)
+        vp[table.flatten().long()] = v.reshape(b * pages, page, h, d)
+        cache[page] = (kp, vp, table)
+    return cache[page]
 
 
 def timed(fn, flush):
@@ -184,13 +201,15 @@ def main():
         cols = []  # (name, run)
         first_out = {}  # name -> out after its first run, for the max-diff checks
 
-        def flashkit_col(name, sched, kk, vv, knobs=None):
+        def flashkit_col(name, sched, kk, vv, knobs=None, table=None):
             def run():
                 def go():
-                    plan = C.make_decode_plan(b, 1, h, h, d, "bfloat16", [ctx] * b, schedule=sched, device="cuda")
+                    page = int(kk.shape[1]) if table is not None else 0
+                    plan = C.make_decode_plan(b, 1, h, h, d, "bfloat16", [ctx] * b, page_size=page,
+                                              schedule=sched, device="cuda")
                     if sched != "single":
                         row[name.replace("flashkit_", "") + "_plan"] = repr(plan)
-                    us = timed(lambda: C.decode(q, kk, vv, lens, None, out, lse, plan, 0.0, stream), flush)
+                    us = timed(lambda: C.decode(q, kk, vv, lens, table, out, lse, plan, 0.0, stream), flush)
                     first_out.setdefault(name, out.clone())
                     return us
                 return with_env(knobs or {}, go)
@@ -209,6 +228,7 @@ def main():
                     return None
             cols.append((name, run))
 
+        paged_cache = {}  # page size -> (k pages, v pages, block table) of this shape
         qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))  # torch's [b, h, s, d]
         khm = vhm = None
         for sched in ["single", "split_kv", "flash_decoding", "lean", "auto"]:
@@ -234,6 +254,9 @@ def main():
         for spec, (sched, kn) in zip(args.variants.split(","), variants):
             if sched == "cudnn":
                 torch_col(spec, SDPBackend.CUDNN_ATTENTION, qt, kt, vt, kn)
+            elif C is not None and "page" in kn:  # the same values in a shuffled page pool
+                kp, vp, table = paged_copy(k, v, int(kn["page"]), paged_cache)
+                flashkit_col(spec, sched, kp, vp, kn, table)
             elif C is not None:
                 headmajor = kn.get("layout") == "headmajor"
                 flashkit_col(spec, sched, kt.transpose(1, 2) if headmajor else k,

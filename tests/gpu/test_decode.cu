@@ -100,6 +100,14 @@ TEST(DecodeGpu, CpAsyncLoader) {
   sweep(DecodeCase{.batch = 2, .q_len = 3, .hq = 8, .hkv = 2, .d = 64, .dtype = DType::f16,
                    .page_size = 16, .lens = {1500, 90}, .seed = 47},
         "cp.async paged");
+  // The loader's three paged paths: one lookup a chunk (pages of 64k tokens), a shift (powers of
+  // two below 64) and a division (other sizes) a copy.
+  for (int d : {64, 128, 256})
+    for (int ps : {1, 24, 64, 100, 192})
+      sweep(DecodeCase{.batch = 3, .q_len = 2, .hq = 8, .hkv = 4, .d = d, .dtype = DType::bf16,
+                       .page_size = ps, .lens = {2100, 17, 1200},
+                       .seed = static_cast<uint64_t>(50 + ps + d)},
+            "cp.async d" + std::to_string(d) + " page " + std::to_string(ps));
 }
 
 TEST(DecodeGpu, QueryTokensAndMqa) {

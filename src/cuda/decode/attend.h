@@ -93,80 +93,90 @@ __device__ __forceinline__ Segment make_segment(const DecodeParams& p, const Dec
   return sg;
 }
 
-// cp.async loader: all threads copy chunk `chunk` of the segment, zeros past its end, and arrive
-// on `full` once their copies have landed (the barrier counts every thread of the CTA).
+// cp.async loader: every thread copies the same 16-byte column chunk c of rows r0, r0 +
+// kRowsPerPass, ... in every chunk of the ring, so its source pointers are set up once a segment
+// and move by fixed strides: a copy is a 64-bit add, a compare and the cp.async (v10: recomputing
+// the int64 offsets, the swizzle and the paged branch of every copy cost hdim 128 4-7%). Paged
+// caches look the block table up once a chunk where each chunk lies in one page (page sizes that
+// are multiples of 64 tokens), else once a copy (a shift for power-of-two page sizes). Copies past
+// the segment's end read 0 bytes from the tensor's base address and write zeros.
 template <class T, int D>
-__device__ void load_cp_async(const DecodeParams& p, const DecodeTile& tile, const Segment& sg,
-                              int chunk, T* ks, uint64_t* full) {
-  using Tr = Traits<T, D>;
-  T* vs = ks + Tr::kTileElems;
-  const T* kbase = static_cast<const T*>(p.k);
-  const T* vbase = static_cast<const T*>(p.v);
-  const int base = sg.lo + chunk * Tr::kTokens;
-  for (int i = threadIdx.x; i < Tr::kTokens * D / 8; i += Tr::kThreads) {
-    const int r = i / (D / 8), c = i % (D / 8), j = base + r;
-    const bool ok = j < sg.hi;
-    int64_t ko = 0, vo = 0;
-    if (ok) {
-      int64_t outer = tile.seq, tok = j;
-      if (p.block_table) {
-        outer = p.block_table[tile.seq * p.bt_s0 + (j / p.page_size) * p.bt_s1];
-        tok = j % p.page_size;
-      }
-      ko = outer * p.k_so + tok * p.k_st + tile.kv_head * p.k_sh + c * 8;
-      vo = outer * p.v_so + tok * p.v_st + tile.kv_head * p.v_sh + c * 8;
-    }
-    cp_async_16(ks + chunk_at<T, D>(r, c), kbase + ko, ok);  // never stale NaN garbage
-    cp_async_16(vs + chunk_at<T, D>(r, c), vbase + vo, ok);
-  }
-  cp_async_mbar_arrive(full);
-}
-
-// cp.async loader over a dense cache: a thread copies the same 16-byte column chunk c of rows
-// r0, r0 + kRowsPerPass, ... in every chunk of the ring, so its source pointers move by fixed
-// strides. The cursor is set up once a segment; a copy then costs a 64-bit add, a compare and
-// the cp.async (load_cp_async, kept for paged caches, recomputes the int64 offsets and the
-// swizzle of every copy: ~35 issued instructions a warp's copy at hdim 64, measured by ncu in
-// session 32, where the loader's issue slots bounded the stream).
-template <class T, int D>
-struct DenseCursor {
+struct CopyCursor {
   static constexpr int kChunksPerRow = D / 8;
   static constexpr int kRowsPerPass = Traits<T, D>::kThreads / kChunksPerRow;
   static constexpr int kPasses = Traits<T, D>::kTokens / kRowsPerPass;
-  const T *k, *v;  // row r0's chunk c at the segment's first token
+  const T *k, *v;  // chunk c of row r0 at the segment's first token (paged: of the KV head only)
   int left;        // tokens of the segment from row r0 on
   int base, x0;    // row r0's element offset in a stage tile; its swizzled chunk (c % 8) ^ (r0 % 8)
-  __device__ DenseCursor(const DecodeParams& p, const DecodeTile& tile, const Segment& sg) {
+  int shift;       // paged: -2 when every chunk lies in one page, else log2(page size) or -1
+  __device__ CopyCursor(const DecodeParams& p, const DecodeTile& tile, const Segment& sg) {
     const int r0 = threadIdx.x / kChunksPerRow, c = threadIdx.x % kChunksPerRow;
     x0 = (c % 8) ^ (r0 % 8);
     base = c / 8 * (Traits<T, D>::kTokens * 64) + r0 * 64;
-    k = static_cast<const T*>(p.k) + tile.seq * p.k_so + static_cast<int64_t>(sg.lo + r0) * p.k_st +
-        tile.kv_head * p.k_sh + c * 8;
-    v = static_cast<const T*>(p.v) + tile.seq * p.v_so + static_cast<int64_t>(sg.lo + r0) * p.v_st +
-        tile.kv_head * p.v_sh + c * 8;
+    k = static_cast<const T*>(p.k) + tile.kv_head * p.k_sh + c * 8;
+    v = static_cast<const T*>(p.v) + tile.kv_head * p.v_sh + c * 8;
+    if (!p.block_table) {
+      k += tile.seq * p.k_so + static_cast<int64_t>(sg.lo + r0) * p.k_st;
+      v += tile.seq * p.v_so + static_cast<int64_t>(sg.lo + r0) * p.v_st;
+      shift = 0;
+    } else {
+      const int ps = p.page_size, tk = Traits<T, D>::kTokens;
+      shift = ps % tk == 0 && sg.lo % tk == 0 ? -2 : (ps & (ps - 1)) == 0 ? __ffs(ps) - 1 : -1;
+    }
     left = sg.hi - sg.lo - r0;
   }
 };
 
-// Copies past the segment's end read 0 bytes from the tensor's base address and write zeros.
 template <class T, int D>
-__device__ void load_cp_async_dense(const DecodeParams& p, const DenseCursor<T, D>& cur,
-                                    int chunk, T* ks, uint64_t* full) {
+__device__ void load_cp_async(const DecodeParams& p, const DecodeTile& tile, const Segment& sg,
+                              const CopyCursor<T, D>& cur, int chunk, T* ks, uint64_t* full) {
   using Tr = Traits<T, D>;
-  using Cu = DenseCursor<T, D>;
+  using Cu = CopyCursor<T, D>;
   const uint32_t kd = smem_addr(ks), vd = kd + Tr::kTileElems * sizeof(T);
   const int t0 = chunk * Tr::kTokens;
-  const T* kp = cur.k + t0 * p.k_st;
-  const T* vp = cur.v + t0 * p.v_st;
-#pragma unroll
-  for (int pass = 0; pass < Cu::kPasses; ++pass) {
-    const int row = pass * Cu::kRowsPerPass;  // past r0
-    const bool ok = t0 + row < cur.left;
+  const T* const k0 = static_cast<const T*>(p.k);
+  const T* const v0 = static_cast<const T*>(p.v);
+  auto copy = [&](int row, const T* kp, const T* vp, bool ok) {
     const uint32_t off = (cur.base + row * 64 + (cur.x0 ^ (row % 8)) * 8) * sizeof(T);
-    cp_async_16_to(kd + off, ok ? kp : static_cast<const T*>(p.k), ok);
-    cp_async_16_to(vd + off, ok ? vp : static_cast<const T*>(p.v), ok);
-    kp += Cu::kRowsPerPass * p.k_st;
-    vp += Cu::kRowsPerPass * p.v_st;
+    cp_async_16_to(kd + off, ok ? kp : k0, ok);
+    cp_async_16_to(vd + off, ok ? vp : v0, ok);
+  };
+  if (!p.block_table || cur.shift == -2) {  // the chunk's rows are r0 + row of one run of tokens
+    const T *kp, *vp;
+    if (!p.block_table) {
+      kp = cur.k + t0 * p.k_st;
+      vp = cur.v + t0 * p.v_st;
+    } else {
+      const int j0 = sg.lo + t0, page = j0 / p.page_size;
+      const int64_t slot = p.block_table[tile.seq * p.bt_s0 + page * p.bt_s1];
+      const int tok = j0 - page * p.page_size + (cur.base % (Tr::kTokens * 64)) / 64;  // + r0
+      kp = cur.k + slot * p.k_so + static_cast<int64_t>(tok) * p.k_st;
+      vp = cur.v + slot * p.v_so + static_cast<int64_t>(tok) * p.v_st;
+    }
+#pragma unroll
+    for (int pass = 0; pass < Cu::kPasses; ++pass) {
+      const int row = pass * Cu::kRowsPerPass;  // past r0
+      copy(row, kp, vp, t0 + row < cur.left);
+      kp += Cu::kRowsPerPass * p.k_st;
+      vp += Cu::kRowsPerPass * p.v_st;
+    }
+  } else {  // pages shorter than a chunk, or chunks across page ends: a lookup a copy
+    const int r0 = (cur.base % (Tr::kTokens * 64)) / 64;
+#pragma unroll
+    for (int pass = 0; pass < Cu::kPasses; ++pass) {
+      const int row = pass * Cu::kRowsPerPass;
+      const bool ok = t0 + row < cur.left;
+      const T *kp = k0, *vp = v0;
+      if (ok) {
+        const int j = sg.lo + t0 + r0 + row;
+        const int page = cur.shift >= 0 ? j >> cur.shift : j / p.page_size;
+        const int64_t slot = p.block_table[tile.seq * p.bt_s0 + page * p.bt_s1];
+        const int64_t tok = j - page * p.page_size;
+        kp = cur.k + slot * p.k_so + tok * p.k_st;
+        vp = cur.v + slot * p.v_so + tok * p.v_st;
+      }
+      copy(row, kp, vp, ok);
+    }
   }
   cp_async_mbar_arrive(full);
 }
@@ -238,7 +248,7 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
   const int row0 = tile.row_block * Tr::kRows;
   const Segment sg = make_segment<Tr::kTokens>(p, tile, lo, hi);
-  const DenseCursor<T, D> cur(p, tile, sg);  // used by the cp.async loader on dense caches
+  const CopyCursor<T, D> cur(p, tile, sg);  // the cp.async loader's
 
   auto issue = [&](int chunk) {  // chunk of this segment into ring position it + chunk
     T* ks = pipe + (it + chunk) % kStages * Tr::kStageElems;
@@ -252,10 +262,8 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
           if (p.l2_prefetch > 0 && chunk + p.l2_prefetch < sg.chunks)
             load_tma<T, D, true>(p, tile, sg, chunk + p.l2_prefetch, nullptr, nullptr);
       }
-    } else if (p.block_table) {
-      load_cp_async<T, D>(p, tile, sg, chunk, ks, full + (it + chunk) % kStages);
     } else {
-      load_cp_async_dense<T, D>(p, cur, chunk, ks, full + (it + chunk) % kStages);
+      load_cp_async<T, D>(p, tile, sg, cur, chunk, ks, full + (it + chunk) % kStages);
     }
   };
   // The previous segment's merge wrote this area (TMA: through the generic proxy).
