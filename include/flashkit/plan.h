@@ -139,12 +139,13 @@ struct DecodePlan {
 };
 
 // Whether the Hopper (sm_90) kernel streams this plan's K/V by cp.async rather than by tensor-map
-// boxes. Measured on an H200 (bench/NOTES-decode.md, v9 and v10): tensor-map boxes top out near
-// 4.25 TB/s; at hdim 128 and 256 the cp.async copies of a dense cache (set up once a segment,
-// one add and one compare a copy) are 3-10% faster at every shape measured; at hdim 64 they are
-// 1.2-1.3x slower (split-KV) and boxes stay. Paged caches keep v9's rule (cp.async at hdim 128
-// where a CTA streams >= 4096 tokens on average and every wave holds >= 1.5 CTAs a SM).
-// FLASHKIT_DECODE_TMA=0 / 1 overrides it at run time; other GPUs use cp.async throughout.
+// boxes. Measured on an H200 (bench/NOTES-decode.md, v10 / v10b): tensor-map boxes top out near
+// 4.25 TB/s; the cp.async copies (set up once a segment, one add and one compare a copy; paged
+// caches look the block table up once a chunk, or once a copy for pages under 64 tokens) are
+// 3-10% faster on dense caches at hdim 128 / 256 and on paged caches at every hdim and page size
+// measured, but 1.2-1.3x slower on dense caches at hdim 64 and ~6-9% slower at hdim 256 on pages
+// of 16 tokens: boxes there. FLASHKIT_DECODE_TMA=0 / 1 overrides it at run time; other GPUs use
+// cp.async throughout.
 bool decode_prefers_cp_async(const DecodePlan& plan);
 
 // Plan a decode of `problem` over caches of the given per-sequence lengths (size batch, each >= 0)

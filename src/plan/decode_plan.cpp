@@ -210,15 +210,9 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
 }
 
 bool decode_prefers_cp_async(const DecodePlan& plan) {
-  if (plan.problem.hdim < 128) return false;
-  if (!plan.problem.paged) return true;  // the copies by cursor (v10)
-  // Paged caches: their copies look the block table up per row; v9's rule, measured on dense.
-  const int64_t sms = std::max(1, plan.device.sm_count);
-  const int64_t capacity = sms * std::max(1, plan.device.ctas_per_sm);
-  const int64_t grid = std::max(1, plan.grid);
-  const int64_t last_wave = grid % capacity == 0 ? capacity : grid % capacity;
-  const double tokens_per_cta = static_cast<double>(plan.total_iters) * plan.lean_tile / grid;
-  return plan.problem.hdim == 128 && tokens_per_cta >= 4096 && 2 * last_wave >= 3 * sms;
+  const DecodeProblem& p = plan.problem;
+  if (!p.paged) return p.hdim >= 128;
+  return p.hdim < 256 || p.page_size >= 64;
 }
 
 // snprintf rather than iostreams: the Python extension was seen to crash in an ostream locale

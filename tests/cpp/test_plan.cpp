@@ -268,8 +268,8 @@ TEST(DecodePlan, AutoPicksLeanForARaggedLastWave) {
 }
 
 TEST(DecodePlan, HopperLoaderRule) {
-  // bench/NOTES-decode.md v9 / v10 (H200): cp.async on dense caches at hdim 128 and 256; on paged
-  // ones where hdim 128 streams long in full waves; tensor-map boxes at hdim 64.
+  // bench/NOTES-decode.md v10 / v10b (H200): cp.async but on dense caches at hdim 64 and on pages
+  // under 64 tokens at hdim 256, whatever the schedule and length.
   auto cp_async = [](int batch, int heads, int hdim, int len, DecodeSchedule s, int page = 0) {
     DecodeProblem p;
     p.batch = batch, p.q_len = 1, p.num_q_heads = p.num_kv_heads = heads, p.hdim = hdim;
@@ -277,20 +277,16 @@ TEST(DecodePlan, HopperLoaderRule) {
     const DeviceInfo dev{132, hdim == 64 ? 4 : hdim == 128 ? 2 : 1};
     return decode_prefers_cp_async(make_decode_plan(p, std::vector<int>(batch, len), dev, s));
   };
-  EXPECT_TRUE(cp_async(4, 32, 128, 131072, DecodeSchedule::split_kv));
-  EXPECT_TRUE(cp_async(1, 56, 128, 8192, DecodeSchedule::split_kv));
-  EXPECT_TRUE(cp_async(9, 32, 128, 16384, DecodeSchedule::split_kv));
-  EXPECT_TRUE(cp_async(4, 32, 128, 131072, DecodeSchedule::single));
-  EXPECT_TRUE(cp_async(1, 32, 256, 65536, DecodeSchedule::lean));
-  EXPECT_FALSE(cp_async(1, 56, 64, 65536, DecodeSchedule::split_kv));
-  EXPECT_FALSE(cp_async(4, 32, 64, 131072, DecodeSchedule::lean));
-  // Paged: v9's rule.
-  EXPECT_TRUE(cp_async(4, 32, 128, 131072, DecodeSchedule::split_kv, 256));  // 256 CTAs of 64k
-  EXPECT_TRUE(cp_async(4, 32, 128, 131072, DecodeSchedule::lean, 256));
-  EXPECT_TRUE(cp_async(1, 56, 128, 65536, DecodeSchedule::split_kv, 16));  // last wave 240 CTAs
-  EXPECT_TRUE(cp_async(9, 32, 128, 16384, DecodeSchedule::lean, 1));
-  EXPECT_FALSE(cp_async(1, 56, 128, 8192, DecodeSchedule::split_kv, 256));   // ~900 tokens a CTA
-  EXPECT_FALSE(cp_async(9, 32, 128, 16384, DecodeSchedule::split_kv, 256));  // 288 = 264 + 24
-  EXPECT_FALSE(cp_async(4, 32, 128, 131072, DecodeSchedule::single, 256));   // one a SM
-  EXPECT_FALSE(cp_async(1, 32, 256, 65536, DecodeSchedule::lean, 256));
+  for (DecodeSchedule s : {DecodeSchedule::split_kv, DecodeSchedule::lean, DecodeSchedule::single}) {
+    EXPECT_TRUE(cp_async(4, 32, 128, 131072, s));
+    EXPECT_TRUE(cp_async(1, 56, 128, 8192, s));
+    EXPECT_TRUE(cp_async(1, 32, 256, 65536, s));
+    EXPECT_FALSE(cp_async(1, 56, 64, 65536, s));
+    EXPECT_FALSE(cp_async(4, 32, 64, 131072, s));
+    for (int page : {1, 16, 64, 256}) {
+      EXPECT_TRUE(cp_async(1, 56, 64, 65536, s, page));
+      EXPECT_TRUE(cp_async(9, 32, 128, 16384, s, page));
+      EXPECT_EQ(cp_async(1, 32, 256, 65536, s, page), page >= 64);
+    }
+  }
 }
