@@ -10,6 +10,7 @@
 #          bench/decode.py on SHAPES with VARIANTS columns; a table of every column last
 #   pyvar  the torch decode tests with each of PYVARS (.ab/var-<name>.so), cp.async forced too
 #   dec    the decode GPU tests (each of LOADERS), sanitizers on the small ones, torch decode tests
+# SWEEP=1 then runs bench/decode.py's full sweep into $OUT (the README's plot).
 # usage: OUT=/some/dir PARTS="trace ncu" bench/gpu-s32.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
@@ -81,4 +82,10 @@ for part in ${PARTS:?set PARTS}; do
     ;;
   esac
 done
+if [ -n "${SWEEP:-}" ]; then  # the full sweep (the README's plot), in the time left
+  stamp "bench/decode.py sweep ($(left) s left)"
+  timeout $(( $(left) - 5 )) python3 bench/decode.py --out "$out" --budget $(( $(left) - 30 )) >"$log/sweep.log" 2>&1
+  stamp "rc=$?"
+  grep -E "^d(64|128) " "$log/sweep.log" | cut -c1-400
+fi
 (cd "$out" && tar czf logs.tgz t && rm -rf t)
