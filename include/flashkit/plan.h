@@ -142,10 +142,10 @@ struct DecodePlan {
 // boxes. Measured on an H200 (bench/NOTES-decode.md, v10 / v10b): tensor-map boxes top out near
 // 4.25 TB/s; the cp.async copies (set up once a segment, one add and one compare a copy; paged
 // caches look the block table up once a chunk, or once a copy for pages under 64 tokens) are
-// 3-10% faster on dense caches at hdim 128 / 256 and on paged caches at every hdim and page size
-// measured, but 1.2-1.3x slower on dense caches at hdim 64 and ~6-9% slower at hdim 256 on pages
-// of 16 tokens: boxes there. FLASHKIT_DECODE_TMA=0 / 1 overrides it at run time; other GPUs use
-// cp.async throughout.
+// 1-10% faster at hdim 128 / 256, at hdim 64 where a CTA streams >= 4096 tokens on average, and
+// on paged caches at every hdim and page size measured but pages of 16 tokens at hdim 256; boxes
+// there, and for short hdim 64 streams (b1 h56 8k: 41.3 against 43.6 us). FLASHKIT_DECODE_TMA=0 /
+// 1 overrides it at run time; other GPUs use cp.async throughout.
 bool decode_prefers_cp_async(const DecodePlan& plan);
 
 // Plan a decode of `problem` over caches of the given per-sequence lengths (size batch, each >= 0)

@@ -211,8 +211,11 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
 
 bool decode_prefers_cp_async(const DecodePlan& plan) {
   const DecodeProblem& p = plan.problem;
-  if (!p.paged) return p.hdim >= 128;
-  return p.hdim < 256 || p.page_size >= 64;
+  if (p.paged) return p.hdim < 256 || p.page_size >= 64;
+  if (p.hdim >= 128) return true;
+  const double tokens_per_cta =
+      static_cast<double>(plan.total_iters) * plan.lean_tile / std::max(1, plan.grid);
+  return tokens_per_cta >= 4096;
 }
 
 // snprintf rather than iostreams: the Python extension was seen to crash in an ostream locale

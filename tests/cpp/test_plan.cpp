@@ -268,8 +268,8 @@ TEST(DecodePlan, AutoPicksLeanForARaggedLastWave) {
 }
 
 TEST(DecodePlan, HopperLoaderRule) {
-  // bench/NOTES-decode.md v10 / v10b (H200): cp.async but on dense caches at hdim 64 and on pages
-  // under 64 tokens at hdim 256, whatever the schedule and length.
+  // bench/NOTES-decode.md v10 / v10b (H200): cp.async but for short streams at hdim 64 (< 4096
+  // tokens a CTA on average) and on pages under 64 tokens at hdim 256.
   auto cp_async = [](int batch, int heads, int hdim, int len, DecodeSchedule s, int page = 0) {
     DecodeProblem p;
     p.batch = batch, p.q_len = 1, p.num_q_heads = p.num_kv_heads = heads, p.hdim = hdim;
@@ -281,8 +281,13 @@ TEST(DecodePlan, HopperLoaderRule) {
     EXPECT_TRUE(cp_async(4, 32, 128, 131072, s));
     EXPECT_TRUE(cp_async(1, 56, 128, 8192, s));
     EXPECT_TRUE(cp_async(1, 32, 256, 65536, s));
-    EXPECT_FALSE(cp_async(1, 56, 64, 65536, s));
-    EXPECT_FALSE(cp_async(4, 32, 64, 131072, s));
+    EXPECT_TRUE(cp_async(1, 56, 64, 65536, s));
+    EXPECT_TRUE(cp_async(4, 32, 64, 131072, s));
+    EXPECT_FALSE(cp_async(1, 56, 64, 1024, s));
+  }
+  EXPECT_FALSE(cp_async(1, 56, 64, 8192, DecodeSchedule::split_kv));  // 2048 tokens a CTA
+  EXPECT_TRUE(cp_async(16, 16, 64, 8192, DecodeSchedule::split_kv));  // 8192
+  for (DecodeSchedule s : {DecodeSchedule::split_kv, DecodeSchedule::lean, DecodeSchedule::single}) {
     for (int page : {1, 16, 64, 256}) {
       EXPECT_TRUE(cp_async(1, 56, 64, 65536, s, page));
       EXPECT_TRUE(cp_async(9, 32, 128, 16384, s, page));
