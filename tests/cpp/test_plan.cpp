@@ -277,7 +277,8 @@ TEST(DecodePlan, HopperLoaderRule) {
     const DeviceInfo dev{132, hdim == 64 ? 4 : hdim == 128 ? 2 : 1};
     return decode_prefers_cp_async(make_decode_plan(p, std::vector<int>(batch, len), dev, s));
   };
-  for (DecodeSchedule s : {DecodeSchedule::split_kv, DecodeSchedule::lean, DecodeSchedule::single}) {
+  for (DecodeSchedule s :
+       {DecodeSchedule::split_kv, DecodeSchedule::lean, DecodeSchedule::single}) {
     EXPECT_TRUE(cp_async(4, 32, 128, 131072, s));
     EXPECT_TRUE(cp_async(1, 56, 128, 8192, s));
     EXPECT_TRUE(cp_async(1, 32, 256, 65536, s));
@@ -287,7 +288,8 @@ TEST(DecodePlan, HopperLoaderRule) {
   }
   EXPECT_FALSE(cp_async(1, 56, 64, 8192, DecodeSchedule::split_kv));  // 2048 tokens a CTA
   EXPECT_TRUE(cp_async(16, 16, 64, 8192, DecodeSchedule::split_kv));  // 8192
-  for (DecodeSchedule s : {DecodeSchedule::split_kv, DecodeSchedule::lean, DecodeSchedule::single}) {
+  for (DecodeSchedule s :
+       {DecodeSchedule::split_kv, DecodeSchedule::lean, DecodeSchedule::single}) {
     for (int page : {1, 16, 64, 256}) {
       EXPECT_TRUE(cp_async(1, 56, 64, 65536, s, page));
       EXPECT_TRUE(cp_async(9, 32, 128, 16384, s, page));

@@ -15,8 +15,15 @@
 
 namespace flashkit::cuda::decoding {
 
-enum TraceSlot { kTraceEntry, kTraceFirst, kTraceLoopEnd, kTraceWaitEnd, kTraceExit, kTraceSm,
-                 kTraceSlots };
+enum TraceSlot {
+  kTraceEntry,
+  kTraceFirst,
+  kTraceLoopEnd,
+  kTraceWaitEnd,
+  kTraceExit,
+  kTraceSm,
+  kTraceSlots
+};
 constexpr int kTraceCtas = 4096;
 // One copy per translation unit (static): launch_one reads the copy of its own kernel's TU.
 static __device__ unsigned long long fk_decode_trace[kTraceCtas][kTraceSlots];
