@@ -111,6 +111,16 @@ def with_env(knobs, fn):
                 os.environ[k_] = v_
 
 
+def decode_inputs(d, b, h, ctx, dev="cuda"):
+    """q [b, 1, h, d], K / V caches [b, ctx, h, d] (random bf16), lengths (all ctx), and the
+    out / lse buffers of one decode shape."""
+    q = torch.randn(b, 1, h, d, device=dev, dtype=torch.bfloat16)
+    k = torch.randn(b, ctx, h, d, device=dev, dtype=torch.bfloat16)
+    v = torch.randn(b, ctx, h, d, device=dev, dtype=torch.bfloat16)
+    lens = torch.full((b,), ctx, device=dev, dtype=torch.int32)
+    return q, k, v, lens, torch.empty_like(q), torch.empty(b, h, 1, device=dev, dtype=torch.float32)
+
+
 def paged_copy(k, v, page, cache):
     """k and v [b, ctx, h, d] as a page pool [b * ctx / page, page, h, d] in shuffled order and
     its block table [b, ctx / page] (int32), made once per page size (cache)."""
@@ -188,12 +198,7 @@ def main():
             print("time budget reached, skipping", (b, h, ctx, d))
             continue
         kv_bytes = 2 * b * h * ctx * d * 2
-        q = torch.randn(b, 1, h, d, device=dev, dtype=torch.bfloat16)
-        k = torch.randn(b, ctx, h, d, device=dev, dtype=torch.bfloat16)
-        v = torch.randn(b, ctx, h, d, device=dev, dtype=torch.bfloat16)
-        lens = torch.full((b,), ctx, device=dev, dtype=torch.int32)
-        out = torch.empty_like(q)
-        lse = torch.empty(b, h, 1, device=dev, dtype=torch.float32)
+        q, k, v, lens, out, lse = decode_inputs(d, b, h, ctx, dev)
         row = {"batch": b, "heads": h, "kv_heads": h, "ctx": ctx, "hdim": d, "kv_bytes": kv_bytes, "us": {}}
         # Every column is a closure returning its us; all of them run twice, in order and then in
         # reverse order, and each keeps the faster median: the first columns timed on a shape's

@@ -40,12 +40,7 @@ def main():
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     for spec in args.shapes:
         d, b, h, ctx = (int(x) for x in spec.split(","))
-        q = torch.randn(b, 1, h, d, device="cuda", dtype=torch.bfloat16)
-        k = torch.randn(b, ctx, h, d, device="cuda", dtype=torch.bfloat16)
-        v = torch.randn(b, ctx, h, d, device="cuda", dtype=torch.bfloat16)
-        lens = torch.full((b,), ctx, device="cuda", dtype=torch.int32)
-        out = torch.empty_like(q)
-        lse = torch.empty(b, h, 1, device="cuda", dtype=torch.float32)
+        q, k, v, lens, out, lse = bench_decode.decode_inputs(d, b, h, ctx)
         for sched in args.schedules.split(","):
             plan = C.make_decode_plan(b, 1, h, h, d, "bfloat16", [ctx] * b, schedule=sched, device="cuda")
             print(f"== d{d} b{b} h{h} ctx{ctx} {sched}: {plan}", flush=True)

@@ -45,12 +45,7 @@ for part in ${PARTS:?set PARTS}; do
       "$log"/ncu-*.txt | cut -c1-160 | head -40
     ;;
   ab)
-    ab_decode() {
-      timeout 120 python3 bench/decode.py --out "$log/r$1-$2" --shapes $SHAPES --skip "${SKIP:-}" \
-        --variants "${VARIANTS:-}"
-    }
-    ab_rounds ab_decode ${VARS:?}
-    python3 bench/ab_decode_table.py "$log"/r*-* | tee "$out/ab-table.txt"
+    decode_ab ${VARS:?}
     ;;
   pyvar)
     # The torch decode tests with each of PYVARS (.ab/var-<name>.so as the extension), with the
@@ -68,14 +63,7 @@ for part in ${PARTS:?set PARTS}; do
     cp "$log/base_C.so" "$so"
     ;;
   dec)
-    for tma in ${LOADERS:-default 0 1}; do
-      [ "$tma" = default ] && tma=""
-      stamp "decode tests ${tma:+FLASHKIT_DECODE_TMA=$tma}"
-      ${tma:+env FLASHKIT_DECODE_TMA=$tma} timeout 200 build-dev/flashkit_gpu_tests \
-        --gtest_filter='DecodeGpu*:MergeStates*' >"$log/tests$tma.log" 2>&1
-      stamp "rc=$?"
-      grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/tests$tma.log" | tail -8
-    done
+    decode_tests_each_loader
     sanitize build-dev/flashkit_gpu_tests 'DecodeGpuSmall*'
     timeout 120 python3 -m pytest -q tests/python/test_torch_decode.py >"$log/pytest.log" 2>&1
     stamp "torch decode tests rc=$?"; tail -2 "$log/pytest.log"

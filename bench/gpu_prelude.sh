@@ -183,3 +183,26 @@ ab_rounds() {
   done
   cp "$log/base_C.so" "$so"
 }
+# The decode GPU tests (build-dev/flashkit_gpu_tests) with each of LOADERS: default, or 0 / 1 for
+# FLASHKIT_DECODE_TMA forced (cp.async / tensor-map boxes).
+decode_tests_each_loader() {
+  local tma
+  for tma in ${LOADERS:-default 0 1}; do
+    [ "$tma" = default ] && tma=""
+    stamp "decode tests ${tma:+FLASHKIT_DECODE_TMA=$tma}"
+    ${tma:+env FLASHKIT_DECODE_TMA=$tma} timeout 200 build-dev/flashkit_gpu_tests \
+      --gtest_filter='DecodeGpu*:MergeStates*' >"$log/tests$tma.log" 2>&1
+    stamp "rc=$?"
+    grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/tests$tma.log" | tail -8
+  done
+}
+# Extensions $@ in turn (ab_rounds; .ab/var-<name>.so, or base), each timed by bench/decode.py on
+# SHAPES with VARIANTS columns (SKIP left out); a table of every column into $out/ab-table.txt.
+decode_ab() {
+  ab_decode() {
+    timeout 120 python3 bench/decode.py --out "$log/r$1-$2" --shapes $SHAPES --skip "${SKIP:-}" \
+      --variants "${VARIANTS:-}"
+  }
+  ab_rounds ab_decode "$@"
+  python3 bench/ab_decode_table.py "$log"/r*-* | tee "$out/ab-table.txt"
+}

@@ -27,12 +27,7 @@ def main():
     calls = []
     for spec in args.shapes:
         d, b, h, ctx = (int(x) for x in spec.split(","))
-        q = torch.randn(b, 1, h, d, device="cuda", dtype=torch.bfloat16)
-        k = torch.randn(b, ctx, h, d, device="cuda", dtype=torch.bfloat16)
-        v = torch.randn(b, ctx, h, d, device="cuda", dtype=torch.bfloat16)
-        lens = torch.full((b,), ctx, device="cuda", dtype=torch.int32)
-        out = torch.empty_like(q)
-        lse = torch.empty(b, h, 1, device="cuda", dtype=torch.float32)
+        q, k, v, lens, out, lse = bench_decode.decode_inputs(d, b, h, ctx)
         layouts = [("", k, v)]
         if args.headmajor:
             layouts.append(("headmajor", k.transpose(1, 2).contiguous().transpose(1, 2),
