@@ -109,6 +109,7 @@ struct CopyCursor {
   int left;        // tokens of the segment from row r0 on
   int base, x0;    // row r0's element offset in a stage tile; its swizzled chunk (c % 8) ^ (r0 % 8)
   int shift;       // paged: -2 when every chunk lies in one page, else log2(page size) or -1
+  __device__ int r0() const { return base % (Traits<T, D>::kTokens * 64) / 64; }
   __device__ CopyCursor(const DecodeParams& p, const DecodeTile& tile, const Segment& sg) {
     const int r0 = threadIdx.x / kChunksPerRow, c = threadIdx.x % kChunksPerRow;
     x0 = (c % 8) ^ (r0 % 8);
@@ -149,7 +150,7 @@ __device__ void load_cp_async(const DecodeParams& p, const DecodeTile& tile, con
     } else {
       const int j0 = sg.lo + t0, page = j0 / p.page_size;
       const int64_t slot = p.block_table[tile.seq * p.bt_s0 + page * p.bt_s1];
-      const int tok = j0 - page * p.page_size + (cur.base % (Tr::kTokens * 64)) / 64;  // + r0
+      const int tok = j0 - page * p.page_size + cur.r0();
       kp = cur.k + slot * p.k_so + static_cast<int64_t>(tok) * p.k_st;
       vp = cur.v + slot * p.v_so + static_cast<int64_t>(tok) * p.v_st;
     }
@@ -161,7 +162,7 @@ __device__ void load_cp_async(const DecodeParams& p, const DecodeTile& tile, con
       vp += Cu::kRowsPerPass * p.v_st;
     }
   } else {  // pages shorter than a chunk, or chunks across page ends: a lookup a copy
-    const int r0 = (cur.base % (Tr::kTokens * 64)) / 64;
+    const int r0 = cur.r0();
 #pragma unroll
     for (int pass = 0; pass < Cu::kPasses; ++pass) {
       const int row = pass * Cu::kRowsPerPass;

@@ -12,13 +12,8 @@
 
 namespace flashkit::cuda::decoding {
 
-// 16 bytes global -> shared, bypassing L1 (K/V are streamed once); src_bytes 0 writes zeros.
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-// The same to a shared-memory address already converted (smem_addr), so that a loop of copies
-// converts its base once.
+// 16 bytes global -> shared (an address from smem_addr), bypassing L1 (K/V are streamed once);
+// valid false writes zeros and reads nothing.
 __device__ __forceinline__ void cp_async_16_to(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(valid ? 16 : 0));
