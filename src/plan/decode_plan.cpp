@@ -7,7 +7,6 @@
 #include <string>
 
 #include "api/validate.h"
-#include "common/env_knob.h"
 #include "flashkit/plan.h"
 
 namespace flashkit {
@@ -169,43 +168,18 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
             ? split_kv_splits(num_tiles, dev, max_splits)
             : choose_num_splits(num_tiles, static_cast<int>(std::min<int64_t>(capacity, INT32_MAX)),
                                 max_splits);
-    // A/B (session 32): FLASHKIT_DECODE_SPLIT_RULE=guided cuts each sequence into `big` slots
-    // holding FLASHKIT_DECODE_GUIDED_PCT (80) percent of it, as many a tile as one wave of at most
-    // two CTAs a SM holds, and as many small slots after them; with FLASHKIT_DECODE_SPLIT_ORDER=1
-    // (split-major CTAs) the big ones all start at once and the small ones fill SMs as CTAs
-    // finish, so the CTAs' unequal shares of DRAM leave a shorter tail.
-    const char* rule_env = std::getenv("FLASHKIT_DECODE_SPLIT_RULE");
-    const int64_t big = std::max<int64_t>(
-        1, int64_t{dev.sm_count} * std::min(dev.ctas_per_sm, 2) / num_tiles);  // as split_kv_splits
-    const bool guided = schedule == DecodeSchedule::split_kv && rule_env &&
-                        std::string(rule_env) == "guided" && 2 * big <= max_splits;
-    const int p_used = guided ? static_cast<int>(2 * big) : p;
-    const double big_share =
-        std::clamp(detail::env_int("FLASHKIT_DECODE_GUIDED_PCT", 80), 1, 99) / 100.0;
-    plan.num_splits = p_used;
-    plan.grid = static_cast<int>(num_tiles * p_used);
+    plan.num_splits = p;
+    plan.grid = static_cast<int>(num_tiles * p);
     plan.num_partial_slots = plan.grid;
     for (int64_t i = 0; i < num_tiles; ++i)
-      plan.tiles[i].host_cta = plan.tiles[i].finishing_cta = static_cast<int>(i * p_used);
+      plan.tiles[i].host_cta = plan.tiles[i].finishing_cta = static_cast<int>(i * p);
     for (int b = 0; b < problem.batch; ++b) {
-      const int len = kv_lengths[b];
-      const int64_t lts = (len + lt - 1) / lt;
-      std::vector<int64_t> ends;  // each split's end in LeanTiles
-      if (guided) {
-        const int64_t per_big = (static_cast<int64_t>(big_share * lts) + big - 1) / big;
-        const int64_t per_small = (std::max<int64_t>(0, lts - big * per_big) + big - 1) / big;
-        for (int64_t s = 0; s < 2 * big; ++s)
-          ends.push_back(s < big ? (s + 1) * per_big : big * per_big + (s - big + 1) * per_small);
-      } else {
-        const int64_t per = (lts + p - 1) / p;  // whole LeanTiles per split
-        for (int s = 0; s < p; ++s) ends.push_back((s + 1) * per);
-      }
-      int64_t lo = 0;
-      for (int64_t e : ends) {
-        const int64_t hi = std::min<int64_t>(e * lt, len);
-        lo = std::min<int64_t>(lo, hi);
+      int len = kv_lengths[b];
+      int per = ((len + lt - 1) / lt + p - 1) / p * lt;  // whole LeanTiles per split
+      for (int s = 0; s < p; ++s) {
+        int64_t lo = std::min<int64_t>(static_cast<int64_t>(s) * per, len);
+        int64_t hi = std::min<int64_t>(static_cast<int64_t>(s + 1) * per, len);
         plan.splits.push_back(KvSplit{static_cast<int>(lo), static_cast<int>(hi)});
-        lo = hi;
       }
     }
   } else {  // lean

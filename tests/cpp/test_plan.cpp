@@ -9,7 +9,6 @@
 #include "flashkit/errors.h"
 #include "flashkit/plan.h"
 #include "plan/decode_plan_check.h"
-#include "scoped_env.h"
 
 using namespace flashkit;
 
@@ -297,31 +296,4 @@ TEST(DecodePlan, HopperLoaderRule) {
       EXPECT_EQ(cp_async(1, 32, 256, 65536, s, page), page >= 64);
     }
   }
-}
-
-// FLASHKIT_DECODE_SPLIT_RULE=guided (an A/B rule, bench/NOTES-decode.md session 32): per
-// sequence, as many big splits a tile as one wave holds with ~80% of its LeanTiles, then as many
-// small ones; the splits tile each sequence exactly, in order.
-TEST(DecodePlan, GuidedSplitsTileEachSequence) {
-  const flashkit::testing::ScopedEnv rule("FLASHKIT_DECODE_SPLIT_RULE", "guided");
-  DecodeProblem p;
-  p.batch = 3, p.q_len = 1, p.num_q_heads = p.num_kv_heads = 8, p.hdim = 128;
-  const std::vector<int> lens{65536, 3000, 1};
-  const DecodePlan plan = make_decode_plan(p, lens, {132, 2}, DecodeSchedule::split_kv);
-  const int big = 264 / 24;  // 24 tiles
-  ASSERT_EQ(plan.num_splits, 2 * big);
-  ASSERT_EQ(plan.grid, 24 * 2 * big);
-  for (int b = 0; b < 3; ++b) {
-    int at = 0;
-    for (int s = 0; s < plan.num_splits; ++s) {
-      const KvSplit& k = plan.splits[b * plan.num_splits + s];
-      EXPECT_EQ(k.begin, at);
-      EXPECT_LE(k.begin, k.end);
-      at = k.end;
-    }
-    EXPECT_EQ(at, lens[b]);
-  }
-  const KvSplit first = plan.splits[0], last_big = plan.splits[big - 1], small = plan.splits[big];
-  EXPECT_GT(first.end - first.begin, 3 * (small.end - small.begin));  // 80% against 20%
-  EXPECT_EQ(last_big.end % plan.lean_tile, 0);
 }
