@@ -111,12 +111,16 @@ def with_env(knobs, fn):
                 os.environ[k_] = v_
 
 
+DTYPE = "bfloat16"  # --dtype
+
+
 def decode_inputs(d, b, h, ctx, dev="cuda"):
-    """q [b, 1, h, d], K / V caches [b, ctx, h, d] (random bf16), lengths (all ctx), and the
+    """q [b, 1, h, d], K / V caches [b, ctx, h, d] (random, DTYPE), lengths (all ctx), and the
     out / lse buffers of one decode shape."""
-    q = torch.randn(b, 1, h, d, device=dev, dtype=torch.bfloat16)
-    k = torch.randn(b, ctx, h, d, device=dev, dtype=torch.bfloat16)
-    v = torch.randn(b, ctx, h, d, device=dev, dtype=torch.bfloat16)
+    dt = getattr(torch, DTYPE)
+    q = torch.randn(b, 1, h, d, device=dev, dtype=dt)
+    k = torch.randn(b, ctx, h, d, device=dev, dtype=dt)
+    v = torch.randn(b, ctx, h, d, device=dev, dtype=dt)
     lens = torch.full((b,), ctx, device=dev, dtype=torch.int32)
     return q, k, v, lens, torch.empty_like(q), torch.empty(b, h, 1, device=dev, dtype=torch.float32)
 
@@ -166,9 +170,11 @@ def main():
     ap.add_argument("--variants", default="", help="comma list of SCHED@KNOB=VAL+KNOB=VAL (see top)")
     ap.add_argument("--skip", default="", help="comma list of columns not timed (e.g. single,torch_efficient)")
     ap.add_argument("--shapes", nargs="*", default=None, help="d,b,h,ctx ... instead of the sweep")
+    ap.add_argument("--dtype", choices=["bfloat16", "float16"], default="bfloat16")
     args = ap.parse_args()
-    global FLUSH_READ
+    global FLUSH_READ, DTYPE
     FLUSH_READ = args.flush == "read"
+    DTYPE = args.dtype
     os.makedirs(args.out, exist_ok=True)
     dev = torch.device("cuda")
     gpu = torch.cuda.get_device_name()
@@ -210,7 +216,7 @@ def main():
             def run():
                 def go():
                     page = int(kk.shape[1]) if table is not None else 0
-                    plan = C.make_decode_plan(b, 1, h, h, d, "bfloat16", [ctx] * b, page_size=page,
+                    plan = C.make_decode_plan(b, 1, h, h, d, DTYPE, [ctx] * b, page_size=page,
                                               schedule=sched, device="cuda")
                     if sched != "single":
                         row[name.replace("flashkit_", "") + "_plan"] = repr(plan)
@@ -301,7 +307,7 @@ def main():
 
 
 def dump(path, gpu, rows, knobs, flush):
-    result = {"gpu": gpu, "torch": torch.__version__, "dtype": "bfloat16", "q_len": 1, "repeats": REPEATS,
+    result = {"gpu": gpu, "torch": torch.__version__, "dtype": DTYPE, "q_len": 1, "repeats": REPEATS,
               "timing": f"median of per-call CUDA events, 256 MiB L2 flush ({flush}) between calls",
               "knobs": knobs, "rows": rows}
     with open(path, "w") as f:

@@ -9,6 +9,7 @@
 #   ab     extensions in turn (ab_rounds; VARS, variants as .ab/var-<name>.so), each timed by
 #          bench/decode.py on SHAPES with VARIANTS columns; a table of every column last
 #   pyvar  the torch decode tests with each of PYVARS (.ab/var-<name>.so), cp.async forced too
+#   dtypes bench/decode.py on SHAPES with bf16 and with fp16 caches, a table of both
 #   dec    the decode GPU tests (each of LOADERS), sanitizers on the small ones, torch decode tests
 # SWEEP=1 then runs bench/decode.py's full sweep into $OUT (the README's plot).
 # usage: OUT=/some/dir PARTS="trace ncu" bench/gpu-s32.sh
@@ -61,6 +62,16 @@ for part in ${PARTS:?set PARTS}; do
       done
     done
     cp "$log/base_C.so" "$so"
+    ;;
+  dtypes)
+    # bench/decode.py on SHAPES (VARIANTS, SKIP) once with bf16 and once with fp16 caches
+    for dt in bfloat16 float16; do
+      stamp "decode.py $dt"
+      timeout 150 python3 bench/decode.py --out "$log/$dt" --shapes $SHAPES --skip "${SKIP:-}" \
+        --variants "${VARIANTS:-}" --dtype $dt >"$log/$dt.log" 2>&1
+      stamp "rc=$?"
+    done
+    python3 bench/ab_decode_table.py "$log"/bfloat16 "$log"/float16 | tee "$out/dtypes-table.txt"
     ;;
   dec)
     decode_tests_each_loader

@@ -197,11 +197,12 @@ decode_tests_each_loader() {
   done
 }
 # Extensions $@ in turn (ab_rounds; .ab/var-<name>.so, or base), each timed by bench/decode.py on
-# SHAPES with VARIANTS columns (SKIP left out); a table of every column into $out/ab-table.txt.
+# SHAPES with VARIANTS columns (SKIP left out; DECODE_ARGS more options); a table of every
+# column into $out/ab-table.txt.
 decode_ab() {
   ab_decode() {
     timeout 120 python3 bench/decode.py --out "$log/r$1-$2" --shapes $SHAPES --skip "${SKIP:-}" \
-      --variants "${VARIANTS:-}"
+      --variants "${VARIANTS:-}" ${DECODE_ARGS:-}
   }
   ab_rounds ab_decode "$@"
   python3 bench/ab_decode_table.py "$log"/r*-* | tee "$out/ab-table.txt"
