@@ -144,8 +144,9 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   p.part_o = part;
   p.part_lse = part ? part + part_rows * pr.hdim : nullptr;
 
-  // sm_90: K/V by tensor-map boxes when the cache layout allows, except where the plan streams
-  // faster by cp.async (decode_prefers_cp_async, plan.h); otherwise cp.async (kv_box 0).
+  // sm_90: K/V by cp.async (kv_box 0), or by tensor-map boxes where the plan streams faster by
+  // boxes (decode_prefers_cp_async false, plan.h: short hdim 64 streams, 16-token pages at hdim
+  // 256) and the cache layout allows them.
   // K/V lines are marked evict-first when one CTA reads each (one row block per KV head); with
   // several row blocks their CTAs read the same K/V side by side and should find it in L2.
   // A/B knobs: FLASHKIT_DECODE_TMA=0 / 1 forces cp.async / TMA (where the layout allows);
