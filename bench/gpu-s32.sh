@@ -10,6 +10,7 @@
 #          bench/decode.py on SHAPES with VARIANTS columns; a table of every column last
 #   pyvar  the torch decode tests with each of PYVARS (.ab/var-<name>.so), cp.async forced too
 #   dtypes bench/decode.py on SHAPES with bf16 and with fp16 caches, a table of both
+#   steal  the decode tests, also with FLASHKIT_DECODE_STEAL=1 (sanitizers too), and a bench
 #   dec    the decode GPU tests (each of LOADERS), sanitizers on the small ones, torch decode tests
 # SWEEP=1 then runs bench/decode.py's full sweep into $OUT (the README's plot).
 # usage: OUT=/some/dir PARTS="trace ncu" bench/gpu-s32.sh
@@ -72,6 +73,22 @@ for part in ${PARTS:?set PARTS}; do
       stamp "rc=$?"
     done
     python3 bench/ab_decode_table.py "$log"/bfloat16 "$log"/float16 | tee "$out/dtypes-table.txt"
+    ;;
+  steal)
+    # The decode tests with the default rule and with FLASHKIT_DECODE_STEAL=1, the sanitizers on
+    # the small ones with it, then bench/decode.py on SHAPES (VARIANTS, SKIP).
+    decode_tests_each_loader
+    stamp "decode tests FLASHKIT_DECODE_STEAL=1"
+    FLASHKIT_DECODE_STEAL=1 timeout 120 build-dev/flashkit_gpu_tests --gtest_filter='DecodeGpu*:MergeStates*' \
+      >"$log/tests-steal.log" 2>&1
+    stamp "rc=$?"
+    grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/tests-steal.log" | tail -8
+    SAN_EACH=40 FLASHKIT_DECODE_STEAL=1 sanitize build-dev/flashkit_gpu_tests 'DecodeGpuSmall*'
+    stamp "decode.py"
+    timeout 100 python3 bench/decode.py --out "$log/bench" --shapes $SHAPES --skip "${SKIP:-}" \
+      --variants "${VARIANTS:-}" >"$log/bench.log" 2>&1
+    stamp "rc=$?"
+    python3 bench/ab_decode_table.py "$log"/bench | tee "$out/steal-table.txt"
     ;;
   dec)
     decode_tests_each_loader
