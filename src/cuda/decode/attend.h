@@ -10,8 +10,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <climits>
-
 #include "common/softmax_state.h"
 #include "cuda/decode/device_ops.h"
 #include "cuda/decode/params.h"
@@ -107,41 +105,36 @@ struct CopyCursor {
   static constexpr int kChunksPerRow = D / 8;
   static constexpr int kRowsPerPass = Traits<T, D>::kThreads / kChunksPerRow;
   static constexpr int kPasses = Traits<T, D>::kTokens / kRowsPerPass;
-  const T *k, *v;  // chunk c of row r0 at token 0 (paged: of the KV head only)
-  int r0;
+  const T *k, *v;  // chunk c of row r0 at the segment's first token (paged: of the KV head only)
+  int left;        // tokens of the segment from row r0 on
   int base, x0;    // row r0's element offset in a stage tile; its swizzled chunk (c % 8) ^ (r0 % 8)
-  int shift;       // paged: -2 when pages hold whole chunks, else log2(page size) or -1
-  __device__ CopyCursor(const DecodeParams& p, const DecodeTile& tile) {
-    r0 = threadIdx.x / kChunksPerRow;
-    const int c = threadIdx.x % kChunksPerRow;
+  int shift;       // paged: -2 when every chunk lies in one page, else log2(page size) or -1
+  __device__ int r0() const { return base % (Traits<T, D>::kTokens * 64) / 64; }
+  __device__ CopyCursor(const DecodeParams& p, const DecodeTile& tile, const Segment& sg) {
+    const int r0 = threadIdx.x / kChunksPerRow, c = threadIdx.x % kChunksPerRow;
     x0 = (c % 8) ^ (r0 % 8);
     base = c / 8 * (Traits<T, D>::kTokens * 64) + r0 * 64;
     k = static_cast<const T*>(p.k) + tile.kv_head * p.k_sh + c * 8;
     v = static_cast<const T*>(p.v) + tile.kv_head * p.v_sh + c * 8;
     if (!p.block_table) {
-      k += tile.seq * p.k_so + static_cast<int64_t>(r0) * p.k_st;
-      v += tile.seq * p.v_so + static_cast<int64_t>(r0) * p.v_st;
+      k += tile.seq * p.k_so + static_cast<int64_t>(sg.lo + r0) * p.k_st;
+      v += tile.seq * p.v_so + static_cast<int64_t>(sg.lo + r0) * p.v_st;
       shift = 0;
     } else {
-      const int ps = p.page_size;
-      shift = ps % Traits<T, D>::kTokens == 0 ? -2 : (ps & (ps - 1)) == 0 ? __ffs(ps) - 1 : -1;
+      const int ps = p.page_size, tk = Traits<T, D>::kTokens;
+      shift = ps % tk == 0 && sg.lo % tk == 0 ? -2 : (ps & (ps - 1)) == 0 ? __ffs(ps) - 1 : -1;
     }
+    left = sg.hi - sg.lo - r0;
   }
 };
 
-// The chunk of kTokens tokens from `tok` (a multiple of kTokens) of the split or segment whose
-// tokens end at `hi`; tok < 0: none.
-struct Chunk {
-  int tok, hi;
-};
-
 template <class T, int D>
-__device__ void load_cp_async(const DecodeParams& p, const DecodeTile& tile,
-                              const CopyCursor<T, D>& cur, Chunk ch, T* ks, uint64_t* full) {
+__device__ void load_cp_async(const DecodeParams& p, const DecodeTile& tile, const Segment& sg,
+                              const CopyCursor<T, D>& cur, int chunk, T* ks, uint64_t* full) {
   using Tr = Traits<T, D>;
   using Cu = CopyCursor<T, D>;
   const uint32_t kd = smem_addr(ks), vd = kd + Tr::kTileElems * sizeof(T);
-  const int left = ch.hi - ch.tok - cur.r0;  // rows r0 + row < left exist
+  const int t0 = chunk * Tr::kTokens;
   const T* const k0 = static_cast<const T*>(p.k);
   const T* const v0 = static_cast<const T*>(p.v);
   auto copy = [&](int row, const T* kp, const T* vp, bool ok) {
@@ -152,30 +145,31 @@ __device__ void load_cp_async(const DecodeParams& p, const DecodeTile& tile,
   if (!p.block_table || cur.shift == -2) {  // the chunk's rows are r0 + row of one run of tokens
     const T *kp, *vp;
     if (!p.block_table) {
-      kp = cur.k + static_cast<int64_t>(ch.tok) * p.k_st;
-      vp = cur.v + static_cast<int64_t>(ch.tok) * p.v_st;
+      kp = cur.k + t0 * p.k_st;
+      vp = cur.v + t0 * p.v_st;
     } else {
-      const int page = ch.tok / p.page_size;
+      const int j0 = sg.lo + t0, page = j0 / p.page_size;
       const int64_t slot = p.block_table[tile.seq * p.bt_s0 + page * p.bt_s1];
-      const int tok = ch.tok - page * p.page_size + cur.r0;
+      const int tok = j0 - page * p.page_size + cur.r0();
       kp = cur.k + slot * p.k_so + static_cast<int64_t>(tok) * p.k_st;
       vp = cur.v + slot * p.v_so + static_cast<int64_t>(tok) * p.v_st;
     }
 #pragma unroll
     for (int pass = 0; pass < Cu::kPasses; ++pass) {
       const int row = pass * Cu::kRowsPerPass;  // past r0
-      copy(row, kp, vp, row < left);
+      copy(row, kp, vp, t0 + row < cur.left);
       kp += Cu::kRowsPerPass * p.k_st;
       vp += Cu::kRowsPerPass * p.v_st;
     }
-  } else {  // pages shorter than a chunk: a lookup a copy
+  } else {  // pages shorter than a chunk, or chunks across page ends: a lookup a copy
+    const int r0 = cur.r0();
 #pragma unroll
     for (int pass = 0; pass < Cu::kPasses; ++pass) {
       const int row = pass * Cu::kRowsPerPass;
-      const bool ok = row < left;
+      const bool ok = t0 + row < cur.left;
       const T *kp = k0, *vp = v0;
       if (ok) {
-        const int j = ch.tok + cur.r0 + row;
+        const int j = sg.lo + t0 + r0 + row;
         const int page = cur.shift >= 0 ? j >> cur.shift : j / p.page_size;
         const int64_t slot = p.block_table[tile.seq * p.bt_s0 + page * p.bt_s1];
         const int64_t tok = j - page * p.page_size;
@@ -188,17 +182,17 @@ __device__ void load_cp_async(const DecodeParams& p, const DecodeTile& tile,
   cp_async_mbar_arrive(full);
 }
 
-// TMA loader (one thread): the boxes of chunk `ch` that start before its split's end (one
+// TMA loader (one thread): the boxes of chunk `chunk` that start before the segment's end (one
 // per page run when paged; pages past the end are never looked up), completing on `full`, their
 // L2 lines marked evict-first when p.kv_evict_first. kL2Only: the same boxes prefetched into L2
 // only (ks and full unused), for a chunk that a later call loads.
 template <class T, int D, bool kL2Only = false>
-__device__ void load_tma(const DecodeParams& p, const DecodeTile& tile, Chunk ch, T* ks,
-                         uint64_t* full) {
+__device__ void load_tma(const DecodeParams& p, const DecodeTile& tile, const Segment& sg,
+                         int chunk, T* ks, uint64_t* full) {
   using Tr = Traits<T, D>;
   constexpr int kSlabs = D / 64;
-  const int box = p.kv_box, base = ch.tok;
-  const int boxes = min(Tr::kTokens / box, (ch.hi - base + box - 1) / box);
+  const int box = p.kv_box, base = sg.lo + chunk * Tr::kTokens;
+  const int boxes = min(Tr::kTokens / box, (sg.hi - base + box - 1) / box);
   if constexpr (!kL2Only)
     mbar_arrive_expect_tx(full, static_cast<uint32_t>(boxes * 2 * kSlabs * box * 64 * sizeof(T)));
   T* vs = ks + Tr::kTileElems;
@@ -232,8 +226,7 @@ __device__ void prefetch_segment_start(const DecodeParams& p, const DecodeTile& 
   if constexpr (kTma && D <= 128) {
     const Segment sg = make_segment<Traits<T, D>::kTokens>(p, tile, lo, hi);
     for (int c = 0; c < min(p.l2_prefetch, sg.chunks); ++c)
-      load_tma<T, D, true>(p, tile, Chunk{sg.lo + c * Traits<T, D>::kTokens, sg.hi}, nullptr,
-                           nullptr);
+      load_tma<T, D, true>(p, tile, sg, c, nullptr, nullptr);
   }
 }
 
@@ -242,45 +235,13 @@ __device__ void prefetch_segment_start(const DecodeParams& p, const DecodeTile& 
 // conditional rescaling), so most blocks cost no shuffles and no O multiplies.
 constexpr float kRescaleLog2 = 8.f;
 
-// Split-KV with claims (p.claims): which counters a CTA claims chunks from. Every split of a tile
-// counts the chunks handed out of its range in claims[tile * P + split]; a CTA takes chunks from
-// its own split's counter first and then from its siblings' (the same tile, so the same Q rows
-// and one running softmax state: a chunk's owner does not matter to the result), so a CTA done
-// early keeps streaming what a slower one has not reached, with its ring still running.
-struct Claims {
-  int tile = -1;  // < 0: the segment's chunks in order, no counters
-  int split = 0;
-};
-
-// The next chunk of a segment (thread 0 only): the k-th of [sg.lo, sg.hi), or a claimed one.
-// Claims walk the tile's splits from the CTA's own; `from` is where the walk stands.
-template <bool kClaims>
-__device__ __forceinline__ Chunk next_chunk(const DecodeParams& p, const DecodeTile& tile,
-                                            int lo, int hi, int len, int k, const Claims& cl,
-                                            int& from, int tokens) {
-  if (!kClaims || cl.tile < 0) return lo + k * tokens < hi ? Chunk{lo + k * tokens, hi} : Chunk{-1, 0};
-  const int P = p.num_splits;
-  for (int n = 0; n < P; ++n) {
-    const KvSplit sp = p.splits[tile.seq * P + from];
-    const int shi = min(sp.end, len);
-    if (shi > sp.begin) {
-      const int c = static_cast<int>(atomicAdd(p.claims + cl.tile * P + from, 1u));
-      if (sp.begin + c * tokens < shi) return Chunk{sp.begin + c * tokens, shi};
-    }
-    from = from + 1 == P ? 0 : from + 1;
-    if (from == cl.split) break;
-  }
-  return Chunk{-1, 0};
-}
-
 // Attend rows [row_block*16, +16) of `tile` to cache tokens [lo, hi) (clipped to the sequence's
-// cache_seqlens and to each row's causal limit), or with claims (kClaims, cl.tile >= 0) to the chunks the
-// CTA claims of its tile's splits; leaves the result in SegmentResult. `area` is the ring
-// (1024-byte aligned), Q follows it, `full` are the stages' barriers and `it` counts the CTA's
-// chunks over all its segments (a stage's barrier phase).
-template <class T, int D, bool kTma, bool kClaims = false>
+// cache_seqlens and to each row's causal limit); leaves the result in SegmentResult. `area` is the
+// ring (1024-byte aligned), Q follows it, `full` are the stages' barriers and `it`
+// counts the CTA's chunks over all its segments (a stage's barrier phase).
+template <class T, int D, bool kTma>
 __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, int hi, char* area,
-                       uint64_t* full, int& it, Claims cl = {}) {
+                       uint64_t* full, int& it) {
   using Tr = Traits<T, D>;
   constexpr int kStages = Tr::kStages;
   T* pipe = reinterpret_cast<T*>(area);
@@ -288,62 +249,29 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
   const int row0 = tile.row_block * Tr::kRows;
   const Segment sg = make_segment<Tr::kTokens>(p, tile, lo, hi);
-  const CopyCursor<T, D> cur(p, tile);  // the cp.async loader's
-  // The chunk each stage holds, and the chunk the next issue loads (pend[position % 2]): thread 0
-  // finds it (next_chunk) and publishes it; every issue is one barrier after the publication and
-  // one before the next, so the two slots never race.
-  __shared__ Chunk held[kStages];
-  __shared__ Chunk pend[2];
-  int issued = 0, from = cl.split;
-  Chunk claimed{-1, 0};  // thread 0: the chunk found for position issued, not yet published
+  const CopyCursor<T, D> cur(p, tile, sg);  // the cp.async loader's
 
-  auto issue = [&](Chunk ch, int pos) {  // ch into ring position it + pos
-    const int stage = (it + pos) % kStages;
-    T* ks = pipe + stage * Tr::kStageElems;
-    if (tid == 0) held[stage] = ch;
+  auto issue = [&](int chunk) {  // chunk of this segment into ring position it + chunk
+    T* ks = pipe + (it + chunk) % kStages * Tr::kStageElems;
     if constexpr (kTma) {
       if (tid == 0) {
-        load_tma<T, D>(p, tile, ch, ks, full + stage);
-        // FLASHKIT_DECODE_L2_PREFETCH = n > 0: the chunk n ahead in the segment into L2 now, so
-        // more of the stream is in flight than the ring holds (an A/B knob, segments without
-        // claims only; not at hdim 256, whose Lean kernel is at the register limit).
+        load_tma<T, D>(p, tile, sg, chunk, ks, full + (it + chunk) % kStages);
+        // FLASHKIT_DECODE_L2_PREFETCH = n > 0: chunk + n of the segment into L2 now, so more of
+        // the stream is in flight than the ring holds (an A/B knob; not at hdim 256, whose Lean
+        // kernel is at the register limit).
         if constexpr (D <= 128)
-          if (p.l2_prefetch > 0 && cl.tile < 0 && pos + p.l2_prefetch < sg.chunks)
-            load_tma<T, D, true>(
-                p, tile, Chunk{sg.lo + (pos + p.l2_prefetch) * Tr::kTokens, sg.hi}, nullptr,
-                nullptr);
+          if (p.l2_prefetch > 0 && chunk + p.l2_prefetch < sg.chunks)
+            load_tma<T, D, true>(p, tile, sg, chunk + p.l2_prefetch, nullptr, nullptr);
       }
     } else {
-      load_cp_async<T, D>(p, tile, cur, ch, ks, full + stage);
+      load_cp_async<T, D>(p, tile, sg, cur, chunk, ks, full + (it + chunk) % kStages);
     }
   };
-  // Issue the published chunk of position `issued` (all threads, right after a barrier); false
-  // when there is none. Thread 0 then looks for the next one (published by publish()).
-  auto try_issue = [&]() {
-    const Chunk ch = pend[issued & 1];
-    if (ch.tok < 0) return false;
-    issue(ch, issued);
-    ++issued;
-    if (tid == 0)
-      claimed = next_chunk<kClaims>(p, tile, sg.lo, sg.hi, sg.len, issued, cl, from, Tr::kTokens);
-    return true;
-  };
-  auto publish = [&]() {
-    if (tid == 0) pend[issued & 1] = claimed;
-  };
-  bool more = true;
-  if (tid == 0) {
-    claimed = next_chunk<kClaims>(p, tile, sg.lo, sg.hi, sg.len, 0, cl, from, Tr::kTokens);
-    publish();
-  }
   // The previous segment's merge wrote this area (TMA: through the generic proxy).
   if constexpr (kTma) fence_proxy_async();
   __syncthreads();
-  for (int s = 0; s < kStages - 1 && more; ++s) {
-    if (s > 0) __syncthreads();
-    more = try_issue();
-    if (more) publish();
-  }
+  for (int s = 0; s < kStages - 1; ++s)
+    if (s < sg.chunks) issue(s);
   // Q after the first K/V copies are in flight: its load latency hides behind theirs.
   for (int i = tid; i < Tr::kRows * D / 8; i += Tr::kThreads) {
     const int r = i / (D / 8), c = i % (D / 8) * 8, gr = row0 + r;
@@ -363,17 +291,16 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qa[kk], qrow + kk * 16);
 
-  // Keys below causal[h] are visible to this thread's rows g and g + 8 (causal among q tokens);
-  // rows past the tile's end have Q = 0 and are never written: they see everything. A chunk's
-  // keys end at its split's end too.
-  int causal[2];
+  // Keys below limit[h] are visible to this thread's rows g and g + 8 (causal among q tokens);
+  // rows past the tile's end have Q = 0 and are never written: they see everything.
+  int limit[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int gr = row0 + g + 8 * h;
-    causal[h] = gr < p.rows ? sg.len - p.q_len + gr / p.group + 1 : INT_MAX;
+    limit[h] = gr < p.rows ? min(sg.hi, sg.len - p.q_len + gr / p.group + 1) : sg.hi;
   }
-  const int no_mask = sg.len - p.q_len + 1;  // below it no row needs a mask
-  const float c = p.scale * 1.4426950408889634f;  // scores in the log2 domain
+  const int all_visible = min(sg.hi, sg.len - p.q_len + 1);  // below it no row needs a mask
+  const float c = p.scale * 1.4426950408889634f;             // scores in the log2 domain
   // This lane's ldmatrix rows within a warp's 16-key block: K (keys x dims, non-transposed
   // 8x8 matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15)) and V (keys 0-15, dims 0-7 | 8-15).
   const int kr = lane / 16 * 8 + lane % 8, kbit = (lane / 8) % 2, vr = lane & 15, vb = lane >> 4;
@@ -383,22 +310,21 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
 
-  for (int chunk = 0; chunk < issued; ++chunk) {
+  for (int chunk = 0; chunk < sg.chunks; ++chunk) {
     const int stage = (it + chunk) % kStages;
-    __syncthreads();  // everyone is done with the stage refilled next; pend is published
-    if (more && issued == chunk + kStages - 1) more = try_issue();
+    __syncthreads();  // everyone is done with the stage refilled next
+    if (chunk + kStages - 1 < sg.chunks) issue(chunk + kStages - 1);
     mbar_wait(full + stage, (it + chunk) / kStages & 1);
     if (it + chunk == 0) FK_DECODE_TRACE_MARK(kTraceFirst);
-    const Chunk ch = held[stage];
     const int first = warp * 16;  // this warp's keys in the stage
-    const int tok0 = ch.tok + first;
-    if (tok0 < ch.hi) {  // warp-uniform: else this warp's tokens are past the end
+    const int tok0 = sg.lo + chunk * Tr::kTokens + first;
+    if (tok0 < sg.hi) {  // warp-uniform: else this warp's tokens are past the end
       const T* ks = pipe + stage * Tr::kStageElems;
       T* vs = pipe + stage * Tr::kStageElems + Tr::kTileElems;
       if constexpr (kTma) {
-        if (tok0 + 16 > ch.hi) {  // boxes run past the end: zero those V rows (0 x NaN is NaN)
+        if (tok0 + 16 > sg.hi) {  // boxes run past the end: zero those V rows (0 x NaN is NaN)
           for (int i = lane; i < 16 * D / 8; i += 32)
-            if (tok0 + i / (D / 8) >= ch.hi)
+            if (tok0 + i / (D / 8) >= sg.hi)
               *reinterpret_cast<uint4*>(vs + chunk_at<T, D>(first + i / (D / 8), i % (D / 8))) =
                   make_uint4(0, 0, 0, 0);
           fence_proxy_async();  // before this stage's next TMA writes
@@ -420,8 +346,7 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
         mma_16816<T>(s[0], a, kb[0], kb[1]);
         mma_16816<T>(s[1], a, kb[2], kb[3]);
       }
-      if (tok0 + 16 > min(ch.hi, no_mask)) {  // warp-uniform: a split's last block or causal rows
-        const int limit[2] = {min(ch.hi, causal[0]), min(ch.hi, causal[1])};
+      if (tok0 + 16 > all_visible) {  // warp-uniform: the segment's last block or causal rows
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -466,9 +391,8 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
         mma_16816<T>(o[2 * dn + 1], pa, b[2], b[3]);
       }
     }
-    if (more) publish();  // thread 0's next chunk, found while this one was computed
   }
-  it += issued;  // every chunk issued was waited for: no copy is still landing
+  it += sg.chunks;  // every chunk issued was waited for: no copy is still landing
   FK_DECODE_TRACE_MARK(kTraceLoopEnd);
   __syncthreads();  // the pipeline area becomes the merge area
 

@@ -138,12 +138,6 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   // always keeps FA2's order.
   p.split_major = env_int("FLASHKIT_DECODE_SPLIT_ORDER", 0) == 1 && plan.schedule == DecodeSchedule::split_kv;
   p.flags = dp.flags, p.epoch = dp.epoch, p.arrived = dp.arrived;
-  // A/B knob (session 32): FLASHKIT_DECODE_STEAL=1 lets split-KV CTAs claim chunks across their
-  // tile's splits (attend.h), where the tile's last split merges in the kernel.
-  p.claims = plan.schedule == DecodeSchedule::split_kv && plan.num_splits > 1 &&
-                     env_int("FLASHKIT_DECODE_STEAL", 0) == 1
-                 ? dp.claims
-                 : nullptr;
   const int64_t part_rows = plan.schedule == DecodeSchedule::lean
                                 ? int64_t{plan.num_partial_slots} * kDecodeRowsPerBlock
                                 : int64_t{plan.num_splits} * pr.batch * pr.q_len * pr.num_q_heads;

@@ -107,11 +107,7 @@ __device__ void split_finish(const DecodeParams& p, const DecodeTile& tile, int 
   __syncthreads();  // the CTA's writes precede thread 0's release
   if (threadIdx.x == 0) {
     last = fetch_add_acq_rel(&p.flags[tile_index], 1u) == static_cast<unsigned>(p.num_splits) - 1u;
-    if (last) {  // every split has arrived: no one else touches its words
-      p.flags[tile_index] = 0u;
-      if (p.claims)
-        for (int s = 0; s < p.num_splits; ++s) p.claims[tile_index * p.num_splits + s] = 0u;
-    }
+    if (last) p.flags[tile_index] = 0u;  // every split has arrived: no one else touches it
   }
   __syncthreads();  // thread 0's acquire precedes the CTA's reads
   if (!last) return;
@@ -124,7 +120,7 @@ __device__ void split_finish(const DecodeParams& p, const DecodeTile& tile, int 
 }
 
 template <class T, int D, class Scheduler, bool kTma>
-__global__ void __launch_bounds__(128, D <= 64 ? 4 : 1) decode_kernel(const __grid_constant__ DecodeParams p) {
+__global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ DecodeParams p) {
   using Tr = Traits<T, D>;
   extern __shared__ __align__(16) char smem[];
   // The stages' 128-byte swizzle repeats every 1024 bytes: the ring starts on such a boundary.
@@ -151,10 +147,7 @@ __global__ void __launch_bounds__(128, D <= 64 ? 4 : 1) decode_kernel(const __gr
   int it = 0;  // ring position over all of this CTA's segments
   for (; w.valid; w = sched.next(p, w)) {
     const DecodeTile tile = sched.tile(p, w.tile);
-    Claims cl;  // split-KV with an in-kernel merge: chunks claimed across the tile's splits
-    if (p.claims && w.role == Role::split_partial) cl = Claims{w.tile, w.slot};
-    attend<T, D, kTma, std::is_same_v<Scheduler, SplitKvScheduler>>(p, tile, w.lo, w.hi, area,
-                                                                     full, it, cl);
+    attend<T, D, kTma>(p, tile, w.lo, w.hi, area, full, it);
     if constexpr (kLean && kTma) {  // only Lean CTAs have more than one segment
       if (tid == 0 && p.l2_prefetch > 0) {
         const Work nw = sched.next(p, w);

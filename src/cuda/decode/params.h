@@ -55,10 +55,6 @@ struct DecodeParams {
   unsigned* flags;
   unsigned* epoch;
   unsigned* arrived;
-  // Split-KV with an in-kernel merge and FLASHKIT_DECODE_STEAL=1 (else null): claims[tile * P +
-  // split] counts the chunks handed out of that split's range (attend.h); the tile's last split
-  // resets them.
-  unsigned* claims;
 
   // Workspace partials: Lean [slot][16 rows][hdim] + lse [slot][16]; split-KV o_parts
   // [P, batch, q_len, heads, hdim] + lse_parts [P, batch, q_len, heads] (merge_states' layout).

@@ -29,7 +29,7 @@ PlanOnDevice plan_on_device(const DecodePlan& plan, int device, cudaStream_t str
                  "once before capture");
   const size_t n_tiles = plan.tiles.size() * sizeof(DecodeTile), n_ctas = plan.ctas.size() * sizeof(LeanCta),
                n_splits = plan.splits.size() * sizeof(KvSplit), n_lens = plan.kv_lengths.size() * sizeof(int),
-               n_sync = (2 * static_cast<size_t>(plan.grid) + 2) * sizeof(unsigned);
+               n_sync = (static_cast<size_t>(plan.grid) + 2) * sizeof(unsigned);
   const size_t o_ctas = align16(n_tiles), o_splits = o_ctas + align16(n_ctas),
                o_lens = o_splits + align16(n_splits), o_sync = o_lens + align16(n_lens),
                total = o_sync + align16(n_sync);
@@ -46,8 +46,7 @@ PlanOnDevice plan_on_device(const DecodePlan& plan, int device, cudaStream_t str
                             reinterpret_cast<const KvSplit*>(b + o_splits), reinterpret_cast<const int*>(b + o_lens),
                             reinterpret_cast<unsigned*>(b + o_sync),
                             reinterpret_cast<unsigned*>(b + o_sync) + plan.grid,
-                            reinterpret_cast<unsigned*>(b + o_sync) + plan.grid + 1,
-                            reinterpret_cast<unsigned*>(b + o_sync) + plan.grid + 2};
+                            reinterpret_cast<unsigned*>(b + o_sync) + plan.grid + 1};
   cache.copy = std::shared_ptr<void>(blob, [](void* p) {
     Blob* bl = static_cast<Blob*>(p);
     cudaFree(bl->base);  // at process exit the context may be gone: nothing left to report to

@@ -16,7 +16,6 @@ struct PlanOnDevice {
   unsigned* flags = nullptr;  // [grid] (split-KV: grid >= tiles), zero at upload
   unsigned* epoch = nullptr;
   unsigned* arrived = nullptr;
-  unsigned* claims = nullptr;  // [grid], zero at upload (split-KV's chunk claims)
 };
 
 // Returns the plan's copy on `device`, uploading it first if needed (a synchronous copy: never
