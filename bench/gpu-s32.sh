@@ -11,6 +11,7 @@
 #   pyvar  the torch decode tests with each of PYVARS (.ab/var-<name>.so), cp.async forced too
 #   dtypes bench/decode.py on SHAPES with bf16 and with fp16 caches, a table of both
 #   steal  the decode tests, also with FLASHKIT_DECODE_STEAL=1 (sanitizers too), and a bench
+#          (v12's knob; v12 was reverted after call 13, so this part records what ran)
 #   dec    the decode GPU tests (each of LOADERS), sanitizers on the small ones, torch decode tests
 # SWEEP=1 then runs bench/decode.py's full sweep into $OUT (the README's plot).
 # usage: OUT=/some/dir PARTS="trace ncu" bench/gpu-s32.sh
