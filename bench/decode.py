@@ -87,23 +87,24 @@ def parse_variant(spec):
     return sched, dict(kv.split("=", 1) for kv in knobs.split("+") if kv)
 
 
+BENCH_KEYS = ("flush", "layout", "page")  # variant keys the bench reads itself, not FLASHKIT_* knobs
+
+
 def with_env(knobs, fn):
     """fn() with the FLASHKIT_* knobs set (and FLUSH_READ for flush=read), then restored."""
     global FLUSH_READ
     saved, flush_read = {k_: os.environ.get(k_) for k_ in knobs}, FLUSH_READ
     for k_, v_ in knobs.items():
-        if k_ in ("layout", "page"):
-            continue
         if k_ == "flush":
             FLUSH_READ = v_ == "read"
-        else:
+        elif k_ not in BENCH_KEYS:
             os.environ[k_] = v_
     try:
         return fn()
     finally:
         FLUSH_READ = flush_read
         for k_, v_ in saved.items():
-            if k_ in ("flush", "layout", "page"):
+            if k_ in BENCH_KEYS:
                 continue
             if v_ is None:
                 os.environ.pop(k_, None)

@@ -39,12 +39,7 @@ stream)
   done
   ;;
 esac
-if [ -n "${SWEEP:-}" ]; then  # the full sweep (the README's plot), SWEEP names the result
-  stamp "bench/decode.py sweep ($(left) s left)"
-  timeout $(( $(left) - 5 )) python3 bench/decode.py --out "$out" --budget $(( $(left) - 30 )) >"$log/sweep.log" 2>&1
-  stamp "rc=$?"
-  grep -E "^d(64|128) " "$log/sweep.log" | cut -c1-400
-fi
+[ -n "${SWEEP:-}" ] && decode_sweep  # the full sweep (the README's plot)
 if [ -n "${SHAPES:-}" ]; then
   stamp "bench/decode.py ($(left) s left)"
   timeout $(( $(left) - 5 )) python3 bench/decode.py --out "$out" --shapes $SHAPES --skip "${SKIP:-}" \

@@ -99,10 +99,5 @@ for part in ${PARTS:?set PARTS}; do
     ;;
   esac
 done
-if [ -n "${SWEEP:-}" ]; then  # the full sweep (the README's plot), in the time left
-  stamp "bench/decode.py sweep ($(left) s left)"
-  timeout $(( $(left) - 5 )) python3 bench/decode.py --out "$out" --budget $(( $(left) - 30 )) >"$log/sweep.log" 2>&1
-  stamp "rc=$?"
-  grep -E "^d(64|128) " "$log/sweep.log" | cut -c1-400
-fi
+[ -n "${SWEEP:-}" ] && decode_sweep  # the full sweep (the README's plot)
 (cd "$out" && tar czf logs.tgz t && rm -rf t)

@@ -207,3 +207,10 @@ decode_ab() {
   ab_rounds ab_decode "$@"
   python3 bench/ab_decode_table.py "$log"/r*-* | tee "$out/ab-table.txt"
 }
+# bench/decode.py's full sweep (the README's plot) into $out, in the time the call has left.
+decode_sweep() {
+  stamp "bench/decode.py sweep ($(left) s left)"
+  timeout $(( $(left) - 5 )) python3 bench/decode.py --out "$out" --budget $(( $(left) - 30 )) >"$log/sweep.log" 2>&1
+  stamp "rc=$?"
+  grep -E "^d(64|128) " "$log/sweep.log" | cut -c1-400
+}
