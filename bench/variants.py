@@ -129,6 +129,8 @@ def main():
                    help="comma-separated variant names to run (default: all)")
     p.add_argument("--fwd-only", action="store_true",
                    help="forward only (e.g. hdim 256 variants, whose backward a minimal build lacks)")
+    p.add_argument("--densities", default="0.5,0.25,0.1",
+                   help="block-sparse densities (1 keeps every block: the mask kernel's own cost)")
     p.add_argument("--protocol", default="burst", choices=["burst", "sustained"])
     p.add_argument("--rounds", type=int, default=2, help="sustained: rounds of the interleaving")
     args = p.parse_args()
@@ -176,7 +178,7 @@ def main():
                  ("dropout", {"dropout_p": 0.1},
                   sdpa(SDPBackend.FLASH_ATTENTION, is_causal=causal, dropout_p=0.1),
                   visible(s, causal, (-1, -1)))]
-        for density in (0.5, 0.25, 0.1):
+        for density in (float(x) for x in args.densities.split(",")):
             bm = random_block_mask(s, density, block, causal, gen)
             dense = bm.repeat_interleave(block, 0).repeat_interleave(block, 1).bool()
             dense &= visible(s, causal, (-1, -1))

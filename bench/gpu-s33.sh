@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Session 33's GPU calls (bench/NOTES-decode.md "Session 33"). The library comes built in
+# .ab/lib.tgz (build-dev/flashkit_gpu_tests, python/flashkit/_C*.so, .ab/var-*.so variants).
+# PARTS (any of, in order):
+#   hm     bench/decode.py's full sweep with --headmajor: flashkit on [b, ctx, h, d] (the sweep's
+#          layout) and on [b, h, ctx, d] (the layout the torch peers read), cuDNN on both
+#   focus  bench/decode.py on SHAPES with VARIANTS columns (SKIP: columns left out)
+#   ab     extensions in turn (ab_rounds; VARS, variants as .ab/var-<name>.so), each timed by
+#          bench/decode.py on SHAPES with VARIANTS columns; a table of every column last
+#   dec    the decode GPU tests (each of LOADERS), sanitizers on the small ones, torch decode tests
+# usage: OUT=/some/dir PARTS="hm focus" bench/gpu-s33.sh
+set -uo pipefail
+. "$(dirname "$0")/gpu_prelude.sh"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
+[ -f .ab/lib.tgz ] && tar xzf .ab/lib.tgz
+for part in ${PARTS:?set PARTS}; do
+  case "$part" in
+  hm)
+    stamp "bench/decode.py sweep --headmajor ($(left) s left)"
+    timeout $(( $(left) - 5 )) python3 bench/decode.py --out "$out" --headmajor --budget $(( $(left) - 30 )) \
+      >"$log/sweep-hm.log" 2>&1
+    stamp "rc=$?"
+    grep -E "^d(64|128) " "$log/sweep-hm.log" | cut -c1-420
+    ;;
+  focus)
+    stamp "bench/decode.py focus ($(left) s left)"
+    timeout $(( $(left) - 5 )) python3 bench/decode.py --out "$log/focus" --shapes $SHAPES \
+      --skip "${SKIP:-}" --variants "${VARIANTS:-}" >"$log/focus.log" 2>&1
+    stamp "rc=$?"
+    cp "$log"/focus/*.json "$out/" 2>/dev/null
+    grep -E "^d(64|128|256) " "$log/focus.log" | cut -c1-600
+    ;;
+  ab)
+    decode_ab ${VARS:?}
+    ;;
+  dec)
+    decode_tests_each_loader
+    ;;
+  bstest)
+    # The attention tests of BS_FILTER with the variant test binary .ab/tests-$BS_VAR, then
+    # memcheck and racecheck on BS_SAN_FILTER.
+    stamp "tests $BS_VAR ($(left) s left)"
+    timeout 240 ".ab/tests-$BS_VAR" --gtest_filter="$BS_FILTER" >"$log/bstest.log" 2>&1
+    stamp "rc=$?"
+    grep -E "^\[  FAILED|^\[  PASSED|tests ran|Failure" "$log/bstest.log" | tail -12
+    sanitize ".ab/tests-$BS_VAR" "$BS_SAN_FILTER"
+    ;;
+  bsab)
+    # bench/variants.py (VARIANTS_ARGS) with each extension of VARS in turn (base: main's), ROUNDS.
+    ab_variants() {
+      timeout 150 python3 bench/variants.py --out "$log/r$1-$2" ${VARIANTS_ARGS:?}
+    }
+    ab_rounds ab_variants ${VARS:?}
+    for f in "$log"/r*-*/variants*.json; do
+      python3 - "$f" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(sys.argv[1].split("/")[-2], " ".join(
+    f"{r['variant']}{'c' if r['causal'] else ''}={r.get('fwd_ms', 0) * 1e3:.1f}us"
+    + (f"({r['fwd_time_over_density_x_dense']:.2f}x)" if 'fwd_time_over_density_x_dense' in r else "")
+    for r in d["rows"]))
+PY
+    done | tee "$out/bsab-table.txt"
+    ;;
+  *) echo "unknown part $part" ;;
+  esac
+done
+stamp "done"
