@@ -27,7 +27,7 @@ for part in ${PARTS:?set PARTS}; do
     timeout $(( $(left) - 5 )) python3 bench/decode.py --out "$log/focus" --shapes $SHAPES \
       --skip "${SKIP:-}" --variants "${VARIANTS:-}" >"$log/focus.log" 2>&1
     stamp "rc=$?"
-    cp "$log"/focus/*.json "$out/" 2>/dev/null
+    for f in "$log"/focus/*.json; do cp "$f" "$out/focus-$(basename "$f")"; done 2>/dev/null
     grep -E "^d(64|128|256) " "$log/focus.log" | cut -c1-600
     ;;
   ab)
