@@ -8,6 +8,9 @@
 #   ab     extensions in turn (ab_rounds; VARS, variants as .ab/var-<name>.so), each timed by
 #          bench/decode.py on SHAPES with VARIANTS columns; a table of every column last
 #   dec    the decode GPU tests (each of LOADERS), sanitizers on the small ones, torch decode tests
+#   bstest the attention tests of BS_FILTER with .ab/tests-$BS_VAR, sanitizers on BS_SAN_FILTER
+#   bsab   bench/variants.py (VARIANTS_ARGS) with each extension of VARS (ab_rounds)
+#   harness  harness_rounds of the A/B harness binaries in VARIANTS (SEQ), their checks, a table
 # usage: OUT=/some/dir PARTS="hm focus" bench/gpu-s33.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
@@ -44,6 +47,13 @@ for part in ${PARTS:?set PARTS}; do
     stamp "rc=$?"
     grep -E "^\[  FAILED|^\[  PASSED|tests ran|Failure" "$log/bstest.log" | tail -12
     sanitize ".ab/tests-$BS_VAR" "$BS_SAN_FILTER"
+    ;;
+  harness)
+    # The A/B harness binaries .ab/$v of VARIANTS (bench/sm90_*_ab.cu builds), SEQ's lengths, two
+    # interleaved rounds; each binary's checks once, then every timing line.
+    harness_rounds
+    for v in $VARIANTS; do grep -h "check" "$log/ab-$v.txt" | sort -u | awk -v v=$v '{print v": "$0}' | head -6; done
+    for v in $VARIANTS; do grep -hv "check" "$log/ab-$v.txt"; done | tee "$out/harness-table.txt"
     ;;
   bsab)
     # bench/variants.py (VARIANTS_ARGS) with each extension of VARS in turn (base: main's), ROUNDS.
