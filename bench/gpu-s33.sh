@@ -10,6 +10,8 @@
 #   dec    the decode GPU tests (each of LOADERS), sanitizers on the small ones, torch decode tests
 #   bstest the attention tests of BS_FILTER with .ab/tests-$BS_VAR, sanitizers on BS_SAN_FILTER
 #   bsab   bench/variants.py (VARIANTS_ARGS) with each extension of VARS (ab_rounds)
+#   ncu3   Nsight Compute of the sm80-class backward against FA2's (issue 3), NCU_HDIM, NCU_SEQ
+#   attab  bench/attention.py (ATT_ARGS) with each extension of VARS (ab_rounds)
 #   harness  harness_rounds of the A/B harness binaries in VARIANTS (SEQ), their checks, a table
 # usage: OUT=/some/dir PARTS="hm focus" bench/gpu-s33.sh
 set -uo pipefail
@@ -54,6 +56,32 @@ for part in ${PARTS:?set PARTS}; do
     harness_rounds
     for v in $VARIANTS; do grep -h "check" "$log/ab-$v.txt" | sort -u | awk -v v=$v '{print v": "$0}' | head -6; done
     for v in $VARIANTS; do grep -hv "check" "$log/ab-$v.txt"; done | tee "$out/harness-table.txt"
+    ;;
+  ncu3)
+    # Nsight Compute (--set full) of the sm80-class backward (FLASHKIT_ATTENTION_PATH=sm80) and
+    # FA2's (SDPA flash) main backward kernels, hdim NCU_HDIM (64), seqlen NCU_SEQ (8192), one
+    # process; the details of both, and the headline rows side by side.
+    stamp "ncu sm80 bwd vs FA2 ($(left) s left)"
+    FLASHKIT_ATTENTION_PATH=sm80 timeout 400 ncu --set full --import-source no --kernel-name-base demangled -k 'regex:BwdKernel|flash_bwd_dq_dk_dv' \
+      -o "$log/bwd3" python3 bench/profile_attention.py --flash --seqlen "${NCU_SEQ:-8192}" "${NCU_HDIM:-64}" \
+      >"$log/ncu3.log" 2>&1
+    stamp "rc=$?"
+    tail -3 "$log/ncu3.log"
+    ncu -i "$log/bwd3.ncu-rep" --page details >"$out/ncu3-details.txt" 2>&1
+    ncu -i "$log/bwd3.ncu-rep" --page raw --csv >"$log/ncu3-raw.csv" 2>&1
+    gzip -c "$log/ncu3-raw.csv" >"$out/ncu3-raw.csv.gz"
+    grep -E "^  [a-z_].*Context|Duration|Executed Ipc A|Issue Slots Busy|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Shared Memory|Bank|L1/TEX Hit|L2 Hit|Executed Instructions  |Local|Stall|DRAM Throughput|Compute \(SM\)" \
+      "$out/ncu3-details.txt" | cut -c1-150 | head -80
+    ;;
+  attab)
+    # bench/attention.py (ATT_ARGS) with each extension of VARS in turn (ab_rounds, ROUNDS); the
+    # backward lines of each run last.
+    ab_attention() {
+      timeout 200 python3 bench/attention.py --out "$log/r$1-$2" ${ATT_ARGS:?}
+    }
+    ab_rounds ab_attention ${VARS:?}
+    for f in "$log"/r*-*.log; do echo "== $(basename "$f" .log)"; grep -E "^d[0-9]|worst|^ *d[0-9]" "$f" | tail -14; done \
+      | tee "$out/attab-table.txt"
     ;;
   bsab)
     # bench/variants.py (VARIANTS_ARGS) with each extension of VARS in turn (base: main's), ROUNDS.

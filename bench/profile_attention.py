@@ -1,9 +1,11 @@
 """One forward and one backward of flashkit attention per head dim, for Nsight Compute:
   ncu --kernel-name regex:BwdKernel --section SpeedOfLight --section WarpStateStats \
-      python3 bench/profile_attention.py [--fwd-only] [--cudnn] [--seqlen N] [hdim ...]
+      python3 bench/profile_attention.py [--fwd-only] [--cudnn] [--flash] [--seqlen N] [hdim ...]
 bf16, non-causal, hidden 2048, batch * seqlen = 16k (default seqlen 4096, the FA2 protocol's
 middle point). --cudnn also runs PyTorch SDPA's cudnn backend once on the same tensors (after
-flashkit's calls), so one ncu run can profile both forwards."""
+flashkit's calls), so one ncu run can profile both forwards; --flash runs SDPA's flash backend
+(FlashAttention-2) forward and backward the same way. FLASHKIT_ATTENTION_PATH=sm80 picks the
+sm80-class kernels (issue 3's comparison with FA2)."""
 import argparse
 
 import torch
@@ -17,6 +19,7 @@ def main():
     ap.add_argument("hdims", nargs="*", type=int, default=[128])
     ap.add_argument("--fwd-only", action="store_true")
     ap.add_argument("--cudnn", action="store_true")
+    ap.add_argument("--flash", action="store_true")
     ap.add_argument("--seqlen", type=int, default=4096)
     args = ap.parse_args()
     for d in args.hdims:
@@ -33,6 +36,12 @@ def main():
             with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
                 torch.nn.functional.scaled_dot_product_attention(
                     q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        if args.flash:
+            qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                out = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt)
+                if not args.fwd_only:
+                    out.backward(do.transpose(1, 2))
         torch.cuda.synchronize()
 
 

@@ -56,7 +56,6 @@ struct BwdMainloop {
   // dQ of one query block in dq_chunk order ([slab j][thread][4 floats]): staged in shared memory
   // when it fits beside the operands (227 KB on H100/H200: every bucket but hdim 256).
   static constexpr int kDqFloats = kBlockM * kHeadDim;
-  static constexpr int kDqSlabs = kDqFloats / (4 * kThreads);
   static constexpr size_t kOperandBytes =
       sizeof(Element) * (2 * cosize_v<LayoutQ> + 2 * cosize_v<LayoutKV> + 2 * cosize_v<LayoutP>);
   static constexpr bool kStageDq = kOperandBytes + kDqFloats * sizeof(float) <= 227 * 1024;
@@ -94,11 +93,11 @@ struct BwdMainloop {
 
   // After the tile's epilogue, every thread: the key block counts itself in for each query head
   // of its KV head (ws.dq_ready, read by the dQ conversion) once the CTA's dQ adds are complete
-  // (each warp's lane 0 waits for its bulk reduces; every thread's atomics are fenced).
+  // (thread 0 waits for its bulk reduces; every thread's atomics are fenced).
   __device__ static void signal_dq_ready(const Params& p, const WorkTile& w, int tid) {
     if (!p.ws.dq_ready) return;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (kStageDq && p.bulk_dq && tid % 32 == 0) bulk_wait_done();
+    if (kStageDq && p.bulk_dq && tid == 0) bulk_wait_done();
 #endif
     __threadfence();
     __syncthreads();
@@ -201,7 +200,6 @@ struct BwdMainloop {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     const bool bulk_dq = kStageDq && p.bulk_dq;
-    const int warp = tid / 32, lane = tid % 32;
 #else
     constexpr bool bulk_dq = false;  // bulk reduces are sm_90+
 #endif
@@ -271,7 +269,7 @@ struct BwdMainloop {
         pol.bwd_probs(s, dp, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale, p.scale_log2,
                       lse_log2, d_row);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        if (bulk_dq && lane == 0) bulk_wait_read();  // the last block's staged dQ has been read
+        if (bulk_dq && tid == 0) bulk_wait_read();  // the last block's staged dQ has been read
 #endif
         copy(sts_p, sts_p_thr.retile_S(convert<Element>(acc_s)), tPsP);
         copy(sts_p, sts_p_thr.retile_S(convert<Element>(acc_dp)), tPsdS);
@@ -294,17 +292,16 @@ struct BwdMainloop {
         gemm_ss(mma_kv, acc_dk, tdKrdSt, tdKrQt, tdKsdSt, tdKsQt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
         __syncthreads();  // P, dS and this Q/dO stage are rewritten next iteration
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        // Every warp's staged dQ is written: lane 0 of each warp adds its share of the slabs.
-        if (bulk_dq && lane == 0) {
-          for (int j = warp; j < kDqSlabs; j += kWarps)
-            bulk_reduce_add_f32(dq_dst + j * 4 * kThreads, smem.dq + j * 4 * kThreads, 16 * kThreads);
-        }
+        // Every warp's staged dQ is written: thread 0 adds the whole block with one bulk reduce
+        // (one per warp, each in a uniform-operand retry loop, measured 1-3% slower at hdim 64 /
+        // 128: bench/NOTES-attention.md, session 33).
+        if (bulk_dq && tid == 0) bulk_reduce_add_f32(dq_dst, smem.dq, kDqFloats * sizeof(float));
 #endif
         i = i_next;
       }
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (bulk_dq && lane == 0) bulk_wait_read();  // the CTA's shared memory outlives the reads
+    if (bulk_dq && tid == 0) bulk_wait_read();  // the CTA's shared memory outlives the reads
 #endif
   }
 };
