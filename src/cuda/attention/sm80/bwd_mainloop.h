@@ -56,8 +56,14 @@ struct BwdMainloop {
   // dQ of one query block in dq_chunk order ([slab j][thread][4 floats]): staged in shared memory
   // when it fits beside the operands (227 KB on H100/H200: every bucket but hdim 256).
   static constexpr int kDqFloats = kBlockM * kHeadDim;
+  // Up to hdim 64 each stage's LSE * log2(e) and D rows come into shared memory by cp.async with
+  // Q and dO, read right before the probabilities, instead of global loads held in registers
+  // across the S / dP GEMMs: the loop's spill reloads 7 -> 1, backward +2.5-3% (H200); at hdim 128
+  // it made ptxas spill where it did not, -1-2% (bench/NOTES-attention.md, session 33).
+  static constexpr bool kStatsSmem = kHeadDim <= 64;
   static constexpr size_t kOperandBytes =
-      sizeof(Element) * (2 * cosize_v<LayoutQ> + 2 * cosize_v<LayoutKV> + 2 * cosize_v<LayoutP>);
+      sizeof(Element) * (2 * cosize_v<LayoutQ> + 2 * cosize_v<LayoutKV> + 2 * cosize_v<LayoutP>) +
+      (kStatsSmem ? sizeof(float) * 2 * kStages * kBlockM : 0);
   static constexpr bool kStageDq = kOperandBytes + kDqFloats * sizeof(float) <= 227 * 1024;
   static_assert(kDqFloats % (4 * kThreads) == 0, "each thread adds whole float4 groups");
 
@@ -69,6 +75,7 @@ struct BwdMainloop {
     alignas(128) Element p[cosize_v<LayoutP>];
     alignas(128) Element ds[cosize_v<LayoutP>];
     alignas(128) float dq[kStageDq ? kDqFloats : 4];
+    alignas(16) float stats[kStatsSmem ? kStages : 1][2][kStatsSmem ? kBlockM : 4];  // LSE, D rows
   };
 
   struct Params {
@@ -213,11 +220,23 @@ struct BwdMainloop {
                                make_shape(sb.seqlen_q, Int<kHeadDim>{}), make_stride(p.do_stride.row, _1{}));
       Tensor tQgQ = load_thr.partition_S(local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(_, 0)));
       Tensor tQgdO = load_thr.partition_S(local_tile(mdO, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(_, 0)));
+      const int64_t token0 = sb.q_token(b);
       auto load_q = [&](int m, int stage) {
         load_tile(load, tQgQ(_, _, _, m), tQsQ(_, _, _, stage), tQc, sb.seqlen_q - m * kBlockM, p.head_dim);
         load_tile(load, tQgdO(_, _, _, m), tQsdO(_, _, _, stage), tQc, sb.seqlen_q - m * kBlockM, p.head_dim);
+        if constexpr (kStatsSmem) {  // a 16-byte piece of the LSE or D row a thread
+          constexpr int kPieces = kBlockM / 4;
+          static_assert(2 * kPieces <= kThreads, "a thread a piece of the LSE and D rows");
+          if (tid < 2 * kPieces) {
+            const int which = tid / kPieces, piece = tid % kPieces;
+            const float* src = (which == 0 ? p.ws.lse_log2 : p.ws.dsum) +
+                               row_chunk<kBlockM>(token0, b, m, h, p.heads) + 4 * piece;
+            const auto dst = static_cast<uint32_t>(
+                __cvta_generic_to_shared(&smem.stats[stage][which][4 * piece]));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+          }
+        }
       };
-      const int64_t token0 = sb.q_token(b);
       int* semaphore = p.ws.semaphore + (int64_t(b) * p.heads + h) * p.num_m_blocks;
 
       // The K/V blocks of one head all add into the same dQ rows; starting each at a different
@@ -241,17 +260,21 @@ struct BwdMainloop {
         cp_async_fence();
 
         // Per-row LSE (log2 units; +inf on padding rows and rows without keys, so P = 0) and D,
-        // laid out by the preprocess kernel for whole blocks: no bounds checks here.
+        // laid out by the preprocess kernel for whole blocks: no bounds checks here. From global
+        // memory now (hdim > 64), or from this stage's copy after the GEMMs (kStatsSmem).
         constexpr int kRows = decltype(size<0>(tScS))::value;
         float lse_log2[kRows], d_row[kRows];
-        {
-          const int64_t at = row_chunk<kBlockM>(token0, b, m, h, p.heads);
+        auto read_stats = [&](const float* lse, const float* dsum) {
           CUTE_UNROLL
           for (int r = 0; r < kRows; ++r) {
             const int row = get<0>(tScS(r, 0));
-            lse_log2[r] = p.ws.lse_log2[at + row];
-            d_row[r] = p.ws.dsum[at + row];
+            lse_log2[r] = lse[row];
+            d_row[r] = dsum[row];
           }
+        };
+        if constexpr (!kStatsSmem) {
+          const int64_t at = row_chunk<kBlockM>(token0, b, m, h, p.heads);
+          read_stats(p.ws.lse_log2 + at, p.ws.dsum + at);
         }
         cp_async_wait<1>();
         __syncthreads();
@@ -265,6 +288,7 @@ struct BwdMainloop {
 
         Tensor s = rowcol_view(acc_s);
         Tensor dp = rowcol_view(acc_dp);
+        if constexpr (kStatsSmem) read_stats(smem.stats[stage][0], smem.stats[stage][1]);
         const bool mask = pol.template bwd_needs_mask<kBlockM, kBlockN>(m, n_block);
         pol.bwd_probs(s, dp, tScS, m * kBlockM, n_block * kBlockN, mask, p.scale, p.scale_log2,
                       lse_log2, d_row);
