@@ -61,9 +61,10 @@ struct BwdMainloop {
   // across the S / dP GEMMs: the loop's spill reloads 7 -> 1, backward +2.5-3% (H200); at hdim 128
   // it made ptxas spill where it did not, -1-2% (bench/NOTES-attention.md, session 33).
   static constexpr bool kStatsSmem = kHeadDim <= 64;
+  static constexpr size_t kStatsBytes = kStatsSmem ? sizeof(float) * 2 * kStages * kBlockM : 0;
   static constexpr size_t kOperandBytes =
-      sizeof(Element) * (2 * cosize_v<LayoutQ> + 2 * cosize_v<LayoutKV> + 2 * cosize_v<LayoutP>) +
-      (kStatsSmem ? sizeof(float) * 2 * kStages * kBlockM : 0);
+      kStatsBytes +
+      sizeof(Element) * (2 * cosize_v<LayoutQ> + 2 * cosize_v<LayoutKV> + 2 * cosize_v<LayoutP>);
   static constexpr bool kStageDq = kOperandBytes + kDqFloats * sizeof(float) <= 227 * 1024;
   static_assert(kDqFloats % (4 * kThreads) == 0, "each thread adds whole float4 groups");
 
@@ -233,7 +234,8 @@ struct BwdMainloop {
                                row_chunk<kBlockM>(token0, b, m, h, p.heads) + 4 * piece;
             const auto dst = static_cast<uint32_t>(
                 __cvta_generic_to_shared(&smem.stats[stage][which][4 * piece]));
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src)
+                         : "memory");
           }
         }
       };
@@ -317,8 +319,8 @@ struct BwdMainloop {
         __syncthreads();  // P, dS and this Q/dO stage are rewritten next iteration
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         // Every warp's staged dQ is written: thread 0 adds the whole block with one bulk reduce
-        // (one per warp, each in a uniform-operand retry loop, measured 1-3% slower at hdim 64 /
-        // 128: bench/NOTES-attention.md, session 33).
+        // (a reduce per warp, each in a uniform-operand retry loop, measured 1-3% slower at hdim
+        // 64 / 128: bench/NOTES-attention.md, session 33).
         if (bulk_dq && tid == 0) bulk_reduce_add_f32(dq_dst, smem.dq, kDqFloats * sizeof(float));
 #endif
         i = i_next;
