@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # cuobjdump and nvdisasm on the CPU machine (the CUDA toolkit here has nvcc but not these), from
-# PyPI's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels, unpacked into build-tools/sass (ignored, like every build*/ folder; not carried to the GPU).
+# PyPI's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels, unpacked into build-tools/sass
+# (ignored, like every build*/ folder; not carried to the GPU).
 # usage: eval "$(bench/sass_tools.sh)"   then   cuobjdump -sass build-dev/CMakeFiles/.../x.cu.o
 set -euo pipefail
 cd "$(dirname "$0")/.."
