@@ -18,8 +18,7 @@
 # usage: OUT=/some/dir PARTS="hm focus" bench/gpu-s33.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
-[ -f .ab/lib.tgz ] && tar xzf .ab/lib.tgz
+gpu_and_carried
 for part in ${PARTS:?set PARTS}; do
   case "$part" in
   hm)

@@ -89,6 +89,11 @@ sm90_attention_tests() {
   stamp "tests/gpu/run rc=$?"
   grep -E "gpu tests|sanitizer|build|FAILED|Failure|error" "$log/run.txt" | head -30
 }
+# The GPU's name into $log/gpu.txt, then the carried .ab/lib.tgz (if any) unpacked over the tree.
+gpu_and_carried() {
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
+  if [ -f .ab/lib.tgz ]; then tar xzf .ab/lib.tgz; fi
+}
 # For the call scripts that carry a library built on the CPU machine (.ab/lib.tgz): the GPU's
 # name into $log/gpu.txt, bin = the carried test binary, and gtest: $1 log name, $2 gtest filter,
 # $3 seconds, ENVS (optional) the environment before the binary.

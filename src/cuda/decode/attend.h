@@ -139,8 +139,8 @@ __device__ void load_cp_async(const DecodeParams& p, const DecodeTile& tile, con
   const T* const v0 = static_cast<const T*>(p.v);
   auto copy = [&](int row, const T* kp, const T* vp, bool ok) {
     const uint32_t off = (cur.base + row * 64 + (cur.x0 ^ (row % 8)) * 8) * sizeof(T);
-    cp_async_16_to(kd + off, ok ? kp : k0, ok);
-    cp_async_16_to(vd + off, ok ? vp : v0, ok);
+    cp_async_16(kd + off, ok ? kp : k0, ok);
+    cp_async_16(vd + off, ok ? vp : v0, ok);
   };
   if (!p.block_table || cur.shift == -2) {  // the chunk's rows are r0 + row of one run of tokens
     const T *kp, *vp;

@@ -1,6 +1,7 @@
-// The few PTX instructions the decode kernel is built from: cp.async 16-byte copies (zero-fill
-// past the end), ldmatrix (plain and .trans), the m16n8k16 tensor-core MMA with fp32
-// accumulation, ex2, and the acquire/release flag operations of Lean's host-CTA reduction.
+// The few PTX instructions the decode kernel is built from (its 16-byte cp.async copies, zero-fill
+// past the end, are common/cp_async.h's): cp.async's mbarrier arrival, ldmatrix (plain and
+// .trans), the m16n8k16 tensor-core MMA with fp32 accumulation, ex2, and the acquire/release flag
+// operations of Lean's host-CTA reduction.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -8,16 +9,11 @@
 #include <cstdint>
 
 #include "cuda/common/acquire_release.h"
+#include "cuda/common/cp_async.h"
 #include "cuda/common/mbarrier.h"
 
 namespace flashkit::cuda::decoding {
 
-// 16 bytes global -> shared (an address from smem_addr), bypassing L1 (K/V are streamed once);
-// valid false writes zeros and reads nothing.
-__device__ __forceinline__ void cp_async_16_to(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0));
-}
 // One arrival on `bar` once all of this thread's earlier cp.async copies have landed (.noinc:
 // the barrier's expected count includes it). The thread's copies are then visible to every thread
 // that waits for the phase.

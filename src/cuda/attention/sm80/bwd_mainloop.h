@@ -17,6 +17,8 @@
 #include "cuda/attention/tile_scheduler.h"
 #include "cuda/common/acquire_release.h"
 #include "cuda/common/bulk_reduce.h"
+#include "cuda/common/cp_async.h"
+#include "cuda/common/mbarrier.h"
 
 namespace flashkit::cuda::attn::sm80 {
 
@@ -232,10 +234,7 @@ struct BwdMainloop {
             const int which = tid / kPieces, piece = tid % kPieces;
             const float* src = (which == 0 ? p.ws.lse_log2 : p.ws.dsum) +
                                row_chunk<kBlockM>(token0, b, m, h, p.heads) + 4 * piece;
-            const auto dst = static_cast<uint32_t>(
-                __cvta_generic_to_shared(&smem.stats[stage][which][4 * piece]));
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src)
-                         : "memory");
+            cp_async_16(smem_addr(&smem.stats[stage][which][4 * piece]), src);
           }
         }
       };
