@@ -8,6 +8,7 @@
 // The score Policy (score_policy.h) picks the query blocks, the masks and the score modifiers.
 #pragma once
 #include <cmath>
+#include <cstdlib>
 
 #include "cuda/attention/params.h"
 #include "cuda/attention/score_policy.h"
@@ -21,6 +22,12 @@
 #include "cuda/common/mbarrier.h"
 
 namespace flashkit::cuda::attn::sm80 {
+
+// A/B knob read per launch: false only when the variable is set to 0.
+inline bool ab_knob(const char* name) {
+  const char* e = std::getenv(name);
+  return !(e && e[0] == '0');
+}
 
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, class Policy_>
 struct BwdMainloop {
@@ -89,6 +96,7 @@ struct BwdMainloop {
     float scale, scale_log2;
     bool deterministic;
     bool bulk_dq;  // stage dQ for bulk reduces (sm_90 code only; never in deterministic runs)
+    bool rotate;   // each key block starts at its own query block (never in deterministic runs)
     typename Policy::Params score;
   };
   static Params to_params(const AttnArguments& a, BwdScratch ws) {
@@ -98,7 +106,8 @@ struct BwdMainloop {
             ws,
             a.heads, a.heads / a.kv_heads, a.head_dim, ceil_div(a.seqlen_q, kBlockM),
             a.softmax_scale, a.softmax_scale * float(M_LOG2E), a.deterministic,
-            kStageDq && !a.deterministic, Policy::to_params(a)};
+            kStageDq && !a.deterministic && ab_knob("FLASHKIT_SM80_BWD_BULK"),
+            !a.deterministic && ab_knob("FLASHKIT_SM80_BWD_ROT"), Policy::to_params(a)};
   }
 
   // After the tile's epilogue, every thread: the key block counts itself in for each query head
@@ -244,7 +253,7 @@ struct BwdMainloop {
       // query block spreads their atomics over the rows instead of piling onto one block's
       // addresses. Deterministic runs keep the natural order their semaphores count in.
       const int count = m_end - m_begin;
-      const int rot = p.deterministic ? 0 : n_block % count;
+      const int rot = p.rotate ? n_block % count : 0;
       auto m_at = [&](int i) { return m_begin + (i + rot < count ? i + rot : i + rot - count); };
       // The next query block at or after step i that the block mask keeps (count: none).
       LiveCursor cur;

@@ -1,0 +1,74 @@
+#!/bin/bash
+# Session 34's device calls (one script, parts chosen by PARTS; each prints a short table last):
+#   knobs  bench/sm80_bwd_knobs.py with .ab/var-$KVAR.so (KNOBS, KARGS), then the torch attention
+#          tests with that extension under each knob set of KTESTS (sm80 path forced)
+#   prof   Nsight Compute source counters of the sm80-class backward and FA2's (hdim PROF_HDIMS,
+#          seqlen 8k dense): per-SASS-instruction samples into $out/prof-d<h>-sass.csv.gz
+#   d256   bench/attention.py flashkit-sm80 against flash at hdim 256 (main's extension)
+#   final  the committed library: attention tests (default and sm80 forced), sanitizers, torch
+#          tests, bench/attention.py flashkit-sm80 against flash (FINAL_HDIMS)
+# usage: OUT=/some/dir PARTS="knobs prof" bench/gpu-s34.sh
+set -uo pipefail
+. "$(dirname "$0")/gpu_prelude.sh"
+gpu_and_carried
+so=$(ls python/flashkit/_C*.so); cp "$so" "$log/base_C.so"
+for part in ${PARTS:?set PARTS}; do
+  case "$part" in
+  knobs)
+    cp ".ab/var-${KVAR:?}.so" "$so"
+    stamp "sm80 bwd knobs ($(left) s left)"
+    PYTHONPATH=bench:$PYTHONPATH timeout 300 python3 bench/sm80_bwd_knobs.py --knobs "${KNOBS:?}" ${KARGS:-} \
+      >"$log/knobs.log" 2>&1
+    stamp "rc=$?"; cp "$log/knobs.log" "$out/knobs.txt"
+    for kv in ${KTESTS:-}; do
+      stamp "torch attention tests, sm80, $kv"
+      env FLASHKIT_ATTENTION_PATH=sm80 ${kv//,/ } timeout 150 python3 -m pytest -q -x tests/python/test_torch_attention.py \
+        >"$log/pytest-$kv.log" 2>&1
+      stamp "rc=$?"; tail -1 "$log/pytest-$kv.log"
+    done
+    cp "$log/base_C.so" "$so"
+    cat "$out/knobs.txt" | grep -E '^d[0-9]'
+    ;;
+  prof)
+    for h in ${PROF_HDIMS:-64 128}; do
+      stamp "ncu source counters d$h ($(left) s left)"
+      FLASHKIT_ATTENTION_PATH=sm80 timeout 240 ncu --section SourceCounters --section WarpStateStats \
+        --section InstructionStats --section LaunchStats --import-source no --kernel-name-base demangled \
+        -k 'regex:BwdKernel|flash_bwd_dq_dk_dv' -o "$log/prof$h" \
+        python3 bench/profile_attention.py --flash --seqlen 8192 "$h" >"$log/prof$h.log" 2>&1
+      stamp "rc=$?"; tail -2 "$log/prof$h.log"
+      ncu -i "$log/prof$h.ncu-rep" --page details >"$out/prof-d$h-details.txt" 2>&1
+      ncu -i "$log/prof$h.ncu-rep" --page source --csv --print-source sass >"$log/prof-d$h-sass.csv" 2>&1
+      gzip -c "$log/prof-d$h-sass.csv" >"$out/prof-d$h-sass.csv.gz"
+      head -c 600 "$log/prof-d$h-sass.csv"; echo
+      grep -E "Duration|Warp Cycles Per Issued|Executed Instructions  " "$out/prof-d$h-details.txt" | head -8
+    done
+    ;;
+  d256)
+    stamp "bench/attention.py sm80 vs flash, hdim 256 ($(left) s left)"
+    timeout $(( $(left) - 10 )) python3 bench/attention.py --out "$out" --methods flashkit-sm80,flash \
+      --hdims 256 --seqlens 2048,4096,8192,16384 --no-memory --name attention-sm80-d256-s34 >"$log/attn256.log" 2>&1
+    stamp "rc=$?"; grep -E "^d[0-9]|worst" "$log/attn256.log"
+    ;;
+  final)
+    f='AttentionGpu.*:AttentionGpuSmall.*:AttentionGpu/AttentionGpuHdim.*:*BlockSparse*:*Deterministic*'
+    stamp "attention tests (default path)"
+    timeout 200 build-dev/flashkit_gpu_tests --gtest_filter="$f" >"$log/final-tests.log" 2>&1
+    stamp "rc=$?"; grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/final-tests.log" | tail -6
+    stamp "attention tests (sm80 forced)"
+    FLASHKIT_ATTENTION_PATH=sm80 timeout 200 build-dev/flashkit_gpu_tests --gtest_filter="$f:-*Fp8*" \
+      >"$log/final-tests-sm80.log" 2>&1
+    stamp "rc=$?"; grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/final-tests-sm80.log" | tail -6
+    FLASHKIT_ATTENTION_PATH=sm80 sanitize build-dev/flashkit_gpu_tests 'AttentionGpuSmall.DenseCausalGqa:AttentionGpuSmall.Sm90AndSm80Paths'
+    stamp "torch attention tests"
+    timeout 150 python3 -m pytest -q -x tests/python/test_torch_attention.py >"$log/pytest.log" 2>&1
+    stamp "rc=$?"; tail -2 "$log/pytest.log"
+    stamp "bench/attention.py sm80 vs flash ($(left) s left)"
+    timeout $(( $(left) - 10 )) python3 bench/attention.py --out "$out" --methods flashkit-sm80,flash \
+      --hdims "${FINAL_HDIMS:-64,128}" --no-memory --name attention-sm80-s34 >"$log/attn.log" 2>&1
+    stamp "rc=$?"; grep -E "^d[0-9]|worst" "$log/attn.log"
+    ;;
+  *) echo "unknown part $part" ;;
+  esac
+done
+(cd "$out" && tar czf logs.tgz t && rm -rf t)
