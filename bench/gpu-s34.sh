@@ -4,6 +4,7 @@
 #          tests with that extension under each knob set of KTESTS (sm80 path forced)
 #   prof   Nsight Compute source counters of the sm80-class backward and FA2's (hdim PROF_HDIMS,
 #          seqlen 8k dense): per-SASS-instruction samples into $out/prof-d<h>-sass.csv.gz
+#   prof90 Nsight Compute source counters of the Hopper forward's variants (PROF_VARIANTS)
 #   d256   bench/attention.py flashkit-sm80 against flash at hdim 256 (main's extension)
 #   final  the committed library: attention tests (default and sm80 forced), sanitizers, torch
 #          tests, bench/attention.py flashkit-sm80 against flash (FINAL_HDIMS)
@@ -11,6 +12,8 @@
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 gpu_and_carried
+# .ab/*.txz: the carried extension(s) and binaries, xz-packed (near-identical variants share bytes).
+for f in .ab/*.txz; do [ -f "$f" ] && python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" "$f"; done
 so=$(ls python/flashkit/_C*.so); cp "$so" "$log/base_C.so"
 for part in ${PARTS:?set PARTS}; do
   case "$part" in
@@ -29,6 +32,23 @@ for part in ${PARTS:?set PARTS}; do
     cp "$log/base_C.so" "$so"
     cat "$out/knobs.txt" | grep -E '^d[0-9]'
     ;;
+  la)
+    # Each extension .ab/var-<v>.so of LAVARS in turn: bench/sm80_bwd_knobs.py (KNOBS, KARGS) and
+    # the torch attention tests with the sm80 path forced (fp8 excluded: it refuses that path).
+    for v in ${LAVARS:?}; do
+      cp ".ab/var-$v.so" "$so"
+      stamp "$v: sm80 bwd knobs ($(left) s left)"
+      PYTHONPATH=bench:$PYTHONPATH timeout 200 python3 bench/sm80_bwd_knobs.py --knobs "${KNOBS:?}" ${KARGS:-} \
+        >"$log/la-$v.log" 2>&1
+      stamp "rc=$?"; sed "s/^/$v /" "$log/la-$v.log" >>"$out/la.txt"
+      stamp "$v: torch attention tests, sm80"
+      env FLASHKIT_ATTENTION_PATH=sm80 ${KTEST_ENV:-} timeout 150 python3 -m pytest -q -x -k "${PYTEST_K:-not fp8}" \
+        tests/python/test_torch_attention.py >"$log/pytest-$v.log" 2>&1
+      stamp "rc=$?"; tail -1 "$log/pytest-$v.log"
+    done
+    cp "$log/base_C.so" "$so"
+    grep -E '^[a-z0-9]+ d[0-9]' "$out/la.txt"
+    ;;
   prof)
     for h in ${PROF_HDIMS:-64 128}; do
       stamp "ncu source counters d$h ($(left) s left)"
@@ -43,6 +63,18 @@ for part in ${PARTS:?set PARTS}; do
       head -c 600 "$log/prof-d$h-sass.csv"; echo
       grep -E "Duration|Warp Cycles Per Issued|Executed Instructions  " "$out/prof-d$h-details.txt" | head -8
     done
+    ;;
+  prof90)
+    # Nsight Compute source counters of the Hopper forward, plain beside PROF_VARIANTS (hdim 128,
+    # b2 h16 s8k, dense): per-SASS-instruction samples into $out/prof90-sass.csv.gz.
+    stamp "ncu source counters, sm90 forward variants ($(left) s left)"
+    timeout 240 ncu --section SourceCounters --section WarpStateStats --section InstructionStats \
+      --import-source no --kernel-name-base demangled -k 'regex:sm90::Fwd' -o "$log/prof90" \
+      python3 bench/profile_variants.py ${PROF_VARIANTS:-plain softcap window} >"$log/prof90.log" 2>&1
+    stamp "rc=$?"; tail -2 "$log/prof90.log"
+    ncu -i "$log/prof90.ncu-rep" --page details >"$out/prof90-details.txt" 2>&1
+    ncu -i "$log/prof90.ncu-rep" --page source --csv --print-source sass | gzip -c >"$out/prof90-sass.csv.gz"
+    grep -E "Duration|Warp Cycles Per Issued|Executed Instructions  " "$out/prof90-details.txt" | head -12
     ;;
   d256)
     stamp "bench/attention.py sm80 vs flash, hdim 256 ($(left) s left)"

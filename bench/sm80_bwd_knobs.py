@@ -25,6 +25,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--calls", type=int, default=5)
+    ap.add_argument("--fwd", action="store_true", help="time the forward too (rows '... fwd')")
     args = ap.parse_args()
     os.environ["FLASHKIT_ATTENTION_PATH"] = "sm80"
     knobs = []
@@ -55,29 +56,43 @@ def main():
                 def flash():
                     torch.autograd.grad(out, (qt, kt, vt), dot, retain_graph=True)
 
-                flops = 5 * 2 * b * h * s * s * d * (0.5 if causal else 1.0)
-                key = f"d{d} {'causal' if causal else 'dense '} {s // 1024:>2}k"
-                for r in range(args.rounds):
-                    order = knobs + [("flash", None)]
-                    if r % 2:
-                        order = order[::-1]
-                    for name, kv in order:
-                        if kv is None:
-                            fn = flash
-                        else:
-                            for var in all_vars:
-                                os.environ.pop(var, None)
-                            for var, val in kv:
-                                os.environ[var] = val
-                            fn = ours
-                        ms = median_ms(fn, reps=args.reps, warmup=2, per_call=args.calls)
-                        results.setdefault(key, {}).setdefault(name, []).append(flops / ms / 1e9)
-                    for var in all_vars:
-                        os.environ.pop(var, None)
-                row = results[key]
-                print(key, "  ".join(f"{n} {' / '.join(f'{x:.0f}' for x in xs)}" for n, xs in row.items()),
-                      "  ratio", " ".join(f"{n} {max(xs) / max(row['flash']):.3f}" for n, xs in row.items()
-                                          if n != "flash"), flush=True)
+                def ours_fwd():
+                    _C.attention_forward_into(q, k, v, o, lse, 0.0, causal, 0)
+
+                def flash_fwd():
+                    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                        torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+
+                for passname, mine, peer, gemms in [("bwd", ours, flash, 5)] + (
+                        [("fwd", ours_fwd, flash_fwd, 2)] if args.fwd else []):
+                    flops = gemms * 2 * b * h * s * s * d * (0.5 if causal else 1.0)
+                    key = f"d{d} {'causal' if causal else 'dense '} {s // 1024:>2}k {passname}"
+                    run_rounds(args, knobs, all_vars, results, key, mine, peer, flops)
+
+
+def run_rounds(args, knobs, all_vars, results, key, ours, flash, flops):
+    """`rounds` interleaved rounds (order reversed every other round) of each knob set and FA2."""
+    for r in range(args.rounds):
+        order = knobs + [("flash", None)]
+        if r % 2:
+            order = order[::-1]
+        for name, kv in order:
+            if kv is None:
+                fn = flash
+            else:
+                for var in all_vars:
+                    os.environ.pop(var, None)
+                for var, val in kv:
+                    os.environ[var] = val
+                fn = ours
+            ms = median_ms(fn, reps=args.reps, warmup=2, per_call=args.calls)
+            results.setdefault(key, {}).setdefault(name, []).append(flops / ms / 1e9)
+        for var in all_vars:
+            os.environ.pop(var, None)
+    row = results[key]
+    print(key, "  ".join(f"{n} {' / '.join(f'{x:.0f}' for x in xs)}" for n, xs in row.items()),
+          "  ratio", " ".join(f"{n} {max(xs) / max(row['flash']):.3f}" for n, xs in row.items()
+                              if n != "flash"), flush=True)
 
 
 if __name__ == "__main__":

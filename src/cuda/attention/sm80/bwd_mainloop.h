@@ -21,6 +21,10 @@
 #include "cuda/common/cp_async.h"
 #include "cuda/common/mbarrier.h"
 
+#ifndef FK_LOADAT
+#define FK_LOADAT 0
+#endif
+
 namespace flashkit::cuda::attn::sm80 {
 
 // A/B knob read per launch: false only when the variable is set to 0.
@@ -74,7 +78,11 @@ struct BwdMainloop {
   static constexpr size_t kOperandBytes =
       kStatsBytes +
       sizeof(Element) * (2 * cosize_v<LayoutQ> + 2 * cosize_v<LayoutKV> + 2 * cosize_v<LayoutP>);
+#ifdef FK_NOSTAGE
+  static constexpr bool kStageDq = false;
+#else
   static constexpr bool kStageDq = kOperandBytes + kDqFloats * sizeof(float) <= 227 * 1024;
+#endif
   static_assert(kDqFloats % (4 * kThreads) == 0, "each thread adds whole float4 groups");
 
   struct SharedStorage {
@@ -233,9 +241,12 @@ struct BwdMainloop {
       Tensor tQgQ = load_thr.partition_S(local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(_, 0)));
       Tensor tQgdO = load_thr.partition_S(local_tile(mdO, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(_, 0)));
       const int64_t token0 = sb.q_token(b);
-      auto load_q = [&](int m, int stage) {
-        load_tile(load, tQgQ(_, _, _, m), tQsQ(_, _, _, stage), tQc, sb.seqlen_q - m * kBlockM, p.head_dim);
+      auto load_do = [&](int m, int stage) {
         load_tile(load, tQgdO(_, _, _, m), tQsdO(_, _, _, stage), tQc, sb.seqlen_q - m * kBlockM, p.head_dim);
+      };
+      auto load_q = [&](int m, int stage, bool with_do = true) {
+        load_tile(load, tQgQ(_, _, _, m), tQsQ(_, _, _, stage), tQc, sb.seqlen_q - m * kBlockM, p.head_dim);
+        if (with_do) load_do(m, stage);
         if constexpr (kStatsSmem) {  // a 16-byte piece of the LSE or D row a thread
           constexpr int kPieces = kBlockM / 4;
           static_assert(2 * kPieces <= kThreads, "a thread a piece of the LSE and D rows");
@@ -266,8 +277,18 @@ struct BwdMainloop {
       for (int stage = 0; i < count; stage ^= 1) {
         const int m = m_at(i);
         const int i_next = next_live(i + 1);
-        if (i_next < count) load_q(m_at(i_next), stage ^ 1);
-        cp_async_fence();
+        // The next stage's copies (FK_LOADAT 0: here, before this stage's wait; else at the point
+        // named below, and this stage's wait is then for every group).
+        auto issue_next = [&](int part) {  // 0: Q, dO, stats; 1: Q and stats; 2: dO
+          if (i_next < count) {
+            if (part == 2)
+              load_do(m_at(i_next), stage ^ 1);
+            else
+              load_q(m_at(i_next), stage ^ 1, part == 0);
+          }
+          cp_async_fence();
+        };
+        if constexpr (FK_LOADAT == 0) issue_next(0);
 
         // Per-row LSE (log2 units; +inf on padding rows and rows without keys, so P = 0) and D,
         // laid out by the preprocess kernel for whole blocks: no bounds checks here. From global
@@ -286,12 +307,15 @@ struct BwdMainloop {
           const int64_t at = row_chunk<kBlockM>(token0, b, m, h, p.heads);
           read_stats(p.ws.lse_log2 + at, p.ws.dsum + at);
         }
-        cp_async_wait<1>();
+        cp_async_wait<FK_LOADAT == 0 ? 1 : 0>();
         __syncthreads();
+        if constexpr (FK_LOADAT == 1) issue_next(0);
 
         Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});
         clear(acc_s);
         gemm_ss(mma_sdp, acc_s, tSrQ, tSrK, tSsQ(_, _, _, stage), tSsK, ldsm_a_sdp, ldsm_b_sdp);
+        if constexpr (FK_LOADAT == 2) issue_next(0);
+        if constexpr (FK_LOADAT == 5) issue_next(1);
         Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});
         clear(acc_dp);
         gemm_ss(mma_sdp, acc_dp, tdPrdO, tdPrV, tdPsdO(_, _, _, stage), tdPsV, ldsm_a_sdp, ldsm_b_sdp);
@@ -308,6 +332,7 @@ struct BwdMainloop {
         copy(sts_p, sts_p_thr.retile_S(convert<Element>(acc_s)), tPsP);
         copy(sts_p, sts_p_thr.retile_S(convert<Element>(acc_dp)), tPsdS);
         __syncthreads();
+        if constexpr (FK_LOADAT == 3) issue_next(0);
 
         // dQ first: its atomics (or staging stores) drain while the dV and dK MMAs run.
         float* dq_dst = dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);
@@ -322,6 +347,8 @@ struct BwdMainloop {
                              p.deterministic ? pol.template dq_turn<kBlockM, kBlockN>(m, n_block) : 0, tid,
                              [] { __syncthreads(); });
         }
+        if constexpr (FK_LOADAT == 4) issue_next(0);
+        if constexpr (FK_LOADAT == 5) issue_next(2);
         gemm_ss(mma_kv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
         gemm_ss(mma_kv, acc_dk, tdKrdSt, tdKrQt, tdKsdSt, tdKsQt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
         __syncthreads();  // P, dS and this Q/dO stage are rewritten next iteration
