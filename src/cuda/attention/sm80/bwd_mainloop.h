@@ -21,16 +21,14 @@
 #include "cuda/common/cp_async.h"
 #include "cuda/common/mbarrier.h"
 
-#ifndef FK_LOADAT
-#define FK_LOADAT 0
-#endif
-
 namespace flashkit::cuda::attn::sm80 {
 
-// A/B knob read per launch: false only when the variable is set to 0.
-inline bool ab_knob(const char* name) {
-  const char* e = std::getenv(name);
-  return !(e && e[0] == '0');
+// FLASHKIT_SM80_BWD_BULK=1 (read per launch, A/B runs): dQ staged in shared memory and added by
+// bulk reduces on sm_90 instead of 16-byte atomics from registers, which measured 1.5-4% faster
+// there on the loop with the copies after the S GEMM (bench/NOTES-attention.md, session 34).
+inline bool sm80_bwd_bulk_dq() {
+  const char* e = std::getenv("FLASHKIT_SM80_BWD_BULK");
+  return e && e[0] == '1';
 }
 
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, class Policy_>
@@ -78,11 +76,7 @@ struct BwdMainloop {
   static constexpr size_t kOperandBytes =
       kStatsBytes +
       sizeof(Element) * (2 * cosize_v<LayoutQ> + 2 * cosize_v<LayoutKV> + 2 * cosize_v<LayoutP>);
-#ifdef FK_NOSTAGE
-  static constexpr bool kStageDq = false;
-#else
   static constexpr bool kStageDq = kOperandBytes + kDqFloats * sizeof(float) <= 227 * 1024;
-#endif
   static_assert(kDqFloats % (4 * kThreads) == 0, "each thread adds whole float4 groups");
 
   struct SharedStorage {
@@ -92,8 +86,8 @@ struct BwdMainloop {
     alignas(128) Element v[cosize_v<LayoutKV>];
     alignas(128) Element p[cosize_v<LayoutP>];
     alignas(128) Element ds[cosize_v<LayoutP>];
-    alignas(128) float dq[kStageDq ? kDqFloats : 4];
     alignas(16) float stats[kStatsSmem ? kStages : 1][2][kStatsSmem ? kBlockM : 4];  // LSE, D rows
+    alignas(128) float dq[kStageDq ? kDqFloats : 4];  // last: launches without bulk_dq leave it out
   };
 
   struct Params {
@@ -104,7 +98,6 @@ struct BwdMainloop {
     float scale, scale_log2;
     bool deterministic;
     bool bulk_dq;  // stage dQ for bulk reduces (sm_90 code only; never in deterministic runs)
-    bool rotate;   // each key block starts at its own query block (never in deterministic runs)
     typename Policy::Params score;
   };
   static Params to_params(const AttnArguments& a, BwdScratch ws) {
@@ -114,8 +107,7 @@ struct BwdMainloop {
             ws,
             a.heads, a.heads / a.kv_heads, a.head_dim, ceil_div(a.seqlen_q, kBlockM),
             a.softmax_scale, a.softmax_scale * float(M_LOG2E), a.deterministic,
-            kStageDq && !a.deterministic && ab_knob("FLASHKIT_SM80_BWD_BULK"),
-            !a.deterministic && ab_knob("FLASHKIT_SM80_BWD_ROT"), Policy::to_params(a)};
+            kStageDq && !a.deterministic && sm80_bwd_bulk_dq(), Policy::to_params(a)};
   }
 
   // After the tile's epilogue, every thread: the key block counts itself in for each query head
@@ -241,12 +233,9 @@ struct BwdMainloop {
       Tensor tQgQ = load_thr.partition_S(local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(_, 0)));
       Tensor tQgdO = load_thr.partition_S(local_tile(mdO, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(_, 0)));
       const int64_t token0 = sb.q_token(b);
-      auto load_do = [&](int m, int stage) {
-        load_tile(load, tQgdO(_, _, _, m), tQsdO(_, _, _, stage), tQc, sb.seqlen_q - m * kBlockM, p.head_dim);
-      };
-      auto load_q = [&](int m, int stage, bool with_do = true) {
+      auto load_q = [&](int m, int stage) {
         load_tile(load, tQgQ(_, _, _, m), tQsQ(_, _, _, stage), tQc, sb.seqlen_q - m * kBlockM, p.head_dim);
-        if (with_do) load_do(m, stage);
+        load_tile(load, tQgdO(_, _, _, m), tQsdO(_, _, _, stage), tQc, sb.seqlen_q - m * kBlockM, p.head_dim);
         if constexpr (kStatsSmem) {  // a 16-byte piece of the LSE or D row a thread
           constexpr int kPieces = kBlockM / 4;
           static_assert(2 * kPieces <= kThreads, "a thread a piece of the LSE and D rows");
@@ -264,7 +253,7 @@ struct BwdMainloop {
       // query block spreads their atomics over the rows instead of piling onto one block's
       // addresses. Deterministic runs keep the natural order their semaphores count in.
       const int count = m_end - m_begin;
-      const int rot = p.rotate ? n_block % count : 0;
+      const int rot = p.deterministic ? 0 : n_block % count;
       auto m_at = [&](int i) { return m_begin + (i + rot < count ? i + rot : i + rot - count); };
       // The next query block at or after step i that the block mask keeps (count: none).
       LiveCursor cur;
@@ -277,18 +266,6 @@ struct BwdMainloop {
       for (int stage = 0; i < count; stage ^= 1) {
         const int m = m_at(i);
         const int i_next = next_live(i + 1);
-        // The next stage's copies (FK_LOADAT 0: here, before this stage's wait; else at the point
-        // named below, and this stage's wait is then for every group).
-        auto issue_next = [&](int part) {  // 0: Q, dO, stats; 1: Q and stats; 2: dO
-          if (i_next < count) {
-            if (part == 2)
-              load_do(m_at(i_next), stage ^ 1);
-            else
-              load_q(m_at(i_next), stage ^ 1, part == 0);
-          }
-          cp_async_fence();
-        };
-        if constexpr (FK_LOADAT == 0) issue_next(0);
 
         // Per-row LSE (log2 units; +inf on padding rows and rows without keys, so P = 0) and D,
         // laid out by the preprocess kernel for whole blocks: no bounds checks here. From global
@@ -307,15 +284,18 @@ struct BwdMainloop {
           const int64_t at = row_chunk<kBlockM>(token0, b, m, h, p.heads);
           read_stats(p.ws.lse_log2 + at, p.ws.dsum + at);
         }
-        cp_async_wait<FK_LOADAT == 0 ? 1 : 0>();
+        cp_async_wait<0>();  // this stage's copies, issued during the last iteration
         __syncthreads();
-        if constexpr (FK_LOADAT == 1) issue_next(0);
 
         Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});
         clear(acc_s);
         gemm_ss(mma_sdp, acc_s, tSrQ, tSrK, tSsQ(_, _, _, stage), tSsK, ldsm_a_sdp, ldsm_b_sdp);
-        if constexpr (FK_LOADAT == 2) issue_next(0);
-        if constexpr (FK_LOADAT == 5) issue_next(1);
+        // The next query block's copies go out now, not at the top of the iteration: issued there
+        // by every warp at once, they filled the LSU queue right before the wait and the barrier,
+        // and the S GEMM's ldmatrix loads and the reuse of their address registers waited behind
+        // them (ncu: 8-10% of the loop's stall samples; +1-4% backward here, session 34).
+        if (i_next < count) load_q(m_at(i_next), stage ^ 1);
+        cp_async_fence();
         Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});
         clear(acc_dp);
         gemm_ss(mma_sdp, acc_dp, tdPrdO, tdPrV, tdPsdO(_, _, _, stage), tdPsV, ldsm_a_sdp, ldsm_b_sdp);
@@ -332,7 +312,6 @@ struct BwdMainloop {
         copy(sts_p, sts_p_thr.retile_S(convert<Element>(acc_s)), tPsP);
         copy(sts_p, sts_p_thr.retile_S(convert<Element>(acc_dp)), tPsdS);
         __syncthreads();
-        if constexpr (FK_LOADAT == 3) issue_next(0);
 
         // dQ first: its atomics (or staging stores) drain while the dV and dK MMAs run.
         float* dq_dst = dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);
@@ -347,8 +326,6 @@ struct BwdMainloop {
                              p.deterministic ? pol.template dq_turn<kBlockM, kBlockN>(m, n_block) : 0, tid,
                              [] { __syncthreads(); });
         }
-        if constexpr (FK_LOADAT == 4) issue_next(0);
-        if constexpr (FK_LOADAT == 5) issue_next(2);
         gemm_ss(mma_kv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
         gemm_ss(mma_kv, acc_dk, tdKrdSt, tdKrQt, tdKsdSt, tdKsQt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
         __syncthreads();  // P, dS and this Q/dO stage are rewritten next iteration
