@@ -5,9 +5,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <algorithm>
-#include <cstddef>
-
 #include "cuda/attention/bwd_kernel.h"
 #include "cuda/attention/fwd_kernel.h"
 #include "cuda/attention/kernels.h"
@@ -44,18 +41,7 @@ void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream) {
       a.seqlen_q, a.seqlen_k, a.cu_seqlens_q, a.cu_seqlens_k};
   constexpr auto kernel = run_kernel<Kernel>;
   ensure_smem_limit<kernel>(Kernel::kSmemBytes);
-#ifdef FK_SMALLSMEM
-  // Without bulk reduces the dQ staging buffer (the mainloop storage's last member) is not used:
-  // the launch leaves it out, so the SM keeps more of its L1 as cache.
-  const int smem_bytes =
-      params.mainloop.bulk_dq
-          ? Kernel::kSmemBytes
-          : int(std::max(offsetof(typename Mainloop::SharedStorage, dq),
-                         sizeof(typename sm80::BwdEpilogue<Mainloop>::SharedStorage)));
-#else
-  const int smem_bytes = Kernel::kSmemBytes;
-#endif
-  kernel<<<SingleTileScheduler::grid_shape(params.scheduler), Kernel::kThreads, smem_bytes,
+  kernel<<<SingleTileScheduler::grid_shape(params.scheduler), Kernel::kThreads, Kernel::kSmemBytes,
            stream>>>(params);
   FK_CHECK_LAUNCH("attention backward (sm80)");
 

@@ -9,6 +9,7 @@
 #pragma once
 #include <cmath>
 #include <cstdlib>
+#include <type_traits>
 
 #include "cuda/attention/params.h"
 #include "cuda/attention/score_policy.h"
@@ -76,7 +77,17 @@ struct BwdMainloop {
   static constexpr size_t kOperandBytes =
       kStatsBytes +
       sizeof(Element) * (2 * cosize_v<LayoutQ> + 2 * cosize_v<LayoutKV> + 2 * cosize_v<LayoutP>);
-  static constexpr bool kStageDq = kOperandBytes + kDqFloats * sizeof(float) <= 227 * 1024;
+  // Where each iteration issues the next query block's copies: after the S GEMM (2), or after the
+  // P / dS barrier (3) with no dQ staging compiled in at all, which ptxas turns into the faster
+  // program for hdim <= 64 without a mask and the slower one everywhere else (session 34: +3-4%
+  // there; -5% hdim 64 causal, -5-7% hdim 128).
+#ifndef FK_COPIES_AT_SMALL
+#define FK_COPIES_AT_SMALL 3
+#endif
+  static constexpr bool kSmallDense = kHeadDim <= 64 && std::is_same_v<Policy, PlainScores<false>>;
+  static constexpr int kCopiesAt = kSmallDense ? FK_COPIES_AT_SMALL : 2;
+  static constexpr bool kStageDq =
+      !kSmallDense && kOperandBytes + kDqFloats * sizeof(float) <= 227 * 1024;
   static_assert(kDqFloats % (4 * kThreads) == 0, "each thread adds whole float4 groups");
 
   struct SharedStorage {
@@ -294,8 +305,11 @@ struct BwdMainloop {
         // by every warp at once, they filled the LSU queue right before the wait and the barrier,
         // and the S GEMM's ldmatrix loads and the reuse of their address registers waited behind
         // them (ncu: 8-10% of the loop's stall samples; +1-4% backward here, session 34).
-        if (i_next < count) load_q(m_at(i_next), stage ^ 1);
-        cp_async_fence();
+        auto issue_next = [&] {
+          if (i_next < count) load_q(m_at(i_next), stage ^ 1);
+          cp_async_fence();
+        };
+        if constexpr (kCopiesAt == 2) issue_next();
         Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});
         clear(acc_dp);
         gemm_ss(mma_sdp, acc_dp, tdPrdO, tdPrV, tdPsdO(_, _, _, stage), tdPsV, ldsm_a_sdp, ldsm_b_sdp);
@@ -312,6 +326,7 @@ struct BwdMainloop {
         copy(sts_p, sts_p_thr.retile_S(convert<Element>(acc_s)), tPsP);
         copy(sts_p, sts_p_thr.retile_S(convert<Element>(acc_dp)), tPsdS);
         __syncthreads();
+        if constexpr (kCopiesAt == 3) issue_next();
 
         // dQ first: its atomics (or staging stores) drain while the dV and dK MMAs run.
         float* dq_dst = dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);

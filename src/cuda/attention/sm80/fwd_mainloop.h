@@ -13,10 +13,6 @@
 #include "cuda/attention/sm80/tensor_ops.h"
 #include "cuda/attention/tile_scheduler.h"
 
-#ifndef FK_FWD_LOADAT
-#define FK_FWD_LOADAT 0
-#endif
-
 namespace flashkit::cuda::attn::sm80 {
 
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, class Policy_>
@@ -114,37 +110,32 @@ struct FwdMainloop {
     Tensor tScS = rowcol_view(thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{})));
 
     const int rows_q = sb.seqlen_q - m_block * kBlockM;
-    auto load_kv = [&](int n, int stage) {
+    auto load_k = [&](int n, int stage) {
       load_tile(load, tKgK(_, _, _, n), tKsK(_, _, _, stage), tKVc, sb.seqlen_k - n * kBlockN, p.head_dim);
+    };
+    auto load_v = [&](int n, int stage) {
       load_tile(load, tVgV(_, _, _, n), tVsV(_, _, _, stage), tKVc, sb.seqlen_k - n * kBlockN, p.head_dim);
     };
     load_tile(load, tQgQ, tQsQ, tQc, rows_q, p.head_dim);
-    load_kv(n, 0);
+    load_k(n, 0);
+    load_v(n, 0);
     cp_async_fence();
 
     // Key blocks run from the last to the first, so the masked ones come first.
     for (int stage = 0; n >= kr.begin; stage ^= 1) {
       const int n_next = pol.template prev_live<kBlockM, kBlockN>(m_block, n - 1, kr.begin, cur);
-      if constexpr (FK_FWD_LOADAT == 0) {
-        if (n_next >= kr.begin) load_kv(n_next, stage ^ 1);  // prefetch a whole iteration ahead
-        cp_async_fence();
-      }
-      cp_async_wait<FK_FWD_LOADAT == 0 ? 1 : 0>();
+      cp_async_wait<0>();  // this block's K and V, issued during the last iteration
       __syncthreads();
 
       Tensor acc_s = partition_fragment_C(mma, Shape<Int<kBlockM>, Int<kBlockN>>{});
       clear(acc_s);
       gemm_ss(mma, acc_s, tSrQ, tSrK, tSsQ, tSsK(_, _, _, stage), copy_q, copy_k);
-      if constexpr (FK_FWD_LOADAT == 1) {
-        if (n_next >= kr.begin) load_kv(n_next, stage ^ 1);
-        cp_async_fence();
-      }
-      if constexpr (FK_FWD_LOADAT == 2) {
-        if (n_next >= kr.begin)
-          load_tile(load, tKgK(_, _, _, n_next), tKsK(_, _, _, stage ^ 1), tKVc, sb.seqlen_k - n_next * kBlockN,
-                    p.head_dim);
-        cp_async_fence();
-      }
+      // The next block's K goes out after this S GEMM and its V after the softmax (FA2's order),
+      // not both at the top of the iteration, where every warp's copies at once filled the LSU
+      // queue in front of the wait and the barrier (forward +1-4%, bench/NOTES-attention.md
+      // session 34).
+      if (n_next >= kr.begin) load_k(n_next, stage ^ 1);
+      cp_async_fence();
 
       Tensor s = rowcol_view(acc_s);
       const bool mask = pol.template fwd_needs_mask<kBlockM, kBlockN>(m_block, n);
@@ -153,12 +144,8 @@ struct FwdMainloop {
       softmax.update(s, o, p.scale_log2);
       pol.fwd_dropout(s, tScS, m_block * kBlockM, n * kBlockN);  // l above counts dropped P too
 
-      if constexpr (FK_FWD_LOADAT == 2) {
-        if (n_next >= kr.begin)
-          load_tile(load, tVgV(_, _, _, n_next), tVsV(_, _, _, stage ^ 1), tKVc, sb.seqlen_k - n_next * kBlockN,
-                    p.head_dim);
-        cp_async_fence();
-      }
+      if (n_next >= kr.begin) load_v(n_next, stage ^ 1);
+      cp_async_fence();
       Tensor rP = convert<Element>(acc_s);
       Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
       gemm_rs(mma, acc_o, tOrP, tOrVt, tOsVt(_, _, _, stage), copy_v);
