@@ -816,6 +816,18 @@ TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
                    4500);
 }
 
+// The sm80-class backward's dQ by bulk reduces of a shared-memory stage (FLASHKIT_SM80_BWD_BULK=1,
+// off by default since session 34; atomics otherwise) under the sanitizer: partial tiles, causal,
+// GQA, hdim 128 and hdim 64 causal (hdim <= 64 without a mask compiles no stage: atomics there).
+TEST(AttentionGpuSmall, Sm80BackwardBulkReduce) {
+  if (!hopper_device()) GTEST_SKIP() << "bulk reduces are sm_90";
+  ScopedPath scoped("sm80");
+  ScopedEnv bulk("FLASHKIT_SM80_BWD_BULK", "1");
+  check_case(spec(DType::bf16, 2, 17, 33, 4, 2, 64, true), 4950);
+  check_case(spec(DType::bf16, 1, 200, 140, 4, 2, 128, false), 4951);
+  check_case(spec(DType::bf16, 1, 150, 90, 2, 1, 128, true), 4952);
+}
+
 // Zero-ahead on a shape small enough for compute-sanitizer: six one-pair groups, two query
 // blocks each.
 TEST(AttentionGpuSmall, Sm90BackwardZeroAhead) {
