@@ -83,22 +83,7 @@ for part in ${PARTS:?set PARTS}; do
     stamp "rc=$?"; grep -E "^d[0-9]|worst" "$log/attn256.log"
     ;;
   final)
-    f='AttentionGpu.*:AttentionGpuSmall.*:AttentionGpu/AttentionGpuHdim.*:*BlockSparse*:*Deterministic*'
-    stamp "attention tests (default path)"
-    timeout 200 build-dev/flashkit_gpu_tests --gtest_filter="$f" >"$log/final-tests.log" 2>&1
-    stamp "rc=$?"; grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/final-tests.log" | tail -6
-    stamp "attention tests (sm80 forced)"
-    FLASHKIT_ATTENTION_PATH=sm80 timeout 200 build-dev/flashkit_gpu_tests --gtest_filter="$f:-*Fp8*" \
-      >"$log/final-tests-sm80.log" 2>&1
-    stamp "rc=$?"; grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/final-tests-sm80.log" | tail -6
-    FLASHKIT_ATTENTION_PATH=sm80 sanitize build-dev/flashkit_gpu_tests 'AttentionGpuSmall.DenseCausalGqa:AttentionGpuSmall.Sm90AndSm80Paths'
-    stamp "torch attention tests"
-    timeout 150 python3 -m pytest -q -x tests/python/test_torch_attention.py >"$log/pytest.log" 2>&1
-    stamp "rc=$?"; tail -2 "$log/pytest.log"
-    stamp "bench/attention.py sm80 vs flash ($(left) s left)"
-    timeout $(( $(left) - 10 )) python3 bench/attention.py --out "$out" --methods flashkit-sm80,flash \
-      --hdims "${FINAL_HDIMS:-64,128}" --no-memory --name attention-sm80-s34 >"$log/attn.log" 2>&1
-    stamp "rc=$?"; grep -E "^d[0-9]|worst" "$log/attn.log"
+    sm80_final attention-sm80-s34 'AttentionGpuSmall.DenseCausalGqa:AttentionGpuSmall.Sm90AndSm80Paths:AttentionGpuSmall.Sm80BackwardBulkReduce' "${FINAL_HDIMS:-64,128}"
     ;;
   *) echo "unknown part $part" ;;
   esac

@@ -219,3 +219,26 @@ decode_sweep() {
   stamp "rc=$?"
   grep -E "^d(64|128) " "$log/sweep.log" | cut -c1-400
 }
+# Issue 3's closing checks on the carried library (build-dev/flashkit_gpu_tests, the extension):
+# the attention gtests with the default path and with the sm80-class path forced (fp8 excluded:
+# it refuses that path), memcheck / racecheck of the sm80 gtest filter $2 with that path forced,
+# the torch attention tests, then bench/attention.py flashkit-sm80 against FA2 at hdims $3 into
+# <date>-<gpu>-$1.json.
+sm80_final() {
+  local f='AttentionGpu.*:AttentionGpuSmall.*:AttentionGpu/AttentionGpuHdim.*:*BlockSparse*:*Deterministic*'
+  stamp "attention tests (default path)"
+  timeout 200 build-dev/flashkit_gpu_tests --gtest_filter="$f" >"$log/final-tests.log" 2>&1
+  stamp "rc=$?"; grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/final-tests.log" | tail -6
+  stamp "attention tests (sm80 forced)"
+  FLASHKIT_ATTENTION_PATH=sm80 timeout 200 build-dev/flashkit_gpu_tests --gtest_filter="$f:-*Fp8*" \
+    >"$log/final-tests-sm80.log" 2>&1
+  stamp "rc=$?"; grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/final-tests-sm80.log" | tail -6
+  FLASHKIT_ATTENTION_PATH=sm80 sanitize build-dev/flashkit_gpu_tests "$2"
+  stamp "torch attention tests"
+  timeout 150 python3 -m pytest -q -x tests/python/test_torch_attention.py >"$log/pytest.log" 2>&1
+  stamp "rc=$?"; tail -2 "$log/pytest.log"
+  stamp "bench/attention.py sm80 vs flash ($(left) s left)"
+  timeout $(( $(left) - 10 )) python3 bench/attention.py --out "$out" --methods flashkit-sm80,flash \
+    --hdims "$3" --no-memory --name "$1" >"$log/attn.log" 2>&1
+  stamp "rc=$?"; grep -E "^d[0-9]|worst" "$log/attn.log"
+}

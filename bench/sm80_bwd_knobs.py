@@ -1,6 +1,6 @@
 """The sm80-class backward under A/B knobs read per launch, interleaved in one process with torch's
 flash backend (FlashAttention-2) on the same tensors (issue 3):
-  python3 bench/sm80_bwd_knobs.py --knobs "base=;rot0=FLASHKIT_SM80_BWD_ROT=0" [--hdims 64,128]
+  python3 bench/sm80_bwd_knobs.py --knobs "base=;bulk1=FLASHKIT_SM80_BWD_BULK=1" [--hdims 64,128]
 Each knob set is a name and a comma-separated list of VAR=VALUE assignments, applied to the
 process environment around flashkit's calls (the library reads them per launch). bf16, FA2's
 protocol (hidden 2048, batch * seqlen = 16k), backward TFLOP/s (5 GEMMs, x0.5 causal), median

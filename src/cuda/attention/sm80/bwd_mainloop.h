@@ -2,9 +2,9 @@
 // and the dK, dV accumulators on chip and walks the query blocks (of every query head sharing
 // this KV head, so GQA/MQA sums happen in registers). Per query block: P recomputed from LSE,
 // dV += P^T dO, dS = P * (dP - D), dK += dS^T Q, and dQ += dS K added in fp32 to the scratch
-// accumulator: on sm_90, where shared memory allows, staged in shared memory and added by bulk
-// reduces (cp.reduce.async.bulk); else by 16-byte atomics; deterministic runs add with atomics in
-// key-block order behind a per-block semaphore.
+// accumulator by atomics from registers (16-byte ones on sm_90; FLASHKIT_SM80_BWD_BULK=1 stages it
+// in shared memory for bulk reduces instead, where that fits); deterministic runs add with
+// atomics in key-block order behind a per-block semaphore.
 // The score Policy (score_policy.h) picks the query blocks, the masks and the score modifiers.
 #pragma once
 #include <cmath>
@@ -108,7 +108,8 @@ struct BwdMainloop {
     int heads, h_ratio, head_dim, num_m_blocks;
     float scale, scale_log2;
     bool deterministic;
-    bool bulk_dq;  // stage dQ for bulk reduces (sm_90 code only; never in deterministic runs)
+    bool bulk_dq;  // stage dQ for bulk reduces (sm_90 code only; never in deterministic runs; off
+                   // unless sm80_bwd_bulk_dq(), which the launcher applies)
     typename Policy::Params score;
   };
   static Params to_params(const AttnArguments& a, BwdScratch ws) {
@@ -118,7 +119,7 @@ struct BwdMainloop {
             ws,
             a.heads, a.heads / a.kv_heads, a.head_dim, ceil_div(a.seqlen_q, kBlockM),
             a.softmax_scale, a.softmax_scale * float(M_LOG2E), a.deterministic,
-            kStageDq && !a.deterministic && sm80_bwd_bulk_dq(), Policy::to_params(a)};
+            kStageDq && !a.deterministic, Policy::to_params(a)};
   }
 
   // After the tile's epilogue, every thread: the key block counts itself in for each query head
