@@ -3,7 +3,8 @@
 #   knobs  bench/sm80_bwd_knobs.py with .ab/var-$KVAR.so (KNOBS, KARGS), then the torch attention
 #          tests with that extension under each knob set of KTESTS (sm80 path forced)
 #   prof   Nsight Compute source counters of the sm80-class backward and FA2's (hdim PROF_HDIMS,
-#          seqlen 8k dense): per-SASS-instruction samples into $out/prof-d<h>-sass.csv.gz
+#          seqlen PROF_SEQ (8k), causal when PROF_CAUSAL is set): per-SASS-instruction samples into
+#          $out/prof-d<h>-sass.csv.gz
 #   prof90 Nsight Compute source counters of the Hopper forward's variants (PROF_VARIANTS)
 #   d256   bench/attention.py flashkit-sm80 against flash at hdim 256 (main's extension)
 #   final  the committed library: attention tests (default and sm80 forced), sanitizers, torch
@@ -55,12 +56,12 @@ for part in ${PARTS:?set PARTS}; do
       FLASHKIT_ATTENTION_PATH=sm80 timeout 240 ncu --section SourceCounters --section WarpStateStats \
         --section InstructionStats --section LaunchStats --import-source no --kernel-name-base demangled \
         -k 'regex:BwdKernel|flash_bwd_dq_dk_dv' -o "$log/prof$h" \
-        python3 bench/profile_attention.py --flash --seqlen 8192 "$h" >"$log/prof$h.log" 2>&1
+        python3 bench/profile_attention.py --flash --seqlen "${PROF_SEQ:-8192}" ${PROF_CAUSAL:+--causal} "$h" \
+        >"$log/prof$h.log" 2>&1
       stamp "rc=$?"; tail -2 "$log/prof$h.log"
       ncu -i "$log/prof$h.ncu-rep" --page details >"$out/prof-d$h-details.txt" 2>&1
-      ncu -i "$log/prof$h.ncu-rep" --page source --csv --print-source sass >"$log/prof-d$h-sass.csv" 2>&1
-      gzip -c "$log/prof-d$h-sass.csv" >"$out/prof-d$h-sass.csv.gz"
-      head -c 600 "$log/prof-d$h-sass.csv"; echo
+      ncu -i "$log/prof$h.ncu-rep" --page source --csv --print-source sass | gzip -c >"$out/prof-d$h-sass.csv.gz"
+      rm -f "$log/prof$h.ncu-rep"
       grep -E "Duration|Warp Cycles Per Issued|Executed Instructions  " "$out/prof-d$h-details.txt" | head -8
     done
     ;;
@@ -77,10 +78,18 @@ for part in ${PARTS:?set PARTS}; do
     grep -E "Duration|Warp Cycles Per Issued|Executed Instructions  " "$out/prof90-details.txt" | head -12
     ;;
   d256)
+    # With .ab/var-d256.so (main plus the sm80-class hdim 256 plain kernels, which minimal builds
+    # leave out) in place of the extension when it is carried.
+    [ -f .ab/var-d256.so ] && cp .ab/var-d256.so "$so"
+    stamp "hdim 256 against float64, sm80 forced"
+    FLASHKIT_ATTENTION_PATH=sm80 PYTHONPATH=$PYTHONPATH:tests/python timeout 120 python3 bench/check_hdim.py 256 \
+      >"$log/check256.log" 2>&1
+    stamp "rc=$?"; tail -3 "$log/check256.log"
     stamp "bench/attention.py sm80 vs flash, hdim 256 ($(left) s left)"
     timeout $(( $(left) - 10 )) python3 bench/attention.py --out "$out" --methods flashkit-sm80,flash \
       --hdims 256 --seqlens 2048,4096,8192,16384 --no-memory --name attention-sm80-d256-s34 >"$log/attn256.log" 2>&1
     stamp "rc=$?"; grep -E "^d[0-9]|worst" "$log/attn256.log"
+    cp "$log/base_C.so" "$so"
     ;;
   final)
     sm80_final attention-sm80-s34 'AttentionGpuSmall.DenseCausalGqa:AttentionGpuSmall.Sm90AndSm80Paths:AttentionGpuSmall.Sm80BackwardBulkReduce' "${FINAL_HDIMS:-64,128}"

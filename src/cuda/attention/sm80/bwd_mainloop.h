@@ -22,11 +22,15 @@
 #include "cuda/common/cp_async.h"
 #include "cuda/common/mbarrier.h"
 
+#ifndef FK_COPIES_AT_SMALL
+#define FK_COPIES_AT_SMALL 3
+#endif
+
 namespace flashkit::cuda::attn::sm80 {
 
 // FLASHKIT_SM80_BWD_BULK=1 (read per launch, A/B runs): dQ staged in shared memory and added by
-// bulk reduces on sm_90 instead of 16-byte atomics from registers, which measured 1.5-4% faster
-// there on the loop with the copies after the S GEMM (bench/NOTES-attention.md, session 34).
+// bulk reduces on sm_90. The default, 16-byte atomics from registers, measured 1.5-4% faster
+// there with the copies issued after the S GEMM (bench/NOTES-attention.md, session 34).
 inline bool sm80_bwd_bulk_dq() {
   const char* e = std::getenv("FLASHKIT_SM80_BWD_BULK");
   return e && e[0] == '1';
@@ -80,10 +84,7 @@ struct BwdMainloop {
   // Where each iteration issues the next query block's copies: after the S GEMM (2), or after the
   // P / dS barrier (3) with no dQ staging compiled in at all, which ptxas turns into the faster
   // program for hdim <= 64 without a mask and the slower one everywhere else (session 34: +3-4%
-  // there; -5% hdim 64 causal, -5-7% hdim 128).
-#ifndef FK_COPIES_AT_SMALL
-#define FK_COPIES_AT_SMALL 3
-#endif
+  // there; -5% hdim 64 causal, -5-7% hdim 128). FK_COPIES_AT_SMALL: that place, for A/B builds.
   static constexpr bool kSmallDense = kHeadDim <= 64 && std::is_same_v<Policy, PlainScores<false>>;
   static constexpr int kCopiesAt = kSmallDense ? FK_COPIES_AT_SMALL : 2;
   static constexpr bool kStageDq =
@@ -98,7 +99,7 @@ struct BwdMainloop {
     alignas(128) Element p[cosize_v<LayoutP>];
     alignas(128) Element ds[cosize_v<LayoutP>];
     alignas(16) float stats[kStatsSmem ? kStages : 1][2][kStatsSmem ? kBlockM : 4];  // LSE, D rows
-    alignas(128) float dq[kStageDq ? kDqFloats : 4];  // last: launches without bulk_dq leave it out
+    alignas(128) float dq[kStageDq ? kDqFloats : 4];  // the bulk reduces' stage (bulk_dq only)
   };
 
   struct Params {
