@@ -29,6 +29,12 @@ struct FwdMainloop {
   using Load = GmemLoad<Element, kThreads, kHeadDim>;
   // Rows of the accumulator one thread holds: 2 per 16-row MMA tile.
   static constexpr int kRowsPerThread = 2 * kBlockM / (16 * kWarps);
+  // Up to hdim 128 (4 warps) the next block's K goes out after the S GEMM and its V after the
+  // softmax (FA2's order): issued together at the top of the iteration, every warp's copies at
+  // once filled the LSU queue in front of the wait and the barrier (forward +1-4%). With 8 warps
+  // (hdim 192 / 256) the split measured 3-9% slower, so K and V go out together there, a whole
+  // iteration ahead (bench/NOTES-attention.md, session 34).
+  static constexpr bool kSplitCopies = kHeadDim <= 128;
   using Softmax = OnlineSoftmax<kRowsPerThread>;
 
   struct SharedStorage {
@@ -124,18 +130,23 @@ struct FwdMainloop {
     // Key blocks run from the last to the first, so the masked ones come first.
     for (int stage = 0; n >= kr.begin; stage ^= 1) {
       const int n_next = pol.template prev_live<kBlockM, kBlockN>(m_block, n - 1, kr.begin, cur);
-      cp_async_wait<0>();  // this block's K and V, issued during the last iteration
+      if constexpr (!kSplitCopies) {
+        if (n_next >= kr.begin) {
+          load_k(n_next, stage ^ 1);
+          load_v(n_next, stage ^ 1);
+        }
+        cp_async_fence();
+      }
+      cp_async_wait<kSplitCopies ? 0 : 1>();  // this block's K and V
       __syncthreads();
 
       Tensor acc_s = partition_fragment_C(mma, Shape<Int<kBlockM>, Int<kBlockN>>{});
       clear(acc_s);
       gemm_ss(mma, acc_s, tSrQ, tSrK, tSsQ, tSsK(_, _, _, stage), copy_q, copy_k);
-      // The next block's K goes out after this S GEMM and its V after the softmax (FA2's order),
-      // not both at the top of the iteration, where every warp's copies at once filled the LSU
-      // queue in front of the wait and the barrier (forward +1-4%, bench/NOTES-attention.md
-      // session 34).
-      if (n_next >= kr.begin) load_k(n_next, stage ^ 1);
-      cp_async_fence();
+      if constexpr (kSplitCopies) {
+        if (n_next >= kr.begin) load_k(n_next, stage ^ 1);
+        cp_async_fence();
+      }
 
       Tensor s = rowcol_view(acc_s);
       const bool mask = pol.template fwd_needs_mask<kBlockM, kBlockN>(m_block, n);
@@ -144,8 +155,10 @@ struct FwdMainloop {
       softmax.update(s, o, p.scale_log2);
       pol.fwd_dropout(s, tScS, m_block * kBlockM, n * kBlockN);  // l above counts dropped P too
 
-      if (n_next >= kr.begin) load_v(n_next, stage ^ 1);
-      cp_async_fence();
+      if constexpr (kSplitCopies) {
+        if (n_next >= kr.begin) load_v(n_next, stage ^ 1);
+        cp_async_fence();
+      }
       Tensor rP = convert<Element>(acc_s);
       Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
       gemm_rs(mma, acc_o, tOrP, tOrVt, tOsVt(_, _, _, stage), copy_v);
