@@ -5,6 +5,7 @@
 #   prof   Nsight Compute source counters of the sm80-class backward and FA2's (hdim PROF_HDIMS,
 #          seqlen PROF_SEQ (8k), causal when PROF_CAUSAL is set): per-SASS-instruction samples into
 #          $out/prof-d<h>-sass.csv.gz
+#   vtest  a variant's gtest binary (.ab/tests-$VT) with sm80 forced, sanitizers on VT_SAN
 #   prof90 Nsight Compute source counters of the Hopper forward's variants (PROF_VARIANTS)
 #   d256   bench/attention.py flashkit-sm80 against flash at hdim 256 (main's extension)
 #   final  the committed library: attention tests (default and sm80 forced), sanitizers, torch
@@ -49,6 +50,15 @@ for part in ${PARTS:?set PARTS}; do
     done
     cp "$log/base_C.so" "$so"
     grep -E '^[a-z0-9]+ d[0-9]' "$out/la.txt"
+    ;;
+  vtest)
+    # The variant's gtest binary .ab/tests-$VT (linked with its archive): the attention gtests
+    # with the sm80-class path forced (fp8 excluded), then memcheck / racecheck on VT_SAN.
+    stamp "tests-$VT, sm80 forced ($(left) s left)"
+    FLASHKIT_ATTENTION_PATH=sm80 timeout 150 ".ab/tests-$VT" \
+      --gtest_filter='AttentionGpu.*:AttentionGpuSmall.*:*Deterministic*:-*Fp8*' >"$log/vtest.log" 2>&1
+    stamp "rc=$?"; grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/vtest.log" | tail -6
+    FLASHKIT_ATTENTION_PATH=sm80 sanitize ".ab/tests-$VT" "${VT_SAN:-AttentionGpuSmall.DenseCausalGqa}"
     ;;
   prof)
     for h in ${PROF_HDIMS:-64 128}; do

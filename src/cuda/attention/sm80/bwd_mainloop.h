@@ -89,6 +89,11 @@ struct BwdMainloop {
   static constexpr int kCopiesAt = kSmallDense ? FK_COPIES_AT_SMALL : 2;
   static constexpr bool kStageDq =
       !kSmallDense && kOperandBytes + kDqFloats * sizeof(float) <= 227 * 1024;
+#ifndef FK_DQ_LATE
+#define FK_DQ_LATE 0
+#endif
+  // FK_DQ_LATE (A/B): dQ's adds after the dV GEMM instead of before it (not for kSmallDense).
+  static constexpr bool kDqLate = FK_DQ_LATE && !kSmallDense;
   static_assert(kDqFloats % (4 * kThreads) == 0, "each thread adds whole float4 groups");
 
   struct SharedStorage {
@@ -332,18 +337,20 @@ struct BwdMainloop {
 
         // dQ first: its atomics (or staging stores) drain while the dV and dK MMAs run.
         float* dq_dst = dq_chunk<kBlockM, kHeadDim>(p.ws.dq_accum, token0, b, m, h, p.heads);
-        {
-          Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
-          clear(acc_dq);
-          gemm_ss(mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, ldsm_a_dq, ldsm_b_dq);
+        Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+        clear(acc_dq);
+        gemm_ss(mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, ldsm_a_dq, ldsm_b_dq);
+        auto add_block_dq = [&] {
           if (bulk_dq)
             stage_dq<kThreads>(smem.dq, acc_dq, tid);
           else
             add_dq<kThreads>(acc_dq, dq_dst, p.deterministic ? semaphore + m : nullptr,
                              p.deterministic ? pol.template dq_turn<kBlockM, kBlockN>(m, n_block) : 0, tid,
                              [] { __syncthreads(); });
-        }
+        };
+        if constexpr (!kDqLate) add_block_dq();
         gemm_ss(mma_kv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
+        if constexpr (kDqLate) add_block_dq();
         gemm_ss(mma_kv, acc_dk, tdKrdSt, tdKrQt, tdKsdSt, tdKsQt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
         __syncthreads();  // P, dS and this Q/dO stage are rewritten next iteration
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
