@@ -350,11 +350,13 @@ struct BwdMainloop {
             if (bulk_dq)
               stage_dq<kThreads>(smem.dq, acc_dq, tid);
             else
-              add_dq<kThreads>(acc_dq, dq_dst, p.deterministic ? semaphore + m : nullptr,
-                               p.deterministic ? pol.template dq_turn<kBlockM, kBlockN>(m, n_block) : 0,
-                               tid, [] { __syncthreads(); });
+              add_dq<kThreads>(
+                  acc_dq, dq_dst, p.deterministic ? semaphore + m : nullptr,
+                  p.deterministic ? pol.template dq_turn<kBlockM, kBlockN>(m, n_block) : 0, tid,
+                  [] { __syncthreads(); });
           }
-          gemm_ss(mma_kv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
+          gemm_ss(mma_kv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, stage), ldsm_a_kv,
+                  ldsm_b_kv);
         } else {  // kDqLate: the adds after the dV GEMM
           Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
           clear(acc_dq);
@@ -363,11 +365,13 @@ struct BwdMainloop {
             if (bulk_dq)
               stage_dq<kThreads>(smem.dq, acc_dq, tid);
             else
-              add_dq<kThreads>(acc_dq, dq_dst, p.deterministic ? semaphore + m : nullptr,
-                               p.deterministic ? pol.template dq_turn<kBlockM, kBlockN>(m, n_block) : 0,
-                               tid, [] { __syncthreads(); });
+              add_dq<kThreads>(
+                  acc_dq, dq_dst, p.deterministic ? semaphore + m : nullptr,
+                  p.deterministic ? pol.template dq_turn<kBlockM, kBlockN>(m, n_block) : 0, tid,
+                  [] { __syncthreads(); });
           };
-          gemm_ss(mma_kv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
+          gemm_ss(mma_kv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, stage), ldsm_a_kv,
+                  ldsm_b_kv);
           add_block_dq();
         }
         gemm_ss(mma_kv, acc_dk, tdKrdSt, tdKrQt, tdKsdSt, tdKsQt(_, _, _, stage), ldsm_a_kv, ldsm_b_kv);
