@@ -39,7 +39,6 @@ void run_bwd_sm80(const AttnArguments& a, cudaStream_t stream) {
       SingleTileScheduler::to_params(
           {ceil_div(a.seqlen_k, t.block_n), a.kv_heads, a.batch, false, lpt ? l2_pair_group(q_bytes) : 1}),
       a.seqlen_q, a.seqlen_k, a.cu_seqlens_q, a.cu_seqlens_k};
-  params.mainloop.bulk_dq = params.mainloop.bulk_dq && sm80::sm80_bwd_bulk_dq();
   constexpr auto kernel = run_kernel<Kernel>;
   ensure_smem_limit<kernel>(Kernel::kSmemBytes);
   kernel<<<SingleTileScheduler::grid_shape(params.scheduler), Kernel::kThreads, Kernel::kSmemBytes,

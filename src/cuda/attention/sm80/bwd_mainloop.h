@@ -9,7 +9,6 @@
 #pragma once
 #include <cmath>
 #include <cstdlib>
-#include <type_traits>
 
 #include "cuda/attention/params.h"
 #include "cuda/attention/score_policy.h"
@@ -21,10 +20,6 @@
 #include "cuda/common/bulk_reduce.h"
 #include "cuda/common/cp_async.h"
 #include "cuda/common/mbarrier.h"
-
-#ifndef FK_COPIES_AT_SMALL
-#define FK_COPIES_AT_SMALL 3
-#endif
 
 namespace flashkit::cuda::attn::sm80 {
 
@@ -84,18 +79,16 @@ struct BwdMainloop {
   // Where each iteration issues the next query block's copies: after the S GEMM (2), or after the
   // P / dS barrier (3) with no dQ staging compiled in at all, which ptxas turns into the faster
   // program for hdim <= 64 without a mask and the slower one everywhere else (session 34: +3-4%
-  // there; -5% hdim 64 causal, -5-7% hdim 128). FK_COPIES_AT_SMALL: that place, for A/B builds.
-  static constexpr bool kSmallDense = kHeadDim <= 64 && std::is_same_v<Policy, PlainScores<false>>;
-  static constexpr int kCopiesAt = kSmallDense ? FK_COPIES_AT_SMALL : 2;
+  // there; -5% hdim 64 causal, -5-7% hdim 128).
+  static constexpr bool kSmallDense = kHeadDim <= 64 && Policy::kPlain && !Policy::kCausal;
+  static constexpr int kCopiesAt = kSmallDense ? 3 : 2;
   static constexpr bool kStageDq =
       !kSmallDense && kOperandBytes + kDqFloats * sizeof(float) <= 227 * 1024;
   // dQ's adds after the dV GEMM rather than right after the dQ GEMM, so that the atomics' data
   // registers are not the dV GEMM's first fragments, which waited for the LSU to read them (ncu,
   // causal 16k: 4.5% of the stall samples): +0.5-1.3% (session 34), measured for the plain
   // policies up to hdim 128 other than kSmallDense, so only those take it.
-  static constexpr bool kDqLate =
-      !kSmallDense && kHeadDim <= 128 &&
-      (std::is_same_v<Policy, PlainScores<false>> || std::is_same_v<Policy, PlainScores<true>>);
+  static constexpr bool kDqLate = !kSmallDense && kHeadDim <= 128 && Policy::kPlain;
   static_assert(kDqFloats % (4 * kThreads) == 0, "each thread adds whole float4 groups");
 
   struct SharedStorage {
@@ -116,18 +109,31 @@ struct BwdMainloop {
     int heads, h_ratio, head_dim, num_m_blocks;
     float scale, scale_log2;
     bool deterministic;
-    bool bulk_dq;  // stage dQ for bulk reduces (sm_90 code only; never in deterministic runs; off
-                   // unless sm80_bwd_bulk_dq(), which the launcher applies)
+    bool bulk_dq;  // stage dQ for bulk reduces (sm_90 code only; never in deterministic runs)
     typename Policy::Params score;
   };
+  static bool use_bulk_dq(const AttnArguments& a) {  // read per launch (the A/B knob)
+    return kStageDq && !a.deterministic && sm80_bwd_bulk_dq();
+  }
   static Params to_params(const AttnArguments& a, BwdScratch ws) {
-    return {static_cast<const Element*>(a.q), static_cast<const Element*>(a.k),
-            static_cast<const Element*>(a.v), static_cast<const Element*>(a.dout),
-            a.q_stride, a.k_stride, a.v_stride, a.do_stride,
+    return {static_cast<const Element*>(a.q),
+            static_cast<const Element*>(a.k),
+            static_cast<const Element*>(a.v),
+            static_cast<const Element*>(a.dout),
+            a.q_stride,
+            a.k_stride,
+            a.v_stride,
+            a.do_stride,
             ws,
-            a.heads, a.heads / a.kv_heads, a.head_dim, ceil_div(a.seqlen_q, kBlockM),
-            a.softmax_scale, a.softmax_scale * float(M_LOG2E), a.deterministic,
-            kStageDq && !a.deterministic, Policy::to_params(a)};
+            a.heads,
+            a.heads / a.kv_heads,
+            a.head_dim,
+            ceil_div(a.seqlen_q, kBlockM),
+            a.softmax_scale,
+            a.softmax_scale * float(M_LOG2E),
+            a.deterministic,
+            use_bulk_dq(a),
+            Policy::to_params(a)};
   }
 
   // After the tile's epilogue, every thread: the key block counts itself in for each query head
