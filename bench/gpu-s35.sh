@@ -1,0 +1,65 @@
+#!/bin/bash
+# Session 35's device calls (one script, parts chosen by PARTS; each prints a short table last):
+#   ab     extensions .ab/var-<v>.so of ABVARS (base = main's) in turn, ROUNDS times: the sm80-class
+#          backward against FA2 in each process (bench/sm80_bwd_knobs.py, KARGS), and in the
+#          first round the float64 checks with the sm80 path forced (CHECK: "hdim256" runs
+#          bench/check_hdim.py 256, else the torch attention tests without fp8)
+#   prof   Nsight Compute source counters of the sm80-class backward and FA2's with extension
+#          .ab/var-$PROF_VAR.so (hdim PROF_HDIMS, seqlen PROF_SEQ, causal when PROF_CAUSAL is set)
+#   vtest  a variant's gtest binary (.ab/tests-$VT) with sm80 forced, sanitizers on VT_SAN
+#   final  the committed library: attention tests (default and sm80 forced), sanitizers, torch
+#          tests, bench/attention.py flashkit-sm80 against flash (FINAL_HDIMS)
+# usage: OUT=/some/dir PARTS="ab prof" ABVARS="base o1" bench/gpu-s35.sh
+set -uo pipefail
+. "$(dirname "$0")/gpu_prelude.sh"
+gpu_and_carried
+for f in .ab/*.txz; do [ -f "$f" ] && python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" "$f"; done
+so=$(ls python/flashkit/_C*.so); cp "$so" "$log/base_C.so"
+ab_one() {
+  if [ "$1" = 1 ]; then
+    if [ "${CHECK:-}" = hdim256 ]; then
+      FLASHKIT_ATTENTION_PATH=sm80 PYTHONPATH=$PYTHONPATH:tests/python timeout 120 python3 bench/check_hdim.py 256
+    else
+      FLASHKIT_ATTENTION_PATH=sm80 timeout 150 python3 -m pytest -q -x -k "not fp8" tests/python/test_torch_attention.py | tail -2
+    fi
+  fi
+  PYTHONPATH=bench:$PYTHONPATH timeout 240 python3 bench/sm80_bwd_knobs.py --knobs "base=" --rounds 1 ${KARGS:-}
+}
+for part in ${PARTS:?set PARTS}; do
+  case "$part" in
+  ab)
+    ab_rounds ab_one ${ABVARS:?}
+    for v in ${ABVARS}; do grep -hE "within|passed|failed|Error" "$log"/r1-$v.log | sed "s/^/$v: /" | head -4; done
+    python3 bench/knob_ratio_table.py "$log"/r*-*.log | tee -a "$out/ab-table.txt"
+    ;;
+  prof)
+    [ -n "${PROF_VAR:-}" ] && cp ".ab/var-$PROF_VAR.so" "$so"
+    for h in ${PROF_HDIMS:-256}; do
+      stamp "ncu source counters d$h ($(left) s left)"
+      FLASHKIT_ATTENTION_PATH=sm80 timeout 240 ncu --section SourceCounters --section WarpStateStats \
+        --section InstructionStats --section LaunchStats --import-source no --kernel-name-base demangled \
+        -k 'regex:BwdKernel|flash_bwd_dq_dk_dv' -o "$log/prof$h" \
+        python3 bench/profile_attention.py --flash --seqlen "${PROF_SEQ:-8192}" ${PROF_CAUSAL:+--causal} "$h" \
+        >"$log/prof$h.log" 2>&1
+      stamp "rc=$?"; tail -2 "$log/prof$h.log"
+      ncu -i "$log/prof$h.ncu-rep" --page details >"$out/prof-d$h-details.txt" 2>&1
+      ncu -i "$log/prof$h.ncu-rep" --page source --csv --print-source sass | gzip -c >"$out/prof-d$h-sass.csv.gz"
+      rm -f "$log/prof$h.ncu-rep"
+      grep -E "Duration|Warp Cycles Per Issued|Executed Instructions  |Registers Per" "$out/prof-d$h-details.txt" | head -8
+    done
+    cp "$log/base_C.so" "$so"
+    ;;
+  vtest)
+    stamp "tests-$VT, sm80 forced ($(left) s left)"
+    FLASHKIT_ATTENTION_PATH=sm80 timeout 150 ".ab/tests-$VT" \
+      --gtest_filter='AttentionGpu.*:AttentionGpuSmall.*:*Deterministic*:-*Fp8*' >"$log/vtest.log" 2>&1
+    stamp "rc=$?"; grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/vtest.log" | tail -6
+    FLASHKIT_ATTENTION_PATH=sm80 sanitize ".ab/tests-$VT" "${VT_SAN:-AttentionGpuSmall.DenseCausalGqa}"
+    ;;
+  final)
+    sm80_final attention-sm80-s35 'AttentionGpuSmall.DenseCausalGqa:AttentionGpuSmall.Sm90AndSm80Paths:AttentionGpuSmall.Sm80BackwardBulkReduce' "${FINAL_HDIMS:-64,128}"
+    ;;
+  *) echo "unknown part $part" ;;
+  esac
+done
+(cd "$out" && tar czf logs.tgz t && rm -rf t)
