@@ -12,7 +12,7 @@ from test_torch_attention import check_against_reference, inputs
 
 
 def main():
-    for d in map(int, sys.argv[1:] or ["256"]):
+    for d in [int(x) for a in sys.argv[1:] or ["256"] for x in a.split(",")]:
         for causal in (False, True):
             q, k, v, dout = inputs("cuda", 2, 200, 170, 4, 2, d, seed=d + causal)
             leaves = [t.clone().requires_grad_() for t in (q, k, v)]

@@ -2,8 +2,10 @@
 # Session 35's device calls (one script, parts chosen by PARTS; each prints a short table last):
 #   ab     extensions .ab/var-<v>.so of ABVARS (base = main's) in turn, ROUNDS times: the sm80-class
 #          backward against FA2 in each process (bench/sm80_bwd_knobs.py, KARGS), and in the
-#          first round the float64 checks with the sm80 path forced (CHECK: "hdim256" runs
-#          bench/check_hdim.py 256, else the torch attention tests without fp8)
+#          first round the float64 checks with the sm80 path forced (CHECK: "hdim<list>" runs
+#          bench/check_hdim.py on the head dims of the list, else the torch attention tests
+#          without fp8; "none": no check); KNOBS: sm80_bwd_knobs.py's knob sets (default "base=")
+#   ab2    the same with ABVARS2, KARGS2, CHECK2 (a second set in one call)
 #   prof   Nsight Compute source counters of the sm80-class backward and FA2's with extension
 #          .ab/var-$PROF_VAR.so (hdim PROF_HDIMS, seqlen PROF_SEQ, causal when PROF_CAUSAL is set)
 #   vtest  a variant's gtest binary (.ab/tests-$VT) with sm80 forced, sanitizers on VT_SAN
@@ -14,23 +16,29 @@ set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 gpu_and_carried
 for f in .ab/*.txz; do [ -f "$f" ] && python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" "$f"; done
-so=$(ls python/flashkit/_C*.so); cp "$so" "$log/base_C.so"
+so=$(ls python/flashkit/_C*.so); cp "$so" /tmp/base_C.so
 ab_one() {
-  if [ "$1" = 1 ]; then
-    if [ "${CHECK:-}" = hdim256 ]; then
-      FLASHKIT_ATTENTION_PATH=sm80 PYTHONPATH=$PYTHONPATH:tests/python timeout 120 python3 bench/check_hdim.py 256
+  local check=${CHECK:-}
+  if [ "$1" = 1 ] && [ "$check" != none ]; then
+    if [ "$check" != "${check#hdim}" ]; then  # hdim256, hdim128,64: bench/check_hdim.py
+      FLASHKIT_ATTENTION_PATH=sm80 PYTHONPATH=$PYTHONPATH:tests/python timeout 120 python3 bench/check_hdim.py ${check#hdim}
     else
       FLASHKIT_ATTENTION_PATH=sm80 timeout 150 python3 -m pytest -q -x -k "not fp8" tests/python/test_torch_attention.py | tail -2
     fi
   fi
-  PYTHONPATH=bench:$PYTHONPATH timeout 240 python3 bench/sm80_bwd_knobs.py --knobs "base=" --rounds 1 ${KARGS:-}
+  PYTHONPATH=bench:$PYTHONPATH timeout 240 python3 bench/sm80_bwd_knobs.py --knobs "${KNOBS:-base=}" --rounds 1 ${KARGS:-}
 }
 for part in ${PARTS:?set PARTS}; do
   case "$part" in
-  ab)
+  ab | ab2)
+    # ab2: a second set in the same call (ABVARS2, KARGS2, CHECK2), its logs in $log/ab2
+    if [ "$part" = ab2 ]; then
+      ABVARS=${ABVARS2:?} KARGS=${KARGS2:-} CHECK=${CHECK2:-}; log0=$log; log=$log/ab2; mkdir -p "$log"
+    fi
     ab_rounds ab_one ${ABVARS:?}
     for v in ${ABVARS}; do grep -hE "within|passed|failed|Error" "$log"/r1-$v.log | sed "s/^/$v: /" | head -4; done
     python3 bench/knob_ratio_table.py "$log"/r*-*.log | tee -a "$out/ab-table.txt"
+    [ "$part" = ab2 ] && log=$log0
     ;;
   prof)
     [ -n "${PROF_VAR:-}" ] && cp ".ab/var-$PROF_VAR.so" "$so"
@@ -47,7 +55,7 @@ for part in ${PARTS:?set PARTS}; do
       rm -f "$log/prof$h.ncu-rep"
       grep -E "Duration|Warp Cycles Per Issued|Executed Instructions  |Registers Per" "$out/prof-d$h-details.txt" | head -8
     done
-    cp "$log/base_C.so" "$so"
+    cp /tmp/base_C.so "$so"
     ;;
   vtest)
     stamp "tests-$VT, sm80 forced ($(left) s left)"

@@ -175,10 +175,10 @@ harness_sanitize() {
 ab_rounds() {
   local fn=$1 so round v
   shift
-  so=$(ls python/flashkit/_C*.so); cp "$so" "$log/base_C.so"
+  so=$(ls python/flashkit/_C*.so); cp "$so" /tmp/ab_base_C.so  # not under $log: the logs come back packed
   for round in ${ROUNDS:-1 2}; do
     for v in "$@"; do
-      if [ "$v" = base ]; then cp "$log/base_C.so" "$so"
+      if [ "$v" = base ]; then cp /tmp/ab_base_C.so "$so"
       elif [ -f ".ab/var-$v.so" ]; then cp ".ab/var-$v.so" "$so"
       else cp build-dev/var/"$v"/_C*.so "$so"; fi
       stamp "round $round $v"
@@ -186,7 +186,7 @@ ab_rounds() {
       grep -E "Error|error" "$log/r$round-$v.log" | head -3
     done
   done
-  cp "$log/base_C.so" "$so"
+  cp /tmp/ab_base_C.so "$so"
 }
 # The decode GPU tests (build-dev/flashkit_gpu_tests) with each of LOADERS: default, or 0 / 1 for
 # FLASHKIT_DECODE_TMA forced (cp.async / tensor-map boxes).
