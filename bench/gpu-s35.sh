@@ -9,6 +9,7 @@
 #   prof   Nsight Compute source counters of the sm80-class backward and FA2's with extension
 #          .ab/var-$PROF_VAR.so (hdim PROF_HDIMS, seqlen PROF_SEQ, causal when PROF_CAUSAL is set)
 #   vtest  a variant's gtest binary (.ab/tests-$VT) with sm80 forced, sanitizers on VT_SAN
+#   d256   hdim 256 on the sm80-class path with the test build .ab/var-$D256VAR.so
 #   final  the committed library: attention tests (default and sm80 forced), sanitizers, torch
 #          tests, bench/attention.py flashkit-sm80 against flash (FINAL_HDIMS)
 # usage: OUT=/some/dir PARTS="ab prof" ABVARS="base o1" bench/gpu-s35.sh
@@ -64,8 +65,23 @@ for part in ${PARTS:?set PARTS}; do
     stamp "rc=$?"; grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/vtest.log" | tail -6
     FLASHKIT_ATTENTION_PATH=sm80 sanitize ".ab/tests-$VT" "${VT_SAN:-AttentionGpuSmall.DenseCausalGqa}"
     ;;
+  d256)
+    # With .ab/var-$D256VAR.so (the library plus the sm80-class hdim 256 plain kernels, which
+    # minimal builds leave out, and a dispatch that routes plain hdim 256 to them when sm80 is
+    # forced): the float64 checks, then bench/attention.py flashkit-sm80 against flash at hdim 256.
+    cp ".ab/var-${D256VAR:?}.so" "$so"
+    stamp "hdim 256 against float64, sm80 forced"
+    FLASHKIT_ATTENTION_PATH=sm80 PYTHONPATH=$PYTHONPATH:tests/python timeout 120 python3 bench/check_hdim.py 256 \
+      >"$log/check256.log" 2>&1
+    stamp "rc=$?"; tail -2 "$log/check256.log"
+    stamp "bench/attention.py sm80 vs flash, hdim 256 ($(left) s left)"
+    timeout $(( $(left) - 10 )) python3 bench/attention.py --out "$out" --methods flashkit-sm80,flash \
+      --hdims 256 --seqlens 2048,4096,8192,16384 --no-memory --name attention-sm80-d256-s35 >"$log/attn256.log" 2>&1
+    stamp "rc=$?"; grep -E "^d[0-9]|worst" "$log/attn256.log"
+    cp /tmp/base_C.so "$so"
+    ;;
   final)
-    sm80_final attention-sm80-s35 'AttentionGpuSmall.DenseCausalGqa:AttentionGpuSmall.Sm90AndSm80Paths:AttentionGpuSmall.Sm80BackwardBulkReduce' "${FINAL_HDIMS:-64,128}"
+    sm80_final attention-sm80-s35 "${FINAL_SAN:-AttentionGpuSmall.DenseCausalGqa:AttentionGpuSmall.Sm90AndSm80Paths:AttentionGpuSmall.Sm80BackwardBulkReduce}" "${FINAL_HDIMS:-64,128}"
     ;;
   *) echo "unknown part $part" ;;
   esac

@@ -89,6 +89,10 @@ struct BwdMainloop {
   // causal 16k: 4.5% of the stall samples): +0.5-1.3% (session 34), measured for the plain
   // policies up to hdim 128 other than kSmallDense, so only those take it.
   static constexpr bool kDqLate = !kSmallDense && kHeadDim <= 128 && Policy::kPlain;
+  // hdim 256 without a mask walks the query blocks in order from the first in every key block:
+  // +1.6-2.4% there, where causal hdim 256 loses 1.5-2% and hdim 64 / 128 gained nothing
+  // (bench/NOTES-attention.md, sessions 34-35).
+  static constexpr bool kNoRotation = kHeadDim == 256 && Policy::kPlain && !Policy::kCausal;
   static_assert(kDqFloats % (4 * kThreads) == 0, "each thread adds whole float4 groups");
 
   struct SharedStorage {
@@ -277,9 +281,10 @@ struct BwdMainloop {
 
       // The K/V blocks of one head all add into the same dQ rows; starting each at a different
       // query block spreads their atomics over the rows instead of piling onto one block's
-      // addresses. Deterministic runs keep the natural order their semaphores count in.
+      // addresses. Deterministic runs keep the natural order their semaphores count in, and so
+      // does kNoRotation (FA2's order: every key block walks the query blocks from the first).
       const int count = m_end - m_begin;
-      const int rot = p.deterministic ? 0 : n_block % count;
+      const int rot = p.deterministic || kNoRotation ? 0 : n_block % count;
       auto m_at = [&](int i) { return m_begin + (i + rot < count ? i + rot : i + rot - count); };
       // The next query block at or after step i that the block mask keeps (count: none).
       LiveCursor cur;

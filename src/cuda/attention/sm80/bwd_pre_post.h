@@ -284,7 +284,12 @@ __device__ __forceinline__ void add_dq(const Acc& acc, float* chunk, int* semaph
   CUTE_UNROLL
   for (int j = 0; j < size(acc) / 4; ++j) {
 #if __CUDA_ARCH__ >= 900
-    atomicAdd(dst + j * kThreads + tid, make_float4(acc(4 * j), acc(4 * j + 1), acc(4 * j + 2), acc(4 * j + 3)));
+    // A reduction, not atomicAdd(float4*): that one compiles to ATOMG (an atomic that returns
+    // its old value, here to RZ), which held the LSU queue and its data registers longer; REDG
+    // made the sm80-class backward 3-4% faster at every hdim (NOTES-attention.md, session 35).
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(dst + j * kThreads + tid),
+                 "f"(acc(4 * j)), "f"(acc(4 * j + 1)), "f"(acc(4 * j + 2)), "f"(acc(4 * j + 3))
+                 : "memory");
 #else  // 16-byte float atomics are sm_90+: Ampere adds the same four floats one by one
     float* d = reinterpret_cast<float*>(dst + j * kThreads + tid);
     CUTE_UNROLL
