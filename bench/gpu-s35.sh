@@ -47,8 +47,8 @@ for part in ${PARTS:?set PARTS}; do
       stamp "ncu source counters d$h ($(left) s left)"
       FLASHKIT_ATTENTION_PATH=sm80 timeout 240 ncu --section SourceCounters --section WarpStateStats \
         --section InstructionStats --section LaunchStats --import-source no --kernel-name-base demangled \
-        -k 'regex:BwdKernel|flash_bwd_dq_dk_dv' -o "$log/prof$h" \
-        python3 bench/profile_attention.py --flash --seqlen "${PROF_SEQ:-8192}" ${PROF_CAUSAL:+--causal} "$h" \
+        -k "${PROF_K:-regex:BwdKernel|flash_bwd_dq_dk_dv}" -o "$log/prof$h" \
+        python3 bench/profile_attention.py --flash ${PROF_ARGS:-} --seqlen "${PROF_SEQ:-8192}" ${PROF_CAUSAL:+--causal} "$h" \
         >"$log/prof$h.log" 2>&1
       stamp "rc=$?"; tail -2 "$log/prof$h.log"
       ncu -i "$log/prof$h.ncu-rep" --page details >"$out/prof-d$h-details.txt" 2>&1
