@@ -61,19 +61,7 @@ for part in ${PARTS:?set PARTS}; do
     FLASHKIT_ATTENTION_PATH=sm80 sanitize ".ab/tests-$VT" "${VT_SAN:-AttentionGpuSmall.DenseCausalGqa}"
     ;;
   prof)
-    for h in ${PROF_HDIMS:-64 128}; do
-      stamp "ncu source counters d$h ($(left) s left)"
-      FLASHKIT_ATTENTION_PATH=sm80 timeout 240 ncu --section SourceCounters --section WarpStateStats \
-        --section InstructionStats --section LaunchStats --import-source no --kernel-name-base demangled \
-        -k 'regex:BwdKernel|flash_bwd_dq_dk_dv' -o "$log/prof$h" \
-        python3 bench/profile_attention.py --flash --seqlen "${PROF_SEQ:-8192}" ${PROF_CAUSAL:+--causal} "$h" \
-        >"$log/prof$h.log" 2>&1
-      stamp "rc=$?"; tail -2 "$log/prof$h.log"
-      ncu -i "$log/prof$h.ncu-rep" --page details >"$out/prof-d$h-details.txt" 2>&1
-      ncu -i "$log/prof$h.ncu-rep" --page source --csv --print-source sass | gzip -c >"$out/prof-d$h-sass.csv.gz"
-      rm -f "$log/prof$h.ncu-rep"
-      grep -E "Duration|Warp Cycles Per Issued|Executed Instructions  " "$out/prof-d$h-details.txt" | head -8
-    done
+    sm80_prof "${PROF_HDIMS:-64 128}"
     ;;
   prof90)
     # Nsight Compute source counters of the Hopper forward, plain beside PROF_VARIANTS (hdim 128,
@@ -91,14 +79,7 @@ for part in ${PARTS:?set PARTS}; do
     # With .ab/var-d256.so (main plus the sm80-class hdim 256 plain kernels, which minimal builds
     # leave out) in place of the extension when it is carried.
     [ -f .ab/var-d256.so ] && cp .ab/var-d256.so "$so"
-    stamp "hdim 256 against float64, sm80 forced"
-    FLASHKIT_ATTENTION_PATH=sm80 PYTHONPATH=$PYTHONPATH:tests/python timeout 120 python3 bench/check_hdim.py 256 \
-      >"$log/check256.log" 2>&1
-    stamp "rc=$?"; tail -3 "$log/check256.log"
-    stamp "bench/attention.py sm80 vs flash, hdim 256 ($(left) s left)"
-    timeout $(( $(left) - 10 )) python3 bench/attention.py --out "$out" --methods flashkit-sm80,flash \
-      --hdims 256 --seqlens 2048,4096,8192,16384 --no-memory --name attention-sm80-d256-s34 >"$log/attn256.log" 2>&1
-    stamp "rc=$?"; grep -E "^d[0-9]|worst" "$log/attn256.log"
+    sm80_d256 attention-sm80-d256-s34
     cp "$log/base_C.so" "$so"
     ;;
   final)

@@ -6,9 +6,8 @@
 #          bench/check_hdim.py on the head dims of the list, else the torch attention tests
 #          without fp8; "none": no check); KNOBS: sm80_bwd_knobs.py's knob sets (default "base=")
 #   ab2    the same with ABVARS2, KARGS2, CHECK2 (a second set in one call)
-#   prof   Nsight Compute source counters of the sm80-class backward and FA2's with extension
-#          .ab/var-$PROF_VAR.so (hdim PROF_HDIMS, seqlen PROF_SEQ, causal when PROF_CAUSAL is set)
-#   vtest  a variant's gtest binary (.ab/tests-$VT) with sm80 forced, sanitizers on VT_SAN
+#   prof   Nsight Compute source counters of the sm80-class kernels and FA2's with extension
+#          .ab/var-$PROF_VAR.so (gpu_prelude.sh's sm80_prof: hdims PROF_HDIMS, PROF_SEQ, PROF_K, ...)
 #   d256   hdim 256 on the sm80-class path with the test build .ab/var-$D256VAR.so
 #   final  the committed library: attention tests (default and sm80 forced), sanitizers, torch
 #          tests, bench/attention.py flashkit-sm80 against flash (FINAL_HDIMS)
@@ -43,41 +42,15 @@ for part in ${PARTS:?set PARTS}; do
     ;;
   prof)
     [ -n "${PROF_VAR:-}" ] && cp ".ab/var-$PROF_VAR.so" "$so"
-    for h in ${PROF_HDIMS:-256}; do
-      stamp "ncu source counters d$h ($(left) s left)"
-      FLASHKIT_ATTENTION_PATH=sm80 timeout 240 ncu --section SourceCounters --section WarpStateStats \
-        --section InstructionStats --section LaunchStats --import-source no --kernel-name-base demangled \
-        -k "${PROF_K:-regex:BwdKernel|flash_bwd_dq_dk_dv}" -o "$log/prof$h" \
-        python3 bench/profile_attention.py --flash ${PROF_ARGS:-} --seqlen "${PROF_SEQ:-8192}" ${PROF_CAUSAL:+--causal} "$h" \
-        >"$log/prof$h.log" 2>&1
-      stamp "rc=$?"; tail -2 "$log/prof$h.log"
-      ncu -i "$log/prof$h.ncu-rep" --page details >"$out/prof-d$h-details.txt" 2>&1
-      ncu -i "$log/prof$h.ncu-rep" --page source --csv --print-source sass | gzip -c >"$out/prof-d$h-sass.csv.gz"
-      rm -f "$log/prof$h.ncu-rep"
-      grep -E "Duration|Warp Cycles Per Issued|Executed Instructions  |Registers Per" "$out/prof-d$h-details.txt" | head -8
-    done
+    sm80_prof "${PROF_HDIMS:-256}"
     cp /tmp/base_C.so "$so"
-    ;;
-  vtest)
-    stamp "tests-$VT, sm80 forced ($(left) s left)"
-    FLASHKIT_ATTENTION_PATH=sm80 timeout 150 ".ab/tests-$VT" \
-      --gtest_filter='AttentionGpu.*:AttentionGpuSmall.*:*Deterministic*:-*Fp8*' >"$log/vtest.log" 2>&1
-    stamp "rc=$?"; grep -E "^\[  FAILED|^\[  PASSED|Failure" "$log/vtest.log" | tail -6
-    FLASHKIT_ATTENTION_PATH=sm80 sanitize ".ab/tests-$VT" "${VT_SAN:-AttentionGpuSmall.DenseCausalGqa}"
     ;;
   d256)
     # With .ab/var-$D256VAR.so (the library plus the sm80-class hdim 256 plain kernels, which
     # minimal builds leave out, and a dispatch that routes plain hdim 256 to them when sm80 is
     # forced): the float64 checks, then bench/attention.py flashkit-sm80 against flash at hdim 256.
     cp ".ab/var-${D256VAR:?}.so" "$so"
-    stamp "hdim 256 against float64, sm80 forced"
-    FLASHKIT_ATTENTION_PATH=sm80 PYTHONPATH=$PYTHONPATH:tests/python timeout 120 python3 bench/check_hdim.py 256 \
-      >"$log/check256.log" 2>&1
-    stamp "rc=$?"; tail -2 "$log/check256.log"
-    stamp "bench/attention.py sm80 vs flash, hdim 256 ($(left) s left)"
-    timeout $(( $(left) - 10 )) python3 bench/attention.py --out "$out" --methods flashkit-sm80,flash \
-      --hdims 256 --seqlens 2048,4096,8192,16384 --no-memory --name attention-sm80-d256-s35 >"$log/attn256.log" 2>&1
-    stamp "rc=$?"; grep -E "^d[0-9]|worst" "$log/attn256.log"
+    sm80_d256 attention-sm80-d256-s35
     cp /tmp/base_C.so "$so"
     ;;
   final)

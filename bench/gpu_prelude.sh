@@ -242,3 +242,37 @@ sm80_final() {
     --hdims "$3" --no-memory --name "$1" >"$log/attn.log" 2>&1
   stamp "rc=$?"; grep -E "^d[0-9]|worst" "$log/attn.log"
 }
+# Nsight Compute source counters of the sm80-class kernels (sm80 forced) beside FA2's, from one
+# bench/profile_attention.py --flash run per hdim of $1 (PROF_SEQ, default 8k; causal when
+# PROF_CAUSAL is set; PROF_ARGS more options, e.g. --fwd-only), kernels matching PROF_K (default:
+# the two backwards): $out/prof-d<h>-details.txt and per-SASS-instruction samples in
+# $out/prof-d<h>-sass.csv.gz.
+sm80_prof() {
+  local h
+  for h in $1; do
+    stamp "ncu source counters d$h ($(left) s left)"
+    FLASHKIT_ATTENTION_PATH=sm80 timeout 240 ncu --section SourceCounters --section WarpStateStats \
+      --section InstructionStats --section LaunchStats --import-source no --kernel-name-base demangled \
+      -k "${PROF_K:-regex:BwdKernel|flash_bwd_dq_dk_dv}" -o "$log/prof$h" \
+      python3 bench/profile_attention.py --flash ${PROF_ARGS:-} --seqlen "${PROF_SEQ:-8192}" ${PROF_CAUSAL:+--causal} "$h" \
+      >"$log/prof$h.log" 2>&1
+    stamp "rc=$?"; tail -2 "$log/prof$h.log"
+    ncu -i "$log/prof$h.ncu-rep" --page details >"$out/prof-d$h-details.txt" 2>&1
+    ncu -i "$log/prof$h.ncu-rep" --page source --csv --print-source sass | gzip -c >"$out/prof-d$h-sass.csv.gz"
+    rm -f "$log/prof$h.ncu-rep"
+    grep -E "Duration|Warp Cycles Per Issued|Executed Instructions  |Registers Per" "$out/prof-d$h-details.txt" | head -8
+  done
+}
+# hdim 256 on the sm80-class path, with an extension that has those kernels in place (minimal
+# builds leave them out): the float64 checks (bench/check_hdim.py 256, sm80 forced), then
+# bench/attention.py flashkit-sm80 against flash at hdim 256 into <date>-<gpu>-$1.json.
+sm80_d256() {
+  stamp "hdim 256 against float64, sm80 forced"
+  FLASHKIT_ATTENTION_PATH=sm80 PYTHONPATH=$PYTHONPATH:tests/python timeout 120 python3 bench/check_hdim.py 256 \
+    >"$log/check256.log" 2>&1
+  stamp "rc=$?"; tail -2 "$log/check256.log"
+  stamp "bench/attention.py sm80 vs flash, hdim 256 ($(left) s left)"
+  timeout $(( $(left) - 10 )) python3 bench/attention.py --out "$out" --methods flashkit-sm80,flash \
+    --hdims 256 --seqlens 2048,4096,8192,16384 --no-memory --name "$1" >"$log/attn256.log" 2>&1
+  stamp "rc=$?"; grep -E "^d[0-9]|worst" "$log/attn256.log"
+}
