@@ -2,10 +2,10 @@
 // and the dK, dV accumulators on chip and walks the query blocks (of every query head sharing
 // this KV head, so GQA/MQA sums happen in registers). Per query block: P recomputed from LSE,
 // dV += P^T dO, dS = P * (dP - D), dK += dS^T Q, and dQ += dS K added in fp32 to the scratch
-// accumulator by atomics from registers (16-byte ones on sm_90; FLASHKIT_SM80_BWD_BULK=1 stages it
-// in shared memory for bulk reduces instead, where that fits); deterministic runs add with
-// atomics in key-block order behind a per-block semaphore.
-// The score Policy (score_policy.h) picks the query blocks, the masks and the score modifiers.
+// accumulator by atomics from registers (16-byte reductions on sm_90; FLASHKIT_SM80_BWD_BULK=1
+// stages it in shared memory for bulk reduces instead, where that fits); deterministic runs add
+// with atomics in key-block order behind a per-block semaphore. The score Policy (score_policy.h)
+// picks the query blocks, the masks and the score modifiers.
 #pragma once
 #include <cmath>
 #include <cstdlib>

@@ -266,7 +266,7 @@ __device__ __forceinline__ void stage_dq(float* staging, const Acc& acc, int tid
 #endif
 }
 
-// The dQ chunk += acc (this thread's fragment) as 16-byte fp32 atomics in dq_chunk order: rows
+// The dQ chunk += acc (this thread's fragment) as 16-byte fp32 reductions in dq_chunk order: rows
 // past the sequence and columns past hdim add zeros (their operands were zero-filled). With a
 // semaphore (deterministic runs) the kThreads adders take the block's turn first: the key blocks
 // adding into one dQ block are contiguous, and the turn-th of them adds after the one before it
