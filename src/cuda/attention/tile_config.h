@@ -37,6 +37,15 @@ constexpr TileConfig tile_config(Pass pass, int hdim, DType dtype, bool causal) 
   return {64, 64, 8};
 }
 
+// The sm80-class forward's tile: tile_config's, except plain scores (causal or not) at hdim 256,
+// which take FlashAttention-2's shape there: 64 x 64 on 4 warps with one K and one V buffer
+// (96 KB, two CTAs an SM; sm80/fwd_mainloop.h), +5-10% over 128 x 64 on 8 warps with two stages
+// (bench/NOTES-attention.md, session 35). The score modifiers keep the 8-warp tile.
+constexpr TileConfig sm80_fwd_tile(int hdim, DType dtype, bool causal, bool plain) {
+  if (hdim > 192 && plain) return {64, 64, 4};
+  return tile_config(Pass::fwd, hdim, dtype, causal);
+}
+
 // The Hopper forward (sm90/): block_m / 64 consumer warpgroups of 64 query rows each, key tiles
 // of block_n rows in a TMA ring `stages` deep (smem: Q, O and 2 * stages K/V tiles; at hdim 128
 // and 2 stages 192 KB of the 227 KB), GEMMs issued in turns between the warpgroups (`pingpong`).

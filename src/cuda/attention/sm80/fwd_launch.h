@@ -20,7 +20,8 @@ constexpr DType dtype_of() {
 
 template <class Element, int kHeadDim, class Policy>
 void run_fwd_sm80(const AttnArguments& a, cudaStream_t stream) {
-  constexpr TileConfig t = tile_config(Pass::fwd, kHeadDim, dtype_of<Element>(), Policy::kCausal);
+  constexpr TileConfig t =
+      sm80_fwd_tile(kHeadDim, dtype_of<Element>(), Policy::kCausal, Policy::kPlain);
   // Modifiers that need registers the plain tile leaves no room for (the O accumulator plus a
   // 128x64 S tile sit at the 255 cap) take half-width key steps (score_policy.h's kNarrowKeys).
   constexpr int block_n = Policy::kNarrowKeys ? t.block_n / 2 : t.block_n;

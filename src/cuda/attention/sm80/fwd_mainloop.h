@@ -1,8 +1,9 @@
 // FlashAttention-2 forward mainloop (Algorithm 1), sm80-class: for one query block, stream K/V
-// tiles through a 2-stage cp.async ring, S = Q K^T and O += P V on mma.sync, online softmax in
-// registers. Split-Q: warp w owns rows {w*16 .. w*16+15} of every 16*kWarps-row slab, so no
-// reduction across warps is needed. The score Policy (score_policy.h) picks the key blocks, the
-// masks and the score modifiers. Called by fwd_kernel.h; the epilogue finishes O and LSE.
+// tiles through a 2-stage cp.async ring (or one K and one V buffer, see kStages), S = Q K^T and
+// O += P V on mma.sync, online softmax in registers. Split-Q: warp w owns rows {w*16 .. w*16+15} of
+// every 16*kWarps-row slab, so no reduction across warps is needed. The score Policy
+// (score_policy.h) picks the key blocks, the masks and the score modifiers. Called by fwd_kernel.h;
+// the epilogue finishes O and LSE.
 #pragma once
 #include <cmath>
 
@@ -21,7 +22,9 @@ struct FwdMainloop {
   using Policy = Policy_;
   static constexpr int kHeadDim = kHeadDim_, kBlockM = kBlockM_, kBlockN = kBlockN_;
   static constexpr int kWarps = kWarps_, kThreads = kWarps * 32;
-  static constexpr int kStages = 2;
+  // 64-row tiles past hdim 128 (4 warps, two CTAs an SM: tile_config.h's sm80_fwd_tile) keep one K
+  // and one V buffer, FA2's loop; the others a 2-stage ring of both.
+  static constexpr int kStages = kHeadDim > 128 && kBlockM == 64 ? 1 : 2;
 
   using TiledMma = TiledMmaOf<Element, kWarps, 1>;
   using LayoutQ = SmemTile<kBlockM, kHeadDim>;
@@ -124,10 +127,39 @@ struct FwdMainloop {
     };
     load_tile(load, tQgQ, tQsQ, tQc, rows_q, p.head_dim);
     load_k(n, 0);
+    // Key blocks run from the last to the first, so the masked ones come first.
+    if constexpr (kStages == 1) {
+      // V's copy runs under the S GEMM and the next K's under the softmax and P V; the two
+      // barriers of a block keep each buffer's readers ahead of its next copy.
+      cp_async_fence();
+      while (n >= kr.begin) {
+        const int n_next = pol.template prev_live<kBlockM, kBlockN>(m_block, n - 1, kr.begin, cur);
+        cp_async_wait<0>();  // K_n (and Q)
+        __syncthreads();     // every warp is done with V's buffer
+        load_v(n, 0);
+        cp_async_fence();
+        Tensor acc_s = partition_fragment_C(mma, Shape<Int<kBlockM>, Int<kBlockN>>{});
+        clear(acc_s);
+        gemm_ss(mma, acc_s, tSrQ, tSrK, tSsQ, tSsK(_, _, _, 0), copy_q, copy_k);
+        cp_async_wait<0>();  // V_n
+        __syncthreads();     // every warp is done with K's buffer
+        if (n_next >= kr.begin) load_k(n_next, 0);
+        cp_async_fence();
+        Tensor s = rowcol_view(acc_s);
+        const bool mask = pol.template fwd_needs_mask<kBlockM, kBlockN>(m_block, n);
+        pol.fwd_scores(s, tScS, m_block * kBlockM, n * kBlockN, mask, p.scale);
+        Tensor o = rowcol_view(acc_o);
+        softmax.update(s, o, p.scale_log2);
+        pol.fwd_dropout(s, tScS, m_block * kBlockM, n * kBlockN);
+        Tensor rP = convert<Element>(acc_s);
+        Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
+        gemm_rs(mma, acc_o, tOrP, tOrVt, tOsVt(_, _, _, 0), copy_v);
+        n = n_next;
+      }
+      return finish(acc_o, pol);
+    }
     load_v(n, 0);
     cp_async_fence();
-
-    // Key blocks run from the last to the first, so the masked ones come first.
     for (int stage = 0; n >= kr.begin; stage ^= 1) {
       const int n_next = pol.template prev_live<kBlockM, kBlockN>(m_block, n - 1, kr.begin, cur);
       if constexpr (!kSplitCopies) {
@@ -165,6 +197,11 @@ struct FwdMainloop {
       __syncthreads();  // every warp is done with `stage` before the next prefetch refills it
       n = n_next;
     }
+    finish(acc_o, pol);
+  }
+
+  template <class AccO>
+  __device__ static void finish(AccO& acc_o, const Policy& pol) {
     const float out_scale = pol.fwd_out_scale();  // dropout's 1 / (1 - p), once per row block
     if (out_scale != 1.f) {
       CUTE_UNROLL
