@@ -9,6 +9,7 @@
 #   prof   Nsight Compute source counters of the sm80-class kernels and FA2's with extension
 #          .ab/var-$PROF_VAR.so (gpu_prelude.sh's sm80_prof: hdims PROF_HDIMS, PROF_SEQ, PROF_K, ...)
 #   d256   hdim 256 on the sm80-class path with the test build .ab/var-$D256VAR.so
+#   san256 memcheck / racecheck of .ab/var-$D256VAR.so's hdim 256 kernels (bench/check_hdim.py 256)
 #   final  the committed library: attention tests (default and sm80 forced), sanitizers, torch
 #          tests, bench/attention.py flashkit-sm80 against flash (FINAL_HDIMS)
 # usage: OUT=/some/dir PARTS="ab prof" ABVARS="base o1" bench/gpu-s35.sh
@@ -51,6 +52,19 @@ for part in ${PARTS:?set PARTS}; do
     # forced): the float64 checks, then bench/attention.py flashkit-sm80 against flash at hdim 256.
     cp ".ab/var-${D256VAR:?}.so" "$so"
     sm80_d256 attention-sm80-d256-s35
+    cp /tmp/base_C.so "$so"
+    ;;
+  san256)
+    # memcheck and racecheck of the sm80-class hdim 256 kernels (.ab/var-$D256VAR.so) on
+    # bench/check_hdim.py's small shapes (200 x 170, GQA 2:1, causal and not), sm80 forced; only
+    # flashkit's kernels are instrumented.
+    cp ".ab/var-${D256VAR:?}.so" "$so"
+    for tool in memcheck racecheck; do
+      stamp "$tool, hdim 256 sm80 ($(left) s left)"
+      FLASHKIT_ATTENTION_PATH=sm80 PYTHONPATH=$PYTHONPATH:tests/python timeout 150 compute-sanitizer --tool $tool \
+        --kernel-name kns=flashkit --error-exitcode 9 python3 bench/check_hdim.py 256 >"$log/san256-$tool.log" 2>&1
+      stamp "rc=$?"; grep -E "SUMMARY|within|rror" "$log/san256-$tool.log" | head -4
+    done
     cp /tmp/base_C.so "$so"
     ;;
   final)
