@@ -51,7 +51,7 @@ for part in ${PARTS:?set PARTS}; do
     # minimal builds leave out, and a dispatch that routes plain hdim 256 to them when sm80 is
     # forced): the float64 checks, then bench/attention.py flashkit-sm80 against flash at hdim 256.
     cp ".ab/var-${D256VAR:?}.so" "$so"
-    sm80_d256 attention-sm80-d256-s35
+    sm80_d256 "${D256NAME:-attention-sm80-d256-s35}"
     cp /tmp/base_C.so "$so"
     ;;
   san256)
