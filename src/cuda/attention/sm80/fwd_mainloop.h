@@ -130,7 +130,9 @@ struct FwdMainloop {
     // Key blocks run from the last to the first, so the masked ones come first.
     if constexpr (kStages == 1) {
       // V's copy runs under the S GEMM and the next K's under the softmax and P V; the two
-      // barriers of a block keep each buffer's readers ahead of its next copy.
+      // barriers of a block keep each buffer's readers ahead of its next copy. The softmax and
+      // P V lines repeat the two-stage loop's on purpose: shared as lambdas they changed every
+      // forward kernel's SASS (session 35's review), and those kernels are measured as written.
       cp_async_fence();
       while (n >= kr.begin) {
         const int n_next = pol.template prev_live<kBlockM, kBlockN>(m_block, n - 1, kr.begin, cur);
