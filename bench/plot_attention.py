@@ -15,7 +15,7 @@ METHODS = ["math", "efficient", "flash", "cudnn", "flashkit-sm80", "flashkit"]
 COLORS = {"math": "#999999", "efficient": "#6baed6", "flash": "#fd8d3c", "cudnn": "#74c476",
           "flashkit-sm80": "#fc9272", "flashkit": "#d62728"}
 LABELS = {"math": "PyTorch math", "efficient": "SDPA efficient", "flash": "SDPA flash (FA2)",
-          "cudnn": "SDPA cuDNN", "flashkit-sm80": "flashkit (sm80 forward)", "flashkit": "flashkit"}
+          "cudnn": "SDPA cuDNN", "flashkit-sm80": "flashkit (sm80-class kernels)", "flashkit": "flashkit"}
 
 
 def plot(path, out_dir):
@@ -41,7 +41,7 @@ def plot(path, out_dir):
                         ys.append(r.get(f"{pas}_tflops", 0) if r else 0)
                     xs = [i + (mi - (len(methods) - 1) / 2) * w for i in range(len(seqlens))]
                     bars = ax.bar(xs, ys, w, color=COLORS[m], label=LABELS[m])
-                    if m == "flashkit":
+                    if m in ("flashkit", "flashkit-sm80"):
                         for b, y in zip(bars, ys):
                             if y:
                                 ax.text(b.get_x() + w / 2, y, f"{y:.0f}", ha="center", va="bottom", fontsize=6)
@@ -51,8 +51,8 @@ def plot(path, out_dir):
                 ax.set_xlabel("sequence length")
                 ax.set_ylabel("TFLOP/s")
         axes[0][0].legend(fontsize=7)
-        fig.suptitle(f"Attention {title} speed on {res['gpu']} (bf16, batch*seqlen=16k, hidden 2048; "
-                     f"{res.get('protocol', 'burst')} timing)")
+        fig.suptitle(f"Attention {title} speed on {res['gpu']}\n(bf16, batch*seqlen=16k, hidden 2048; "
+                     f"{res.get('protocol', 'burst')} timing)", fontsize=10)
         fig.tight_layout()
         fig.savefig(os.path.join(out_dir, f"{stem}-{pas}.png"), dpi=110)
         plt.close(fig)
