@@ -130,9 +130,7 @@ struct FwdMainloop {
     // Key blocks run from the last to the first, so the masked ones come first.
     if constexpr (kStages == 1) {
       // V's copy runs under the S GEMM and the next K's under the softmax and P V; the two
-      // barriers of a block keep each buffer's readers ahead of its next copy. The softmax and
-      // P V lines repeat the two-stage loop's on purpose: shared as lambdas they changed every
-      // forward kernel's SASS (session 35's review), and those kernels are measured as written.
+      // barriers of a block keep each buffer's readers ahead of its next copy.
       cp_async_fence();
       while (n >= kr.begin) {
         const int n_next = pol.template prev_live<kBlockM, kBlockN>(m_block, n - 1, kr.begin, cur);
@@ -147,12 +145,7 @@ struct FwdMainloop {
         __syncthreads();     // every warp is done with K's buffer
         if (n_next >= kr.begin) load_k(n_next, 0);
         cp_async_fence();
-        Tensor s = rowcol_view(acc_s);
-        const bool mask = pol.template fwd_needs_mask<kBlockM, kBlockN>(m_block, n);
-        pol.fwd_scores(s, tScS, m_block * kBlockM, n * kBlockN, mask, p.scale);
-        Tensor o = rowcol_view(acc_o);
-        softmax.update(s, o, p.scale_log2);
-        pol.fwd_dropout(s, tScS, m_block * kBlockM, n * kBlockN);
+        softmax_step(p, pol, softmax, acc_s, acc_o, tScS, m_block, n);
         Tensor rP = convert<Element>(acc_s);
         Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
         gemm_rs(mma, acc_o, tOrP, tOrVt, tOsVt(_, _, _, 0), copy_v);
@@ -182,12 +175,7 @@ struct FwdMainloop {
         cp_async_fence();
       }
 
-      Tensor s = rowcol_view(acc_s);
-      const bool mask = pol.template fwd_needs_mask<kBlockM, kBlockN>(m_block, n);
-      pol.fwd_scores(s, tScS, m_block * kBlockM, n * kBlockN, mask, p.scale);
-      Tensor o = rowcol_view(acc_o);
-      softmax.update(s, o, p.scale_log2);
-      pol.fwd_dropout(s, tScS, m_block * kBlockM, n * kBlockN);  // l above counts dropped P too
+      softmax_step(p, pol, softmax, acc_s, acc_o, tScS, m_block, n);
 
       if constexpr (kSplitCopies) {
         if (n_next >= kr.begin) load_v(n_next, stage ^ 1);
@@ -200,6 +188,19 @@ struct FwdMainloop {
       n = n_next;
     }
     finish(acc_o, pol);
+  }
+
+  // S_n's scores and masks, then the online softmax (P left in acc_s, O rescaled).
+  template <class AccS, class AccO, class Coord>
+  __device__ __forceinline__ static void softmax_step(const Params& p, const Policy& pol,
+                                                      Softmax& softmax, AccS& acc_s, AccO& acc_o,
+                                                      const Coord& tScS, int m_block, int n) {
+    Tensor s = rowcol_view(acc_s);
+    const bool mask = pol.template fwd_needs_mask<kBlockM, kBlockN>(m_block, n);
+    pol.fwd_scores(s, tScS, m_block * kBlockM, n * kBlockN, mask, p.scale);
+    Tensor o = rowcol_view(acc_o);
+    softmax.update(s, o, p.scale_log2);
+    pol.fwd_dropout(s, tScS, m_block * kBlockM, n * kBlockN);  // l above counts dropped P too
   }
 
   template <class AccO>
