@@ -11,6 +11,7 @@
 #   prof   Nsight Compute (source counters, warp states) of the band kernel's first launches of
 #          bench/profile_mas.py --once --Ts 128 for each variant of PROF ("name=so:knobs"):
 #          $out/prof-<name>-details.txt and per-SASS-instruction samples prof-<name>-sass.csv.gz
+#          (NCU_ARGS: more ncu options, e.g. --sampling-interval 0)
 #   sweep  bench/mas.py (Super-MAS, its TorchScript, Cython to T = 256) with SWEEP_VAR ("so:knobs")
 # usage: OUT=/some/dir PARTS="test ab" TESTS="tab:FLASHKIT_MAS_BAND_TABLE=1" VARS="..." bench/gpu-s36.sh
 set -uo pipefail
@@ -65,7 +66,7 @@ for part in ${PARTS:?set PARTS}; do
       name=${spec%%=*}; rest=${spec#*=}; v=${rest%%:*}; k=${rest#*:}
       use_so "$v"
       stamp "ncu $name ($(left) s left)"
-      env $(envs "$k") timeout 120 ncu --kernel-name regex:mas_forward_band --launch-count 3 \
+      env $(envs "$k") timeout 120 ncu --kernel-name regex:mas_forward_band --launch-count 3 ${NCU_ARGS:-} \
         --section SourceCounters --section WarpStateStats --section SchedulerStats --section LaunchStats \
         -f -o "$log/prof-$name" python3 bench/profile_mas.py --once --Ts 128 >"$log/ncu-$name.log" 2>&1
       stamp "rc=$?"
