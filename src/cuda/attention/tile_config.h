@@ -12,6 +12,7 @@ struct TileConfig {
   int block_m;  // query rows per CTA (fwd) / per inner step (bwd)
   int block_n;  // key rows per inner step (fwd) / per CTA (bwd)
   int warps;
+  int stages = 2;  // sm80-class forward: K/V buffers of each kind (2: a ring; 1: FA2's one K, one V)
 };
 
 // Head-dim buckets: every multiple of 8 in [32, 256] runs in the smallest bucket that holds it,
@@ -42,7 +43,7 @@ constexpr TileConfig tile_config(Pass pass, int hdim, DType dtype, bool causal) 
 // (96 KB, two CTAs an SM; sm80/fwd_mainloop.h), +5-10% over 128 x 64 on 8 warps with two stages
 // (bench/NOTES-attention.md, session 35). The score modifiers keep the 8-warp tile.
 constexpr TileConfig sm80_fwd_tile(int hdim, DType dtype, bool causal, bool plain) {
-  if (hdim > 192 && plain) return {64, 64, 4};
+  if (hdim > 192 && plain) return {64, 64, 4, 1};
   return tile_config(Pass::fwd, hdim, dtype, causal);
 }
 

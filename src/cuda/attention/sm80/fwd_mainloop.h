@@ -16,15 +16,17 @@
 
 namespace flashkit::cuda::attn::sm80 {
 
-template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, class Policy_>
+template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, int kStages_,
+          class Policy_>
 struct FwdMainloop {
   using Element = Element_;
   using Policy = Policy_;
   static constexpr int kHeadDim = kHeadDim_, kBlockM = kBlockM_, kBlockN = kBlockN_;
   static constexpr int kWarps = kWarps_, kThreads = kWarps * 32;
-  // 64-row tiles past hdim 128 (4 warps, two CTAs an SM: tile_config.h's sm80_fwd_tile) keep one K
-  // and one V buffer, FA2's loop; the others a 2-stage ring of both.
-  static constexpr int kStages = kHeadDim > 128 && kBlockM == 64 ? 1 : 2;
+  // K/V buffers of each kind, chosen with the tile (tile_config.h's sm80_fwd_tile): 1 (FA2's one K
+  // and one V buffer: hdim 256 plain scores, 64 x 64 on 4 warps) or a 2-stage ring of both.
+  static constexpr int kStages = kStages_;
+  static_assert(kStages == 1 || kStages == 2, "one buffer of each kind or a 2-stage ring");
 
   using TiledMma = TiledMmaOf<Element, kWarps, 1>;
   using LayoutQ = SmemTile<kBlockM, kHeadDim>;
