@@ -25,7 +25,8 @@ void run_fwd_sm80(const AttnArguments& a, cudaStream_t stream) {
   // Modifiers that need registers the plain tile leaves no room for (the O accumulator plus a
   // 128x64 S tile sit at the 255 cap) take half-width key steps (score_policy.h's kNarrowKeys).
   constexpr int block_n = Policy::kNarrowKeys ? t.block_n / 2 : t.block_n;
-  using Mainloop = sm80::FwdMainloop<Element, kHeadDim, t.block_m, block_n, t.warps, t.stages, Policy>;
+  using Mainloop =
+      sm80::FwdMainloop<Element, kHeadDim, t.block_m, block_n, t.warps, t.stages, Policy>;
   using Kernel = FwdKernel<Mainloop, sm80::FwdEpilogue<Mainloop>, SingleTileScheduler>;
   // Varlen grids cover the longest sequence; blocks past a shorter one exit at once.
   int num_blocks = ceil_div(a.seqlen_q, t.block_m);
