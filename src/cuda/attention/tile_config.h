@@ -12,8 +12,8 @@ struct TileConfig {
   int block_m;  // query rows per CTA (fwd) / per inner step (bwd)
   int block_n;  // key rows per inner step (fwd) / per CTA (bwd)
   int warps;
-  int stages =
-      2;  // sm80-class forward: K/V buffers of each kind (2: a ring; 1: FA2's one K, one V)
+  // sm80-class forward: K/V buffers of each kind (2: a ring; 1: FA2's one K and one V buffer).
+  int stages = 2;
 };
 
 // Head-dim buckets: every multiple of 8 in [32, 256] runs in the smallest bucket that holds it,
