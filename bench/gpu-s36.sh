@@ -18,8 +18,7 @@ set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
 python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" .ab/lib.txz
-so=$(ls python/flashkit/_C*.so); cp "$so" /tmp/base_C.so
-use_so() { if [ "$1" = base ]; then cp /tmp/base_C.so "$so"; else cp ".ab/var-$1.so" "$so"; fi; }
+ext_save_base
 envs() { [ "$1" = - ] && return 0; echo "$1" | tr ',' ' '; }
 for part in ${PARTS:?set PARTS}; do
   case "$part" in
@@ -44,14 +43,14 @@ for part in ${PARTS:?set PARTS}; do
     for r in $(seq 1 "${ROUNDS:-2}"); do
       for spec in ${VARS:?}; do
         name=${spec%%=*}; rest=${spec#*=}; v=${rest%%:*}; k=${rest#*:}
-        use_so "$v"
+        use_ext "$v"
         env $(envs "$k") timeout 90 python3 bench/mas_overhead.py --Ts "${Ts:-128,256}" --reps 30 \
           >"$log/ab-r$r-$name.log" 2>&1
         env $(envs "$k") FLASHKIT_MAS_TRACE=1 timeout 60 python3 bench/profile_mas.py --once --Ts "${Ts:-128,256}" \
           2>&1 | grep "band trace" >"$log/trace-r$r-$name.log"
       done
     done
-    use_so base
+    use_ext base
     stamp "ab done"
     for spec in ${VARS}; do
       name=${spec%%=*}
@@ -64,7 +63,7 @@ for part in ${PARTS:?set PARTS}; do
   prof)
     for spec in ${PROF:?}; do
       name=${spec%%=*}; rest=${spec#*=}; v=${rest%%:*}; k=${rest#*:}
-      use_so "$v"
+      use_ext "$v"
       stamp "ncu $name ($(left) s left)"
       env $(envs "$k") timeout 120 ncu --kernel-name regex:mas_forward_band --launch-count 3 ${NCU_ARGS:-} \
         --section SourceCounters --section WarpStateStats --section SchedulerStats --section LaunchStats \
@@ -74,16 +73,16 @@ for part in ${PARTS:?set PARTS}; do
       mv "$log/prof-$name-details.txt" "$out/"; gzip -c "$log/prof-$name-sass.csv" >"$out/prof-$name-sass.csv.gz"
       grep -E "Duration|Warp Cycles Per Issued|Issued Warp|No Eligible" "$out/prof-$name-details.txt" | head -12
     done
-    use_so base
+    use_ext base
     ;;
   sweep)
     v=${SWEEP_VAR%%:*}; k=${SWEEP_VAR#*:}
-    use_so "$v"
+    use_ext "$v"
     stamp "bench/mas.py with $SWEEP_VAR ($(left) s left)"
     env $(envs "$k") timeout $(( $(left) - 10 )) python3 bench/mas.py --out "$out" --cython-max-t 256 --reps 7 \
       ${SWEEP_ARGS:-} >"$log/mas.log" 2>&1
     stamp "rc=$?"; grep -A9 "T  flashkit" "$log/mas.log"; tail -4 "$log/mas.log"
-    use_so base
+    use_ext base
     ;;
   *) echo "unknown part $part" ;;
   esac

@@ -169,24 +169,31 @@ harness_sanitize() {
     grep -E "${2:-FAILED|ERROR SUMMARY|RACECHECK SUMMARY}" "$log/san-$tool.txt" | head -"${3:-4}"
   done
 }
-# Python extensions in turn, ROUNDS times: base = the one in python/flashkit, else
-# .ab/var-<name>.so or build-dev/var/<name>/_C*.so; swaps the .so in, runs "$1" with the round
-# and the name (its output to $log/r<round>-<name>.log), restores the base.
+# The extension of an A/B: ext_save_base keeps the one in python/flashkit (main's) aside (not
+# under $log: the logs come back packed); use_ext <name> puts in base (that one), else
+# .ab/var-<name>.so or build-dev/var/<name>/_C*.so.
+ext_save_base() { cp "$(ls python/flashkit/_C*.so)" /tmp/ab_base_C.so; }
+use_ext() {
+  local so; so=$(ls python/flashkit/_C*.so)
+  if [ "$1" = base ]; then cp /tmp/ab_base_C.so "$so"
+  elif [ -f ".ab/var-$1.so" ]; then cp ".ab/var-$1.so" "$so"
+  else cp build-dev/var/"$1"/_C*.so "$so"; fi
+}
+# Python extensions in turn, ROUNDS times (use_ext's names): runs "$1" with the round and the
+# name (its output to $log/r<round>-<name>.log), restores the base.
 ab_rounds() {
-  local fn=$1 so round v
+  local fn=$1 round v
   shift
-  so=$(ls python/flashkit/_C*.so); cp "$so" /tmp/ab_base_C.so  # not under $log: the logs come back packed
+  ext_save_base
   for round in ${ROUNDS:-1 2}; do
     for v in "$@"; do
-      if [ "$v" = base ]; then cp /tmp/ab_base_C.so "$so"
-      elif [ -f ".ab/var-$v.so" ]; then cp ".ab/var-$v.so" "$so"
-      else cp build-dev/var/"$v"/_C*.so "$so"; fi
+      use_ext "$v"
       stamp "round $round $v"
       $fn "$round" "$v" >"$log/r$round-$v.log" 2>&1
       grep -E "Error|error" "$log/r$round-$v.log" | head -3
     done
   done
-  cp /tmp/ab_base_C.so "$so"
+  use_ext base
 }
 # The decode GPU tests (build-dev/flashkit_gpu_tests) with each of LOADERS: default, or 0 / 1 for
 # FLASHKIT_DECODE_TMA forced (cp.async / tensor-map boxes).
