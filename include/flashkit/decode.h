@@ -12,6 +12,11 @@ namespace flashkit {
 
 struct DecodeOptions {
   float softmax_scale = 0.f;  // 0 means 1/sqrt(hdim)
+  // > 0: scores become softcap * tanh(scores / softcap) (Gemma-2), as in AttentionOptions.
+  float softcap = 0.f;
+  // Sliding window (Mistral, Gemma): query token i, at cache position p = len - q_len + i, sees
+  // keys j with p - window_left <= j <= p; -1 means unbounded. Only the window's keys are read.
+  int window_left = -1;
   Stream stream = nullptr;
   Workspace workspace;        // GPU: at least decode_workspace_bytes(plan); empty: cached buffer
 };
@@ -25,7 +30,8 @@ struct DecodeOptions {
 //        [j*page_size, (j+1)*page_size); only pages below the length are read
 // out    [batch, q_len, num_q_heads, hdim] q's dtype; lse fp32 [batch, num_q_heads, q_len]
 // The q tokens are the last q_len positions of each sequence, causal among themselves: token i
-// sees keys j < len - q_len + i + 1. A row that sees no key gets O = 0 and lse = -inf.
+// sees keys j < len - q_len + i + 1 (and j >= len - q_len + i - opts.window_left with a window).
+// A row that sees no key gets O = 0 and lse = -inf.
 // The plan must match the tensors (batch, heads, hdim, q_len, dtype, dense/paged, page size).
 void decode(const TensorView& q, const TensorView& k_cache, const TensorView& v_cache,
             const TensorView& cache_seqlens, const TensorView& block_table, const TensorView& out,

@@ -298,19 +298,22 @@ def _default_lengths(k_cache, cache_seqlens, block_table):
 
 
 def decode(q, k_cache, v_cache, cache_seqlens, block_table=None, *, schedule="auto", plan=None,
-           softmax_scale=None, return_lse=False):
+           softmax_scale=None, softcap=0.0, window_left=-1, return_lse=False):
     """Decode attention: q [batch, q_len (1..16), heads, hdim] against a KV cache, dense
     [batch, ctx, kv_heads, hdim] or paged [pages, page_size, kv_heads, hdim] with block_table
     int32 [batch, max_pages]; cache_seqlens int32 [batch] tokens in each cache (the q tokens are
     its last q_len, causal among themselves). plan: a DecodePlan from make_decode_plan, reused
     across calls; None plans once per shape (from cache_seqlens when they are on the host, else
     for the caches' capacity: no host sync) and caches the plan. Returns out [batch, q_len,
-    heads, hdim], or (out, lse fp32 [batch, heads, q_len]) with return_lse. torch tensors run on
-    torch's current stream with a torch-allocated workspace (CUDA-graph capturable once warm)."""
+    heads, hdim], or (out, lse fp32 [batch, heads, q_len]) with return_lse. softcap > 0 caps the
+    scores (softcap * tanh(scores / softcap), Gemma-2); window_left >= 0 is a sliding window
+    (Mistral, Gemma): the query at cache position p sees keys p - window_left .. p, and only the
+    window's keys are read. torch tensors run on torch's current stream with a torch-allocated
+    workspace (CUDA-graph capturable once warm)."""
     t = _torch_ops(q, "q")
     if t is not None:
         return t.decode(q, k_cache, v_cache, cache_seqlens, block_table, schedule, plan,
-                        softmax_scale, return_lse)
+                        softmax_scale, return_lse, softcap, window_left)
     if plan is None:
         plan = planned(q, k_cache, block_table, _default_lengths(k_cache, cache_seqlens,
                                                                  block_table), schedule)
@@ -318,7 +321,8 @@ def decode(q, k_cache, v_cache, cache_seqlens, block_table=None, *, schedule="au
     lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=np.float32)
     seqlens = np.ascontiguousarray(np.asarray(cache_seqlens), dtype=np.int32)
     _C.decode(q, k_cache, v_cache, seqlens, block_table, out, lse, getattr(plan, "plan", plan),
-              softmax_scale=0.0 if softmax_scale is None else float(softmax_scale))
+              softmax_scale=0.0 if softmax_scale is None else float(softmax_scale),
+              softcap=float(softcap), window_left=int(window_left))
     return (out, lse) if return_lse else out
 
 

@@ -311,7 +311,8 @@ def attention_fp8(q, k, v, *, q_descale=None, k_descale=None, v_descale=None, ca
 
 def _decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor,
               block_table: Optional[Tensor], kv_lengths: List[int], schedule: str, sm_count: int,
-              ctas_per_sm: int, softmax_scale: float) -> Tuple[Tensor, Tensor]:
+              ctas_per_sm: int, softmax_scale: float, softcap: float = 0.0,
+              window_left: int = -1) -> Tuple[Tensor, Tensor]:
     """(out, lse) of decode attention. The plan is named by what it is made from (kv_lengths,
     schedule, sm_count, ctas_per_sm and the shapes): a plan is no tensor, but the same inputs
     give the same plan, found in flashkit.ops' plan cache (made there on first use)."""
@@ -325,7 +326,8 @@ def _decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor,
         workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=q.device)
     _C.decode(_dl(_operand(q)), _dl(k_cache), _dl(v_cache), _dl(cache_seqlens),
               _dl_opt(block_table), _dl(out), _dl(lse), plan.plan, softmax_scale=softmax_scale,
-              stream=_stream(q), workspace=_dl_opt(workspace))
+              stream=_stream(q), workspace=_dl_opt(workspace), softcap=softcap,
+              window_left=window_left)
     return out, lse
 
 
@@ -334,13 +336,13 @@ decode_op = torch.library.custom_op("flashkit::decode", mutates_args=())(_decode
 
 @decode_op.register_fake
 def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table, kv_lengths, schedule, sm_count,
-                 ctas_per_sm, softmax_scale):
+                 ctas_per_sm, softmax_scale, softcap=0.0, window_left=-1):
     batch, q_len, heads, _ = q.shape
     return q.new_empty(q.shape), q.new_empty((batch, heads, q_len), dtype=torch.float32)
 
 
 def decode(q, k_cache, v_cache, cache_seqlens, block_table, schedule, plan, softmax_scale,
-           return_lse):
+           return_lse, softcap=0.0, window_left=-1):
     """flashkit.decode on torch tensors (see flashkit.ops.decode): eager calls run the op's
     function directly, torch.compile(fullgraph=True) traces the custom op flashkit::decode when
     the plan is None or made outside the compiled region; CUDA graphs capture either."""
@@ -356,7 +358,7 @@ def decode(q, k_cache, v_cache, cache_seqlens, block_table, schedule, plan, soft
     fn = torch.ops.flashkit.decode if torch.compiler.is_compiling() else _decode
     out, lse = fn(
         q, k_cache, v_cache, seqlens, block_table, list(lengths), schedule, sm_count, ctas_per_sm,
-        0.0 if softmax_scale is None else float(softmax_scale))
+        0.0 if softmax_scale is None else float(softmax_scale), float(softcap), int(window_left))
     return (out, lse) if return_lse else out
 
 

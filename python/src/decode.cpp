@@ -66,9 +66,12 @@ void bind_decode(nb::module_& m) {
       [](const nb::ndarray<>& q, const nb::ndarray<>& k_cache, const nb::ndarray<>& v_cache,
          const nb::ndarray<>& cache_seqlens, const std::optional<nb::ndarray<>>& block_table,
          const nb::ndarray<>& out, const nb::ndarray<>& lse, const DecodePlan& plan,
-         float softmax_scale, uintptr_t stream, const std::optional<nb::ndarray<>>& workspace) {
+         float softmax_scale, uintptr_t stream, const std::optional<nb::ndarray<>>& workspace,
+         float softcap, int window_left) {
         DecodeOptions o;
         o.softmax_scale = softmax_scale;
+        o.softcap = softcap;
+        o.window_left = window_left;
         o.stream = to_stream(stream);
         if (workspace) o.workspace = Workspace{workspace->data(), workspace->nbytes()};
         decode(to_view(q, "q"), to_view(k_cache, "k_cache"), to_view(v_cache, "v_cache"),
@@ -78,9 +81,12 @@ void bind_decode(nb::module_& m) {
       nb::arg("q"), nb::arg("k_cache"), nb::arg("v_cache"), nb::arg("cache_seqlens"),
       nb::arg("block_table").none(), nb::arg("out"), nb::arg("lse"), nb::arg("plan"),
       nb::arg("softmax_scale") = 0.f, nb::arg("stream") = 0,
-      nb::arg("workspace").none() = nb::none(),
+      nb::arg("workspace").none() = nb::none(), nb::arg("softcap") = 0.f,
+      nb::arg("window_left") = -1,
       "Decode attention into out [b, q_len, hq, d] and lse [b, hq, q_len] (see decode.h);\n"
-      "workspace: optional GPU scratch of at least plan.workspace_bytes bytes (else a cached one).");
+      "workspace: optional GPU scratch of at least plan.workspace_bytes bytes (else a cached one);\n"
+      "softcap > 0: scores become softcap * tanh(scores / softcap); window_left >= 0: a sliding\n"
+      "window (a query at cache position p sees keys p - window_left .. p).");
 
   m.def(
       "merge_states",

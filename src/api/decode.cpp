@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "api/validate.h"
+#include "common/decode_scores.h"
 #include "cpu/decode.h"
 #ifdef FLASHKIT_WITH_CUDA
 #include "cuda/decode/launch.h"
@@ -137,12 +138,17 @@ void decode(const TensorView& q, const TensorView& k_cache, const TensorView& v_
   if (!std::isfinite(opts.softmax_scale))
     fail("opts.softmax_scale: expected a finite value (0 for 1/sqrt(hdim)), got ", opts.softmax_scale);
   const float scale = opts.softmax_scale != 0.f ? opts.softmax_scale : 1.f / std::sqrt(static_cast<float>(p.hdim));
+  if (!(opts.softcap >= 0.f && std::isfinite(opts.softcap)))
+    fail("opts.softcap: expected a finite value >= 0 (0 = off), got ", opts.softcap);
+  if (opts.window_left < -1)
+    fail("opts.window_left: expected -1 (unbounded) or a number of keys >= 0, got ", opts.window_left);
+  const DecodeScores scores{scale, opts.softcap, opts.window_left};
 
   if (q.device == Device::cpu) {
     if (opts.stream) fail("opts.stream: expected none for CPU tensors, got a CUDA stream");
     if (opts.workspace.data) fail("opts.workspace: expected none for CPU tensors (the CPU backend allocates its own)");
     check_values(cache_seqlens, block_table, k_cache, plan);
-    cpu::decode(q, k_cache, v_cache, cache_seqlens, block_table, out, lse, plan, scale);
+    cpu::decode(q, k_cache, v_cache, cache_seqlens, block_table, out, lse, plan, scores);
     return;
   }
 #ifdef FLASHKIT_WITH_CUDA
@@ -157,7 +163,7 @@ void decode(const TensorView& q, const TensorView& k_cache, const TensorView& v_
         fail(name, ": expected strides that are multiples of 8 elements on the GPU, got ", t->stride[d],
              " in dim ", d);
   }
-  cuda::decode(q, k_cache, v_cache, cache_seqlens, block_table, out, lse, plan, scale, opts.stream,
+  cuda::decode(q, k_cache, v_cache, cache_seqlens, block_table, out, lse, plan, scores, opts.stream,
                opts.workspace);
 #else
   fail("q: is on cuda, but flashkit was built without CUDA");

@@ -74,7 +74,7 @@ struct Job {
   int64_t seqlens_stride;
   KvLayout kl, vl;
   const DecodePlan& plan;
-  float scale;
+  DecodeScores sc;
   int d, q_len, group, rows;
 };
 
@@ -88,12 +88,15 @@ void run_segment(const Job& J, const Segment& seg, SoftmaxStat* stat, float* acc
   const int len = std::min(J.seqlens[tile.seq * J.seqlens_stride], J.plan.kv_lengths[tile.seq]);
   // Row r of a tile: query token r / group, query head kv_head * group + r % group.
   float qf[kDecodeRowsPerBlock][256];
-  int limit[kDecodeRowsPerBlock];
+  int limit[kDecodeRowsPerBlock], lower[kDecodeRowsPerBlock];
+  int lowest = len;  // the lowest key any row sees: the segment starts there at the earliest
   for (int r = 0; r < nrows; ++r) {
     int token = (row0 + r) / J.group, head = tile.kv_head * J.group + (row0 + r) % J.group;
     int64_t qo = tile.seq * J.q.stride[0] + token * J.q.stride[1] + head * J.q.stride[2];
-    for (int c = 0; c < d; ++c) qf[r][c] = ld<D>(J.q.data, qo + c) * J.scale;
+    for (int c = 0; c < d; ++c) qf[r][c] = ld<D>(J.q.data, qo + c) * J.sc.scale;
     limit[r] = len - J.q_len + token + 1;  // keys below this are visible (causal among q tokens)
+    lower[r] = J.sc.window_left >= 0 ? limit[r] - 1 - J.sc.window_left : 0;  // and from this one
+    lowest = std::min(lowest, std::max(lower[r], 0));
     stat[r] = SoftmaxStat{};
     std::fill(acc + r * d, acc + (r + 1) * d, 0.f);
   }
@@ -101,7 +104,9 @@ void run_segment(const Job& J, const Segment& seg, SoftmaxStat* stat, float* acc
   // vectorises without reassociating the fp32 sums; V stays [key][dim] for the O update.
   std::vector<float> kt(static_cast<size_t>(d) * kChunk), vf(static_cast<size_t>(kChunk) * d);
   const int end = std::min(seg.end, len);
-  for (int c0 = seg.begin; c0 < end; c0 += kChunk) {
+  // With a window, the chunks start at the one holding the lowest visible key.
+  const int begin = std::max(seg.begin, seg.begin + (lowest - seg.begin) / kChunk * kChunk);
+  for (int c0 = begin; c0 < end; c0 += kChunk) {
     const int n = std::min(kChunk, end - c0);
     for (int j = 0; j < n; ++j) {
       int64_t ko = J.kl.offset(tile.seq, c0 + j, tile.kv_head);
@@ -111,18 +116,21 @@ void run_segment(const Job& J, const Segment& seg, SoftmaxStat* stat, float* acc
     }
     for (int r = 0; r < nrows; ++r) {
       const int nv = std::clamp(limit[r] - c0, 0, n);
-      if (nv == 0) continue;
+      const int j0 = std::clamp(lower[r] - c0, 0, nv);  // keys j0 .. nv - 1 of the chunk
+      if (j0 == nv) continue;
       float s[kChunk] = {}, mx = -INFINITY;
       for (int c = 0; c < d; ++c) {
         const float qc = qf[r][c];
         const float* krow = &kt[c * kChunk];
         for (int j = 0; j < kChunk; ++j) s[j] += qc * krow[j];
       }
-      for (int j = 0; j < nv; ++j) mx = std::max(mx, s[j]);
+      if (J.sc.softcap > 0.f)
+        for (int j = j0; j < nv; ++j) s[j] = J.sc.softcap * std::tanh(s[j] / J.sc.softcap);
+      for (int j = j0; j < nv; ++j) mx = std::max(mx, s[j]);
       const float alpha = online_update(stat[r], mx);
       float* o = acc + r * d;
       for (int c = 0; c < d; ++c) o[c] *= alpha;
-      for (int j = 0; j < nv; ++j) {
+      for (int j = j0; j < nv; ++j) {
         const float p = std::exp(s[j] - stat[r].m);
         stat[r].l += p;
         for (int c = 0; c < d; ++c) o[c] += p * vf[j * d + c];
@@ -177,10 +185,10 @@ void run(const Job& J) {
 
 void decode(const TensorView& q, const TensorView& k_cache, const TensorView& v_cache,
             const TensorView& cache_seqlens, const TensorView& block_table, const TensorView& out,
-            const TensorView& lse, const DecodePlan& plan, float softmax_scale) {
+            const TensorView& lse, const DecodePlan& plan, const DecodeScores& scores) {
   const DecodeProblem& p = plan.problem;
   Job job{q, k_cache, v_cache, out, lse, cache_seqlens.ptr<const int32_t>(), cache_seqlens.stride[0],
-          KvLayout(k_cache, block_table), KvLayout(v_cache, block_table), plan, softmax_scale,
+          KvLayout(k_cache, block_table), KvLayout(v_cache, block_table), plan, scores,
           p.hdim, p.q_len, p.group(), p.rows()};
   switch (q.dtype) {
     case DType::f32: run<DType::f32>(job); break;

@@ -2,6 +2,7 @@
 #pragma once
 #include "flashkit/plan.h"
 #include "flashkit/tensor.h"
+#include "common/decode_scores.h"
 
 namespace flashkit::cpu {
 
@@ -9,7 +10,7 @@ namespace flashkit::cpu {
 // partial softmax state, then each tile merges its segments in CTA order with merge_stats.
 void decode(const TensorView& q, const TensorView& k_cache, const TensorView& v_cache,
             const TensorView& cache_seqlens, const TensorView& block_table, const TensorView& out,
-            const TensorView& lse, const DecodePlan& plan, float softmax_scale);
+            const TensorView& lse, const DecodePlan& plan, const DecodeScores& scores);
 
 void merge_states(const TensorView& o_parts, const TensorView& lse_parts, const TensorView& out,
                   const TensorView& lse);

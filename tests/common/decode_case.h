@@ -77,6 +77,24 @@ inline DecodeInputs make_decode_inputs(const DecodeCase& c) {
   return in;
 }
 
+// Keys and values of tokens [0, upto) of sequence b set to NaN (a sliding window's test: the
+// decode kernels never read below the 64-token chunk holding the window's first key).
+inline void poison_tokens_before(DecodeInputs& in, int b, int upto) {
+  const DecodeProblem& p = in.problem;
+  const int per_token = p.num_kv_heads * p.hdim;
+  for (int t = 0; t < upto; ++t) {
+    int64_t base;
+    if (p.paged) {
+      const int64_t pages = in.table.view().shape[1];
+      const int page = in.table.ptr<int32_t>()[b * pages + t / p.page_size];
+      base = (static_cast<int64_t>(page) * p.page_size + t % p.page_size) * per_token;
+    } else {
+      base = (static_cast<int64_t>(b) * in.k.view().shape[1] + t) * per_token;
+    }
+    for (int i = 0; i < per_token; ++i) in.k.set(base + i, NAN), in.v.set(base + i, NAN);
+  }
+}
+
 // max |got - ref|, NaN counted as infinite; matching infinities (empty rows' lse) count as 0.
 inline double max_abs_err(const HostTensor& got, const std::vector<double>& ref) {
   double e = 0;

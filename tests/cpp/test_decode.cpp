@@ -18,12 +18,19 @@ const DecodeSchedule kSchedules[] = {DecodeSchedule::single, DecodeSchedule::spl
                                      DecodeSchedule::flash_decoding, DecodeSchedule::lean,
                                      DecodeSchedule::automatic};
 
-void run_and_check(const DecodeCase& c, DeviceInfo dev, DecodeSchedule s, const char* what) {
+void run_and_check(const DecodeCase& c, DeviceInfo dev, DecodeSchedule s, const char* what,
+                   const DecodeOptions& opts = {}) {
   DecodeInputs in = make_decode_inputs(c);
+  // With a window, the tokens below the chunk of the lowest row's first key are NaN: never read.
+  if (opts.window_left >= 0)
+    for (int b = 0; b < c.batch; ++b)
+      poison_tokens_before(in, b, std::max(c.lens[b] - c.q_len - opts.window_left, 0) / 64 * 64);
   DecodePlan plan = make_decode_plan(in.problem, c.lens, dev, s);
-  decode(in.q, in.k, in.v, in.seqlens, in.table_view(), in.out, in.lse, plan);
-  auto exact = cpu::reference_decode(in.q, in.k, in.v, in.seqlens, in.table_view(), 0.f);
-  auto naive = cpu::reference_decode(in.q, in.k, in.v, in.seqlens, in.table_view(), 0.f, true);
+  decode(in.q, in.k, in.v, in.seqlens, in.table_view(), in.out, in.lse, plan, opts);
+  auto exact = cpu::reference_decode(in.q, in.k, in.v, in.seqlens, in.table_view(), 0.f, false,
+                                     opts.softcap, opts.window_left);
+  auto naive = cpu::reference_decode(in.q, in.k, in.v, in.seqlens, in.table_view(), 0.f, true,
+                                     opts.softcap, opts.window_left);
   const double tol = decode_tolerance(exact, naive);
   EXPECT_LE(max_abs_err(in.out, exact.out), tol) << what << " " << plan.describe();
   EXPECT_LE(max_abs_err(in.lse, exact.lse), 1e-4) << what << " " << plan.describe();
@@ -58,6 +65,32 @@ TEST(Decode, QueryTokensCausalAndMqa) {
                    .page_size = 16, .lens = {2, 260, 513}, .seed = static_cast<uint64_t>(q_len)};
       run_and_check(c, {4, 1}, s, ("q_len " + std::to_string(q_len)).c_str());
     }
+}
+
+// Gemma-2's softcap and Mistral's sliding window, alone and together, for every schedule on
+// dense and paged caches, q_len 1 and 5 (the window moves with each query token), GQA; windows
+// from 0 (each query sees itself) to wider than every cache.
+TEST(Decode, SoftcapAndSlidingWindowEverySchedule) {
+  struct Mode {
+    float softcap;
+    int window;
+  };
+  for (Mode m : {Mode{1.5f, -1}, Mode{0.f, 0}, Mode{0.f, 37}, Mode{2.f, 200}, Mode{0.f, 5000}})
+    for (int ps : {0, 16})
+      for (int q_len : {1, 5})
+        for (DecodeSchedule s : kSchedules) {
+          DecodeCase c{.batch = 4, .q_len = q_len, .hq = 8, .hkv = 2, .d = 64,
+                       .dtype = DType::bf16, .page_size = ps, .lens = {3, 300, 1000, 77},
+                       .seed = static_cast<uint64_t>(7 + ps + q_len)};
+          DecodeOptions o;
+          o.softcap = m.softcap;
+          o.window_left = m.window;
+          run_and_check(c, {5, 2}, s,
+                        ("softcap " + std::to_string(m.softcap) + " window " +
+                         std::to_string(m.window) + " page " + std::to_string(ps) + " q_len " +
+                         std::to_string(q_len)).c_str(),
+                        o);
+        }
 }
 
 TEST(Decode, HeadDimsAndEmptySequence) {
@@ -217,6 +250,9 @@ TEST(Decode, ValidationErrorsNameArgumentAndWriteNothing) {
   expect_error("out:", "separate from q", [&](Args& a) { a.out.data = a.q.data; });
   expect_error("lse:", "shape [2, 8, 1]", [&](Args& a) { a.lse = lse_bad; a.lse.shape[1] = 1; a.lse.shape[2] = 8; });
   expect_error("opts.softmax_scale:", "finite", [&](Args& a) { a.opts.softmax_scale = NAN; });
+  expect_error("opts.softcap:", "finite value >= 0", [&](Args& a) { a.opts.softcap = -1.f; });
+  expect_error("opts.softcap:", "finite value >= 0", [&](Args& a) { a.opts.softcap = INFINITY; });
+  expect_error("opts.window_left:", "-1 (unbounded)", [&](Args& a) { a.opts.window_left = -2; });
   expect_error("opts.stream:", "CPU", [&](Args& a) { a.opts.stream = reinterpret_cast<Stream>(1); });
   expect_error("plan:", "inconsistent", [&](Args& a) { a.plan.tiles.pop_back(); });
   expect_error("q:", "expected 1 tokens like the plan", [&](Args& a) { a.q.shape[1] = 2; });

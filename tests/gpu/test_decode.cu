@@ -4,12 +4,15 @@
 // results independent of the CTA count (Lean, split-KV, FlashDecoding); repeated runs and
 // CUDA-graph replays (Lean's epoch-reset flags, split-KV's self-resetting arrival counters,
 // FlashDecoding's two launches); the cp.async loader; decode while another
-// kernel holds part of the GPU; merge_states; GPU-only errors.
+// kernel holds part of the GPU; merge_states; GPU-only errors; softcap and sliding windows (with
+// the tokens below the window's first chunk NaN: never read).
 // Tests named *Small* also run under compute-sanitizer (tests/gpu/run).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "decode_case.h"
@@ -26,7 +29,12 @@ namespace {
 struct GpuInputs {
   DecodeInputs host;
   DeviceTensor q, k, v, seqlens, table, out, lse;
-  explicit GpuInputs(const DecodeCase& c) : host(make_decode_inputs(c)) {
+  DecodeOptions opts;  // softcap and window_left of every run (and of the reference)
+  explicit GpuInputs(const DecodeCase& c, const DecodeOptions& o = {})
+      : host(make_decode_inputs(c)), opts(o) {
+    if (o.window_left >= 0)
+      for (int b = 0; b < c.batch; ++b)
+        poison_tokens_before(host, b, std::max(c.lens[b] - c.q_len - o.window_left, 0) / 64 * 64);
     q.upload(host.q);
     k.upload(host.k);
     v.upload(host.v);
@@ -37,7 +45,7 @@ struct GpuInputs {
   }
   TensorView table_view() const { return host.problem.paged ? table.view() : TensorView{}; }
   void run(const DecodePlan& plan, Stream stream = nullptr) {
-    DecodeOptions o;
+    DecodeOptions o = opts;
     o.stream = stream;
     decode(q, k, v, seqlens, table_view(), out, lse, plan, o);
   }
@@ -54,8 +62,10 @@ HostTensor check(GpuInputs& in, const DecodePlan& plan, const std::string& what)
   in.lse.poison();
   in.run(plan);
   in.fetch();
-  auto exact = cpu::reference_decode(in.host.q, in.host.k, in.host.v, in.host.seqlens, in.host.table_view(), 0.f);
-  auto naive = cpu::reference_decode(in.host.q, in.host.k, in.host.v, in.host.seqlens, in.host.table_view(), 0.f, true);
+  auto exact = cpu::reference_decode(in.host.q, in.host.k, in.host.v, in.host.seqlens, in.host.table_view(), 0.f,
+                                     false, in.opts.softcap, in.opts.window_left);
+  auto naive = cpu::reference_decode(in.host.q, in.host.k, in.host.v, in.host.seqlens, in.host.table_view(), 0.f,
+                                     true, in.opts.softcap, in.opts.window_left);
   EXPECT_LE(max_abs_err(in.host.out, exact.out), decode_tolerance(exact, naive)) << what << " " << plan.describe();
   EXPECT_LE(max_abs_err(in.host.lse, exact.lse), 2e-3) << what << " " << plan.describe();
   return in.host.out;
@@ -64,8 +74,8 @@ HostTensor check(GpuInputs& in, const DecodePlan& plan, const std::string& what)
 const DecodeSchedule kAll[] = {DecodeSchedule::single, DecodeSchedule::split_kv,
                                DecodeSchedule::flash_decoding, DecodeSchedule::lean};
 
-void sweep(const DecodeCase& c, const std::string& what) {
-  GpuInputs in(c);
+void sweep(const DecodeCase& c, const std::string& what, const DecodeOptions& opts = {}) {
+  GpuInputs in(c, opts);
   DeviceInfo dev = decode_device_info(in.host.problem, Device::cuda);
   for (DecodeSchedule s : kAll) check(in, make_decode_plan(in.host.problem, c.lens, dev, s), what);
 }
@@ -108,6 +118,33 @@ TEST(DecodeGpu, CpAsyncLoader) {
                        .page_size = ps, .lens = {2100, 17, 1200},
                        .seed = static_cast<uint64_t>(50 + ps + d)},
             "cp.async d" + std::to_string(d) + " page " + std::to_string(ps));
+}
+
+// Softcap and sliding windows, alone and together, on both loaders, dense and paged (a page per
+// chunk, chunks of several pages), q_len 1, 2 and 5, every hdim; windows from 0 to past every
+// cache.
+TEST(DecodeGpu, SoftcapAndSlidingWindow) {
+  struct Mode {
+    float softcap;
+    int window;
+  };
+  for (const char* tma : {"1", "0"}) {
+    const ScopedEnv loader("FLASHKIT_DECODE_TMA", tma);
+    for (Mode m : {Mode{1.5f, -1}, Mode{0.f, 0}, Mode{0.f, 100}, Mode{2.f, 1000}, Mode{0.f, 20000}})
+      for (int d : {64, 128, 256})
+        for (auto [ps, q_len] : {std::pair{0, 1}, {16, 5}, {64, 2}}) {
+            DecodeOptions o;
+            o.softcap = m.softcap;
+            o.window_left = m.window;
+            sweep(DecodeCase{.batch = 4, .q_len = q_len, .hq = 8, .hkv = 2, .d = d,
+                             .dtype = DType::bf16, .page_size = ps, .lens = {3, 2100, 700, 4500},
+                             .seed = static_cast<uint64_t>(d + ps + q_len)},
+                  std::string("tma ") + tma + " softcap " + std::to_string(m.softcap) +
+                      " window " + std::to_string(m.window) + " d" + std::to_string(d) +
+                      " page " + std::to_string(ps) + " q_len " + std::to_string(q_len),
+                  o);
+          }
+  }
 }
 
 TEST(DecodeGpu, QueryTokensAndMqa) {
@@ -304,6 +341,19 @@ TEST(DecodeGpuSmall, AllSchedules) {
 // Split-KV with several splits per tile, some empty (the length-90 sequence has one LeanTile for
 // three splits): the in-kernel merge and its counters, and FlashDecoding's partials + merge_states
 // launch, under the sanitizers, each run twice.
+// Softcap with a window on a small Lean / split-KV / single grid, for the sanitizers.
+TEST(DecodeGpuSmall, SoftcapAndWindow) {
+  for (int ps : {0, 16}) {
+    DecodeCase c{.batch = 2, .q_len = 3, .hq = 4, .hkv = 2, .d = 64, .dtype = DType::bf16,
+                 .page_size = ps, .lens = {700, 90}, .seed = 35};
+    DecodeOptions o;
+    o.softcap = 2.f;
+    o.window_left = 130;
+    GpuInputs in(c, o);
+    for (DecodeSchedule s : kAll) check(in, make_decode_plan(in.host.problem, c.lens, {3, 1}, s), "small window");
+  }
+}
+
 TEST(DecodeGpuSmall, SplitKvMergesInKernelAndAfter) {
   for (int ps : {0, 16}) {
     DecodeCase c{.batch = 2, .q_len = 3, .hq = 4, .hkv = 2, .d = 64, .dtype = DType::bf16,

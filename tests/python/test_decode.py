@@ -5,7 +5,7 @@ import pytest
 from flashkit import _C
 
 
-def reference(q, k, v, lens):
+def reference(q, k, v, lens, softcap=0.0, window_left=-1):
     b, t, hq, d = q.shape
     hkv = k.shape[2]
     out = np.zeros(q.shape, np.float64)
@@ -13,13 +13,16 @@ def reference(q, k, v, lens):
     for bi in range(b):
         for i in range(t):
             vis = max(0, lens[bi] - t + i + 1)
+            lo = max(0, vis - 1 - window_left) if window_left >= 0 else 0
             for h in range(hq):
                 kh = h // (hq // hkv)
-                s = k[bi, :vis, kh].astype(np.float64) @ q[bi, i, h] / np.sqrt(d)
+                s = k[bi, lo:vis, kh].astype(np.float64) @ q[bi, i, h] / np.sqrt(d)
+                if softcap > 0:
+                    s = softcap * np.tanh(s / softcap)
                 if vis:
                     m = s.max()
                     p = np.exp(s - m)
-                    out[bi, i, h] = p @ v[bi, :vis, kh] / p.sum()
+                    out[bi, i, h] = p @ v[bi, lo:vis, kh] / p.sum()
                     lse[bi, h, i] = m + np.log(p.sum())
     return out, lse
 
@@ -40,6 +43,27 @@ def test_decode_matches_reference(schedule):
     ro, rl = reference(q, k, v, lens)
     np.testing.assert_allclose(out, ro, atol=2e-5)
     np.testing.assert_allclose(lse, rl, atol=1e-4)
+
+
+@pytest.mark.parametrize("schedule", ["single", "split_kv", "lean"])
+@pytest.mark.parametrize("softcap,window_left", [(1.5, -1), (0.0, 0), (0.0, 70), (2.0, 150)])
+def test_decode_softcap_and_window(schedule, softcap, window_left):
+    rng = np.random.default_rng(2)
+    b, t, hq, hkv, d = 3, 3, 4, 2, 32
+    lens = [2, 300, 129]
+    q = rng.standard_normal((b, t, hq, d), dtype=np.float32)
+    k = rng.standard_normal((b, 320, hkv, d), dtype=np.float32)
+    v = rng.standard_normal((b, 320, hkv, d), dtype=np.float32)
+    out = np.full_like(q, np.nan)
+    lse = np.full((b, hq, t), np.nan, np.float32)
+    plan = _C.make_decode_plan(b, t, hq, hkv, d, "float32", lens, schedule=schedule, sm_count=5)
+    _C.decode(q, k, v, np.array(lens, np.int32), None, out, lse, plan, softcap=softcap,
+              window_left=window_left)
+    ro, rl = reference(q, k, v, lens, softcap, window_left)
+    np.testing.assert_allclose(out, ro, atol=2e-5)
+    np.testing.assert_allclose(lse, rl, atol=1e-4)
+    with pytest.raises(ValueError, match="^opts.window_left:"):
+        _C.decode(q, k, v, np.array(lens, np.int32), None, out, lse, plan, window_left=-3)
 
 
 def test_merge_states_and_errors():

@@ -18,18 +18,19 @@ def make(device, *shape, seed):
     return torch.randn(*shape, generator=gen).to(device=device, dtype=dtype_on(device))
 
 
-def reference(q, k, v, lens, dtype):
+def reference(q, k, v, lens, dtype, softcap=0.0, window_left=-1):
     """Decode in `dtype`: the q tokens are the last q_len of each cache, causal among themselves
-    (a bottom-right causal attention over the first len keys)."""
+    (a bottom-right causal attention over the first len keys), with decode's softcap and window."""
     return torch.cat([attention(q[b:b + 1].to(dtype), k[b:b + 1, :n].to(dtype),
-                                v[b:b + 1, :n].to(dtype), causal=True)
+                                v[b:b + 1, :n].to(dtype), causal=True, window=(window_left, 0),
+                                softcap=softcap)
                       for b, n in enumerate(lens)])
 
 
-def check(out, q, k, v, lens):
+def check(out, q, k, v, lens, softcap=0.0, window_left=-1):
     assert torch.isfinite(out).all()
-    assert_fa3_close(out, reference(q, k, v, lens, torch.float64),
-                     reference(q, k, v, lens, q.dtype), "out")
+    assert_fa3_close(out, reference(q, k, v, lens, torch.float64, softcap, window_left),
+                     reference(q, k, v, lens, q.dtype, softcap, window_left), "out")
 
 
 def paged(k, v, page, seed):
@@ -61,6 +62,27 @@ def test_decode_dense_and_paged(device, schedule):
     plan = flashkit.make_decode_plan(q, kp, lens, table, schedule=schedule)
     for _ in range(2):  # one plan, several calls
         check(flashkit.decode(q, kp, vp, seqlens, table, plan=plan), q, k, v, lens)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("softcap,window_left", [(2.0, -1), (0.0, 100), (1.5, 0)])
+def test_decode_softcap_and_window(device, softcap, window_left):
+    """Gemma-2's softcap and a sliding window equal attention's (bottom-right causal, window
+    (window_left, 0)), dense and paged; torch.compile traces the op with both."""
+    b, t, hq, hkv, d, ctx = 3, 3, 8, 2, 64, 512
+    lens = [7, 512, 300]
+    q = make(device, b, t, hq, d, seed=5)
+    k, v = make(device, b, ctx, hkv, d, seed=6), make(device, b, ctx, hkv, d, seed=7)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device=device)
+    out = flashkit.decode(q, k, v, seqlens, softcap=softcap, window_left=window_left)
+    check(out, q, k, v, lens, softcap, window_left)
+    kp, vp, table = paged(k, v, 64, seed=8)
+    plan = flashkit.make_decode_plan(q, kp, lens, table, schedule="split_kv")
+    check(flashkit.decode(q, kp, vp, seqlens, table, plan=plan, softcap=softcap,
+                          window_left=window_left), q, k, v, lens, softcap, window_left)
+    compiled = torch.compile(lambda *a: flashkit.decode(*a, softcap=softcap,
+                                                        window_left=window_left), fullgraph=True)
+    check(compiled(q, k, v, seqlens), q, k, v, lens, softcap, window_left)
 
 
 @cuda_only

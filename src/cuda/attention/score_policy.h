@@ -16,6 +16,7 @@
 #include "cuda/attention/kernels.h"
 #include "cuda/attention/params.h"
 #include "cuda/attention/seqlen.h"
+#include "cuda/common/fast_tanh.h"
 
 namespace flashkit::cuda::attn {
 
@@ -53,16 +54,6 @@ __device__ __forceinline__ int next_live_in(int i, int bound, LiveCursor& c, con
     i = c.base + kDir * 32;
   }
   return kDir > 0 ? bound : bound - 1;
-}
-
-// Softcap's tanh: the MUFU's tanh.approx.f32 (one MUFU op a score, as FlashAttention-2/3's
-// cutlass::fast_tanh), relative error <= 2^-10.99, so a capped score moves by at most
-// 5e-4 * |softcap * t| (0.015 at Gemma's softcap 30 where |t| ~ 1), a quarter of the bf16
-// rounding of that score in a framework's low-precision path (the tolerance rule's baseline).
-__device__ __forceinline__ float tanh_fast(float x) {
-  float t;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(x));
-  return t;
 }
 
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }

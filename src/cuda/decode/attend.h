@@ -10,7 +10,10 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <climits>
+
 #include "common/softmax_state.h"
+#include "cuda/common/fast_tanh.h"
 #include "cuda/decode/device_ops.h"
 #include "cuda/decode/params.h"
 #include "cuda/decode/tma_ops.h"
@@ -78,7 +81,8 @@ struct SegmentResult {
   }
 };
 
-// The token range of a segment clipped to the sequence, in chunks of one stage.
+// The token range of a segment clipped to the sequence, and with a sliding window to the chunk
+// (on the cache's 64-token grid) that holds the lowest key a row sees, in chunks of one stage.
 struct Segment {
   int lo, hi, len, chunks;
 };
@@ -87,9 +91,9 @@ __device__ __forceinline__ Segment make_segment(const DecodeParams& p, const Dec
                                                 int lo, int hi) {
   Segment sg;
   sg.len = max(0, min(p.seqlens[tile.seq * p.seqlens_s], p.kv_lengths[tile.seq]));
-  sg.lo = lo;
+  sg.lo = p.window_left < 0 ? lo : max(lo, max(sg.len - p.q_len - p.window_left, 0) / kTokens * kTokens);
   sg.hi = min(hi, sg.len);
-  sg.chunks = sg.hi > lo ? (sg.hi - lo + kTokens - 1) / kTokens : 0;
+  sg.chunks = sg.hi > sg.lo ? (sg.hi - sg.lo + kTokens - 1) / kTokens : 0;
   return sg;
 }
 
@@ -291,16 +295,22 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qa[kk], qrow + kk * 16);
 
-  // Keys below limit[h] are visible to this thread's rows g and g + 8 (causal among q tokens);
-  // rows past the tile's end have Q = 0 and are never written: they see everything.
-  int limit[2];
+  // Keys below limit[h] are visible to this thread's rows g and g + 8 (causal among q tokens),
+  // with a sliding window from lower[h] on; rows past the tile's end have Q = 0 and are never
+  // written: they see everything.
+  int limit[2], lower[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int gr = row0 + g + 8 * h;
     limit[h] = gr < p.rows ? min(sg.hi, sg.len - p.q_len + gr / p.group + 1) : sg.hi;
+    lower[h] = gr < p.rows && p.window_left >= 0 ? sg.len - p.q_len + gr / p.group - p.window_left
+                                                  : INT_MIN;
   }
   const int all_visible = min(sg.hi, sg.len - p.q_len + 1);  // below it no row needs a mask
-  const float c = p.scale * 1.4426950408889634f;             // scores in the log2 domain
+  // From it on no row needs the window's mask (the last query token's first key).
+  const int window_clear = p.window_left >= 0 ? sg.len - 1 - p.window_left : INT_MIN;
+  // Scores in the log2 domain: scale * q.k, or with a softcap softcap * tanh(q.k * softcap_in).
+  const float c = (p.softcap_in != 0.f ? p.softcap : p.scale) * 1.4426950408889634f;
   // This lane's ldmatrix rows within a warp's 16-key block: K (keys x dims, non-transposed
   // 8x8 matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15)) and V (keys 0-15, dims 0-7 | 8-15).
   const int kr = lane / 16 * 8 + lane % 8, kbit = (lane / 8) % 2, vr = lane & 15, vb = lane >> 4;
@@ -346,12 +356,21 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
         mma_16816<T>(s[0], a, kb[0], kb[1]);
         mma_16816<T>(s[1], a, kb[2], kb[3]);
       }
-      if (tok0 + 16 > all_visible) {  // warp-uniform: the segment's last block or causal rows
+      if (p.softcap_in != 0.f) {  // uniform
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (tok0 + nt * 8 + 2 * t4 + (e & 1) >= limit[e >> 1]) s[nt][e] = -INFINITY;
+          for (int e = 0; e < 4; ++e) s[nt][e] = tanh_fast(s[nt][e] * p.softcap_in);
+      }
+      // Warp-uniform: the segment's last block, causal rows, or the window's first blocks.
+      if (tok0 + 16 > all_visible || tok0 < window_clear) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int tok = tok0 + nt * 8 + 2 * t4 + (e & 1);
+            if (tok >= limit[e >> 1] || tok < lower[e >> 1]) s[nt][e] = -INFINITY;
+          }
       }
       float mx[2] = {fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1])),
                      fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3]))};

@@ -91,7 +91,7 @@ DeviceInfo decode_device_info(const DecodeProblem& problem, int device) {
 
 void decode(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& seqlens,
             const TensorView& table, const TensorView& out, const TensorView& lse, const DecodePlan& plan,
-            float scale, Stream stream, const Workspace& ws) {
+            const DecodeScores& scores, Stream stream, const Workspace& ws) {
   int device = 0;
   FK_CUDA_CHECK(cudaGetDevice(&device));
   if (device != q.device_id)
@@ -127,7 +127,10 @@ void decode(const TensorView& q, const TensorView& k, const TensorView& v, const
   p.o_sb = out.stride[0], p.o_st = out.stride[1], p.o_sh = out.stride[2];
   p.lse = lse.ptr<float>();
   p.l_sb = lse.stride[0], p.l_sh = lse.stride[1], p.l_st = lse.stride[2];
-  p.scale = scale;
+  p.scale = scores.scale;
+  p.softcap = scores.softcap;
+  p.softcap_in = scores.softcap > 0.f ? scores.scale / scores.softcap : 0.f;
+  p.window_left = scores.window_left;
   p.q_len = pr.q_len, p.group = pr.group(), p.rows = pr.rows(), p.num_q_heads = pr.num_q_heads;
   p.batch = pr.batch, p.lean_tile = plan.lean_tile;
   p.num_kv_heads = pr.num_kv_heads, p.row_blocks = plan.row_blocks;

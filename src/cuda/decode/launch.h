@@ -4,14 +4,15 @@
 #include "flashkit/common.h"
 #include "flashkit/plan.h"
 #include "flashkit/tensor.h"
+#include "common/decode_scores.h"
 
 namespace flashkit::cuda {
 
 // Uploads the plan on first use (outside graph capture), then launches the plan's schedule.
 void decode(const TensorView& q, const TensorView& k_cache, const TensorView& v_cache,
             const TensorView& cache_seqlens, const TensorView& block_table, const TensorView& out,
-            const TensorView& lse, const DecodePlan& plan, float softmax_scale, Stream stream,
-            const Workspace& workspace);
+            const TensorView& lse, const DecodePlan& plan, const DecodeScores& scores,
+            Stream stream, const Workspace& workspace);
 
 // SM count and co-resident decode CTAs per SM for this problem's kernel.
 DeviceInfo decode_device_info(const DecodeProblem& problem, int device);

@@ -32,6 +32,8 @@ struct DecodeParams {
   float* lse;
   int64_t l_sb, l_sh, l_st;  // [batch, head, token]
   float scale;               // natural-log domain, like the CPU backend's SoftmaxStat
+  float softcap, softcap_in;  // softcap_in = scale / softcap; 0: no softcap
+  int window_left;            // -1: no sliding window
   int q_len, group, rows, num_q_heads, batch, lean_tile;
   int num_kv_heads, row_blocks;  // tile i = (seq, kv_head, row_block) in that order (plan.h)
 
