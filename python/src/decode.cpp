@@ -84,7 +84,8 @@ void bind_decode(nb::module_& m) {
       nb::arg("workspace").none() = nb::none(), nb::arg("softcap") = 0.f,
       nb::arg("window_left") = -1,
       "Decode attention into out [b, q_len, hq, d] and lse [b, hq, q_len] (see decode.h);\n"
-      "workspace: optional GPU scratch of at least plan.workspace_bytes bytes (else a cached one);\n"
+      "workspace: optional GPU scratch of at least plan.workspace_bytes bytes (else a cached "
+      "one);\n"
       "softcap > 0: scores become softcap * tanh(scores / softcap); window_left >= 0: a sliding\n"
       "window (a query at cache position p sees keys p - window_left .. p).");
 

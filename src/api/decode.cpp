@@ -141,7 +141,8 @@ void decode(const TensorView& q, const TensorView& k_cache, const TensorView& v_
   if (!(opts.softcap >= 0.f && std::isfinite(opts.softcap)))
     fail("opts.softcap: expected a finite value >= 0 (0 = off), got ", opts.softcap);
   if (opts.window_left < -1)
-    fail("opts.window_left: expected -1 (unbounded) or a number of keys >= 0, got ", opts.window_left);
+    fail("opts.window_left: expected -1 (unbounded) or a number of keys >= 0, got ",
+         opts.window_left);
   const DecodeScores scores{scale, opts.softcap, opts.window_left};
 
   if (q.device == Device::cpu) {

@@ -187,9 +187,11 @@ void decode(const TensorView& q, const TensorView& k_cache, const TensorView& v_
             const TensorView& cache_seqlens, const TensorView& block_table, const TensorView& out,
             const TensorView& lse, const DecodePlan& plan, const DecodeScores& scores) {
   const DecodeProblem& p = plan.problem;
+  // clang-format off
   Job job{q, k_cache, v_cache, out, lse, cache_seqlens.ptr<const int32_t>(), cache_seqlens.stride[0],
           KvLayout(k_cache, block_table), KvLayout(v_cache, block_table), plan, scores,
           p.hdim, p.q_len, p.group(), p.rows()};
+  // clang-format on
   switch (q.dtype) {
     case DType::f32: run<DType::f32>(job); break;
     case DType::f16: run<DType::f16>(job); break;

@@ -1,8 +1,8 @@
 // CPU backend of decode and merge_states (called by src/api/ after validation).
 #pragma once
+#include "common/decode_scores.h"
 #include "flashkit/plan.h"
 #include "flashkit/tensor.h"
-#include "common/decode_scores.h"
 
 namespace flashkit::cpu {
 

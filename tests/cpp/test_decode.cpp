@@ -79,17 +79,24 @@ TEST(Decode, SoftcapAndSlidingWindowEverySchedule) {
     for (int ps : {0, 16})
       for (int q_len : {1, 5})
         for (DecodeSchedule s : kSchedules) {
-          DecodeCase c{.batch = 4, .q_len = q_len, .hq = 8, .hkv = 2, .d = 64,
-                       .dtype = DType::bf16, .page_size = ps, .lens = {3, 300, 1000, 77},
+          DecodeCase c{.batch = 4,
+                       .q_len = q_len,
+                       .hq = 8,
+                       .hkv = 2,
+                       .d = 64,
+                       .dtype = DType::bf16,
+                       .page_size = ps,
+                       .lens = {3, 300, 1000, 77},
                        .seed = static_cast<uint64_t>(7 + ps + q_len)};
           DecodeOptions o;
           o.softcap = m.softcap;
           o.window_left = m.window;
-          run_and_check(c, {5, 2}, s,
-                        ("softcap " + std::to_string(m.softcap) + " window " +
-                         std::to_string(m.window) + " page " + std::to_string(ps) + " q_len " +
-                         std::to_string(q_len)).c_str(),
-                        o);
+          run_and_check(
+              c, {5, 2}, s,
+              ("softcap " + std::to_string(m.softcap) + " window " + std::to_string(m.window) +
+               " page " + std::to_string(ps) + " q_len " + std::to_string(q_len))
+                  .c_str(),
+              o);
         }
 }
 

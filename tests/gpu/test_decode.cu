@@ -62,10 +62,12 @@ HostTensor check(GpuInputs& in, const DecodePlan& plan, const std::string& what)
   in.lse.poison();
   in.run(plan);
   in.fetch();
-  auto exact = cpu::reference_decode(in.host.q, in.host.k, in.host.v, in.host.seqlens, in.host.table_view(), 0.f,
-                                     false, in.opts.softcap, in.opts.window_left);
-  auto naive = cpu::reference_decode(in.host.q, in.host.k, in.host.v, in.host.seqlens, in.host.table_view(), 0.f,
-                                     true, in.opts.softcap, in.opts.window_left);
+  auto exact =
+      cpu::reference_decode(in.host.q, in.host.k, in.host.v, in.host.seqlens, in.host.table_view(),
+                            0.f, false, in.opts.softcap, in.opts.window_left);
+  auto naive =
+      cpu::reference_decode(in.host.q, in.host.k, in.host.v, in.host.seqlens, in.host.table_view(),
+                            0.f, true, in.opts.softcap, in.opts.window_left);
   EXPECT_LE(max_abs_err(in.host.out, exact.out), decode_tolerance(exact, naive)) << what << " " << plan.describe();
   EXPECT_LE(max_abs_err(in.host.lse, exact.lse), 2e-3) << what << " " << plan.describe();
   return in.host.out;
@@ -133,17 +135,23 @@ TEST(DecodeGpu, SoftcapAndSlidingWindow) {
     for (Mode m : {Mode{1.5f, -1}, Mode{0.f, 0}, Mode{0.f, 100}, Mode{2.f, 1000}, Mode{0.f, 20000}})
       for (int d : {64, 128, 256})
         for (auto [ps, q_len] : {std::pair{0, 1}, {16, 5}, {64, 2}}) {
-            DecodeOptions o;
-            o.softcap = m.softcap;
-            o.window_left = m.window;
-            sweep(DecodeCase{.batch = 4, .q_len = q_len, .hq = 8, .hkv = 2, .d = d,
-                             .dtype = DType::bf16, .page_size = ps, .lens = {3, 2100, 700, 4500},
-                             .seed = static_cast<uint64_t>(d + ps + q_len)},
-                  std::string("tma ") + tma + " softcap " + std::to_string(m.softcap) +
-                      " window " + std::to_string(m.window) + " d" + std::to_string(d) +
-                      " page " + std::to_string(ps) + " q_len " + std::to_string(q_len),
-                  o);
-          }
+          DecodeOptions o;
+          o.softcap = m.softcap;
+          o.window_left = m.window;
+          sweep(DecodeCase{.batch = 4,
+                           .q_len = q_len,
+                           .hq = 8,
+                           .hkv = 2,
+                           .d = d,
+                           .dtype = DType::bf16,
+                           .page_size = ps,
+                           .lens = {3, 2100, 700, 4500},
+                           .seed = static_cast<uint64_t>(d + ps + q_len)},
+                std::string("tma ") + tma + " softcap " + std::to_string(m.softcap) + " window " +
+                    std::to_string(m.window) + " d" + std::to_string(d) + " page " +
+                    std::to_string(ps) + " q_len " + std::to_string(q_len),
+                o);
+        }
   }
 }
 
@@ -344,13 +352,21 @@ TEST(DecodeGpuSmall, AllSchedules) {
 // Softcap with a window on a small Lean / split-KV / single grid, for the sanitizers.
 TEST(DecodeGpuSmall, SoftcapAndWindow) {
   for (int ps : {0, 16}) {
-    DecodeCase c{.batch = 2, .q_len = 3, .hq = 4, .hkv = 2, .d = 64, .dtype = DType::bf16,
-                 .page_size = ps, .lens = {700, 90}, .seed = 35};
+    DecodeCase c{.batch = 2,
+                 .q_len = 3,
+                 .hq = 4,
+                 .hkv = 2,
+                 .d = 64,
+                 .dtype = DType::bf16,
+                 .page_size = ps,
+                 .lens = {700, 90},
+                 .seed = 35};
     DecodeOptions o;
     o.softcap = 2.f;
     o.window_left = 130;
     GpuInputs in(c, o);
-    for (DecodeSchedule s : kAll) check(in, make_decode_plan(in.host.problem, c.lens, {3, 1}, s), "small window");
+    for (DecodeSchedule s : kAll)
+      check(in, make_decode_plan(in.host.problem, c.lens, {3, 1}, s), "small window");
   }
 }
 

@@ -91,7 +91,8 @@ __device__ __forceinline__ Segment make_segment(const DecodeParams& p, const Dec
                                                 int lo, int hi) {
   Segment sg;
   sg.len = max(0, min(p.seqlens[tile.seq * p.seqlens_s], p.kv_lengths[tile.seq]));
-  sg.lo = p.window_left < 0 ? lo : max(lo, max(sg.len - p.q_len - p.window_left, 0) / kTokens * kTokens);
+  sg.lo = p.window_left < 0 ? lo
+                            : max(lo, max(sg.len - p.q_len - p.window_left, 0) / kTokens * kTokens);
   sg.hi = min(hi, sg.len);
   sg.chunks = sg.hi > sg.lo ? (sg.hi - sg.lo + kTokens - 1) / kTokens : 0;
   return sg;
@@ -304,7 +305,7 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
     const int gr = row0 + g + 8 * h;
     limit[h] = gr < p.rows ? min(sg.hi, sg.len - p.q_len + gr / p.group + 1) : sg.hi;
     lower[h] = gr < p.rows && p.window_left >= 0 ? sg.len - p.q_len + gr / p.group - p.window_left
-                                                  : INT_MIN;
+                                                 : INT_MIN;
   }
   const int all_visible = min(sg.hi, sg.len - p.q_len + 1);  // below it no row needs a mask
   // From it on no row needs the window's mask (the last query token's first key).

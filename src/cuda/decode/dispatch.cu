@@ -89,9 +89,10 @@ DeviceInfo decode_device_info(const DecodeProblem& problem, int device) {
   return DeviceInfo{sms, ctas};
 }
 
-void decode(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& seqlens,
-            const TensorView& table, const TensorView& out, const TensorView& lse, const DecodePlan& plan,
-            const DecodeScores& scores, Stream stream, const Workspace& ws) {
+void decode(const TensorView& q, const TensorView& k, const TensorView& v,
+            const TensorView& seqlens, const TensorView& table, const TensorView& out,
+            const TensorView& lse, const DecodePlan& plan, const DecodeScores& scores,
+            Stream stream, const Workspace& ws) {
   int device = 0;
   FK_CUDA_CHECK(cudaGetDevice(&device));
   if (device != q.device_id)

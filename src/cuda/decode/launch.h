@@ -1,10 +1,10 @@
 // CUDA entry points of the decode family, called by src/api/decode.cpp and merge_states.cpp after
 // validation (only when FLASHKIT_WITH_CUDA). Kernels live in this folder.
 #pragma once
+#include "common/decode_scores.h"
 #include "flashkit/common.h"
 #include "flashkit/plan.h"
 #include "flashkit/tensor.h"
-#include "common/decode_scores.h"
 
 namespace flashkit::cuda {
 
