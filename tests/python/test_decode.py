@@ -27,11 +27,11 @@ def reference(q, k, v, lens, softcap=0.0, window_left=-1):
     return out, lse
 
 
-@pytest.mark.parametrize("schedule", ["single", "split_kv", "flash_decoding", "lean", "auto"])
-def test_decode_matches_reference(schedule):
-    rng = np.random.default_rng(0)
-    b, t, hq, hkv, d = 3, 2, 8, 2, 32
-    lens = [1, 300, 129]
+def run_and_check(schedule, seed, t, hq, lens, softcap=0.0, window_left=-1):
+    """_C.decode on fresh inputs (outputs NaN first) against the NumPy reference; returns its
+    arguments for more calls."""
+    rng = np.random.default_rng(seed)
+    b, hkv, d = len(lens), 2, 32
     q = rng.standard_normal((b, t, hq, d), dtype=np.float32)
     k = rng.standard_normal((b, 320, hkv, d), dtype=np.float32)
     v = rng.standard_normal((b, 320, hkv, d), dtype=np.float32)
@@ -39,31 +39,25 @@ def test_decode_matches_reference(schedule):
     lse = np.full((b, hq, t), np.nan, np.float32)
     plan = _C.make_decode_plan(b, t, hq, hkv, d, "float32", lens, schedule=schedule, sm_count=5)
     assert plan.schedule != "auto"
-    _C.decode(q, k, v, np.array(lens, np.int32), None, out, lse, plan)
-    ro, rl = reference(q, k, v, lens)
+    args = (q, k, v, np.array(lens, np.int32), None, out, lse, plan)
+    _C.decode(*args, softcap=softcap, window_left=window_left)
+    ro, rl = reference(q, k, v, lens, softcap, window_left)
     np.testing.assert_allclose(out, ro, atol=2e-5)
     np.testing.assert_allclose(lse, rl, atol=1e-4)
+    return args
+
+
+@pytest.mark.parametrize("schedule", ["single", "split_kv", "flash_decoding", "lean", "auto"])
+def test_decode_matches_reference(schedule):
+    run_and_check(schedule, 0, 2, 8, [1, 300, 129])
 
 
 @pytest.mark.parametrize("schedule", ["single", "split_kv", "lean"])
 @pytest.mark.parametrize("softcap,window_left", [(1.5, -1), (0.0, 0), (0.0, 70), (2.0, 150)])
 def test_decode_softcap_and_window(schedule, softcap, window_left):
-    rng = np.random.default_rng(2)
-    b, t, hq, hkv, d = 3, 3, 4, 2, 32
-    lens = [2, 300, 129]
-    q = rng.standard_normal((b, t, hq, d), dtype=np.float32)
-    k = rng.standard_normal((b, 320, hkv, d), dtype=np.float32)
-    v = rng.standard_normal((b, 320, hkv, d), dtype=np.float32)
-    out = np.full_like(q, np.nan)
-    lse = np.full((b, hq, t), np.nan, np.float32)
-    plan = _C.make_decode_plan(b, t, hq, hkv, d, "float32", lens, schedule=schedule, sm_count=5)
-    _C.decode(q, k, v, np.array(lens, np.int32), None, out, lse, plan, softcap=softcap,
-              window_left=window_left)
-    ro, rl = reference(q, k, v, lens, softcap, window_left)
-    np.testing.assert_allclose(out, ro, atol=2e-5)
-    np.testing.assert_allclose(lse, rl, atol=1e-4)
+    args = run_and_check(schedule, 2, 3, 4, [2, 300, 129], softcap, window_left)
     with pytest.raises(ValueError, match="^opts.window_left:"):
-        _C.decode(q, k, v, np.array(lens, np.int32), None, out, lse, plan, window_left=-3)
+        _C.decode(*args, window_left=-3)
 
 
 def test_merge_states_and_errors():
