@@ -70,6 +70,7 @@ struct Progress {
 std::string arg(const std::vector<std::string>& args, const std::string& key,
                 const std::string& def);
 long arg_int(const std::vector<std::string>& args, const std::string& key, long def);
+double arg_double(const std::vector<std::string>& args, const std::string& key, double def);
 // "f32"/"float32", "f16"/"float16", "bf16"/"bfloat16"; anything else is an Error naming --dtype.
 DType parse_dtype(const std::string& s);
 

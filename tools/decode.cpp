@@ -32,10 +32,11 @@ std::string describe(const DecodeCase& c) {
   return buf;
 }
 
-// Bytes of K and V a decode reads (the memory-bound cost).
-double kv_bytes(const DecodeCase& c) {
+// Bytes of K and V a decode reads (the memory-bound cost): with a sliding window, the keys the
+// query tokens can see.
+double kv_bytes(const DecodeCase& c, int window_left = -1) {
   double tokens = 0;
-  for (int l : c.lens) tokens += l;
+  for (int l : c.lens) tokens += window_left < 0 ? l : std::min(l, window_left + c.q_len);
   return 2.0 * tokens * c.hkv * c.d * dtype_size(c.dtype);
 }
 
@@ -49,7 +50,7 @@ std::string rate(double bytes, double ms) {
 // Runs `plan` on the CPU or the GPU; returns the median ms and leaves the result in in.out/lse.
 // head_major: k/v hold [batch, kv_heads, ctx, hdim]; decode sees them through a strided view.
 double run_plan(const Context& ctx, DecodeInputs& in, const DecodePlan& plan, int repeats,
-                bool head_major = false) {
+                bool head_major = false, const DecodeOptions& opts = {}) {
   auto logical = [&](TensorView v) {
     if (head_major) {
       std::swap(v.shape[1], v.shape[2]);
@@ -59,7 +60,8 @@ double run_plan(const Context& ctx, DecodeInputs& in, const DecodePlan& plan, in
   };
   if (!ctx.gpu) {
     return time_ms([&] {
-      decode(in.q, logical(in.k), logical(in.v), in.seqlens, in.table_view(), in.out, in.lse, plan);
+      decode(in.q, logical(in.k), logical(in.v), in.seqlens, in.table_view(), in.out, in.lse, plan,
+             opts);
     }, repeats);
   }
 #ifdef FLASHKIT_WITH_CUDA
@@ -69,7 +71,9 @@ double run_plan(const Context& ctx, DecodeInputs& in, const DecodePlan& plan, in
   out.poison();
   lse.poison();
   const TensorView kl = logical(k.view()), vl = logical(v.view());
-  auto call = [&] { decode(q, kl, vl, sl, in.problem.paged ? bt.view() : TensorView{}, out, lse, plan); };
+  auto call = [&] {
+    decode(q, kl, vl, sl, in.problem.paged ? bt.view() : TensorView{}, out, lse, plan, opts);
+  };
   call();  // uploads the plan, warms up
   FK_CUDA_CHECK(cudaDeviceSynchronize());
   out.download(in.out);
@@ -130,7 +134,8 @@ int bench_decode(const std::vector<std::string>& args, const Context& ctx) {
                 "  [--hdim 128] [--q-len 1] [--page-size 0 (dense)] [--dtype bf16|f16|f32]\n"
                 "  [--schedule auto|single|split_kv|flash_decoding|lean] [--repeats 20] [--device cpu|cuda]\n"
                 "  [--head-major 1: dense cache stored [b, kv_heads, ctx, hdim], passed as a strided view]\n"
-                "prints the plan, microseconds per call and GB/s of K/V read");
+                "  [--softcap 0 (off)] [--window-left -1 (none): a sliding window of that many keys]\n"
+                "prints the plan, microseconds per call and GB/s of the K/V the queries see");
       return 0;
     }
   DecodeCase c;
@@ -165,10 +170,13 @@ int bench_decode(const std::vector<std::string>& args, const Context& ctx) {
   }
   DecodePlan plan = make_decode_plan(in.problem, c.lens, device_for(ctx, in.problem),
                                      parse_schedule(arg(args, "--schedule", "auto"), "--schedule"));
-  const double ms = run_plan(ctx, in, plan, repeats, head_major);
+  DecodeOptions opts;
+  opts.softcap = static_cast<float>(arg_double(args, "--softcap", 0.0));
+  opts.window_left = static_cast<int>(arg_int(args, "--window-left", -1));
+  const double ms = run_plan(ctx, in, plan, repeats, head_major, opts);
   std::printf("decode %s on %s: %s\n  %.1f us, %s of K/V read\n", describe(c).c_str(),
               ctx.gpu ? "cuda" : "cpu", plan.describe().c_str(), ms * 1e3,
-              rate(kv_bytes(c), ms).c_str());
+              rate(kv_bytes(c, opts.window_left), ms).c_str());
   return 0;
 }
 

@@ -63,6 +63,10 @@ long arg_int(const std::vector<std::string>& args, const std::string& key, long 
   std::string v = arg(args, key, "");
   return v.empty() ? def : std::stol(v);
 }
+double arg_double(const std::vector<std::string>& args, const std::string& key, double def) {
+  std::string v = arg(args, key, "");
+  return v.empty() ? def : std::stod(v);
+}
 
 DType parse_dtype(const std::string& s) {
   if (s == "f32" || s == "float32") return DType::f32;
