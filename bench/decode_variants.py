@@ -5,6 +5,7 @@ kept). Columns per shape (bf16, q_len 1, dense cache, every sequence at ctx, the
   plain          decode of the whole cache
   softcap        softcap = 50 (cost of the tanh on every score)
   window         window_left = W: only the last W + 1 keys matter; TB/s counts those keys' bytes
+  window_split   the same with a split_kv plan (whose splits share the window's keys)
   softcap_window both
   sliced         plain decode of a cache view holding only the last W + 1 tokens (a plan for
                  that length): what a window can cost at best
@@ -54,7 +55,7 @@ def main():
     W = args.window
     rows = []
     print(f"{'shape d,b,h,ctx':>20} " + " ".join(f"{c:>15}" for c in
-          ["base_plain", "plain", "softcap", "window", "softcap_window", "sliced"]) + "   us (TB/s)")
+          ["base_plain", "plain", "softcap", "window", "window_split", "softcap_window", "sliced"]) + "   us (TB/s)")
     for spec in args.shapes:
         d, b, h, ctx = (int(x) for x in spec.split(","))
         gen = torch.Generator(device=dev).manual_seed(1)
@@ -70,8 +71,12 @@ def main():
         full_bytes, win_bytes = 2 * b * h * ctx * d * 2, 2 * b * h * keep * d * 2
         outs = {}
 
-        def col(name, ext, kk, vv, ll, n, **opt):
-            plan = ext.make_decode_plan(b, 1, h, h, d, DTYPE, [n] * b, schedule="auto", device="cuda")
+        plans = {}
+
+        def col(name, ext, kk, vv, ll, n, schedule="auto", **opt):
+            plan = ext.make_decode_plan(b, 1, h, h, d, DTYPE, [n] * b, schedule=schedule,
+                                        device="cuda")
+            plans[name] = repr(plan)
 
             def fn():
                 ext.decode(q, kk, vv, ll, None, out, lse, plan, 0.0, stream, None, **opt)
@@ -80,6 +85,7 @@ def main():
         cols = [col("plain", C, k, v, lens, ctx),
                 col("softcap", C, k, v, lens, ctx, softcap=args.softcap),
                 col("window", C, k, v, lens, ctx, window_left=W),
+                col("window_split", C, k, v, lens, ctx, "split_kv", window_left=W),
                 col("softcap_window", C, k, v, lens, ctx, softcap=args.softcap, window_left=W),
                 col("sliced", C, ks, vs, lens_s, keep)]
         if B is not None:
@@ -94,18 +100,19 @@ def main():
         diff = (outs["window"].float() - outs["sliced"].float()).abs().max().item()
         cap_w = outs["softcap_window"]
         row = {"hdim": d, "batch": b, "heads": h, "ctx": ctx, "window": W, "softcap": args.softcap,
-               "us": us, "window_vs_sliced_max_abs_diff": diff,
+               "us": us, "plans": plans, "window_vs_sliced_max_abs_diff": diff,
                "softcap_window_finite": bool(torch.isfinite(cap_w).all().item())}
         rows.append(row)
 
         def cell(name):
             if name not in us:
                 return f"{'-':>15}"
-            nbytes = win_bytes if name in ("window", "softcap_window", "sliced") else full_bytes
+            nbytes = win_bytes if name.startswith(("window", "softcap_window", "sliced")) else full_bytes
             return f"{us[name]:8.1f} ({nbytes / us[name] / 1e6:4.2f})"
         print(f"{spec:>20} " + " ".join(cell(c) for c in ["base_plain", "plain", "softcap", "window",
-                                                           "softcap_window", "sliced"])
-              + f"   window vs sliced max|diff| {diff:.2e}", flush=True)
+                                                           "window_split", "softcap_window", "sliced"])
+              + f"   window vs sliced max|diff| {diff:.2e}\n{'':>20} window plan: {plans['window']}",
+              flush=True)
     if args.out:
         gpu = torch.cuda.get_device_name().replace(" ", "-").lower()
         path = os.path.join(args.out, f"{time.strftime('%Y-%m-%d')}-{gpu}-decode-variants.json")

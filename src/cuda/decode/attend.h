@@ -30,7 +30,7 @@ struct Traits {
   // three stages of 128 keys at >= 64k and level elsewhere (bench/NOTES-decode.md, session 18);
   // hdim 256 fits one CTA with two 64 KiB stages in flight. FK_DECODE_STAGES overrides the ring
   // depth at every hdim (A/B builds).
-  static constexpr int kTokens = 64;
+  static constexpr int kTokens = kDecodeChunkTokens;
 #ifdef FK_DECODE_STAGES
   static constexpr int kStages = FK_DECODE_STAGES;
 #else

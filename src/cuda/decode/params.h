@@ -9,6 +9,8 @@
 
 namespace flashkit::cuda::decoding {
 
+constexpr int kDecodeChunkTokens = 64;  // keys a ring stage holds (attend.h's Traits::kTokens)
+
 struct DecodeParams {
   // sm_90 loads (tensor_maps.h): K and V caches as rank-4 tensor maps [outer, token, head, dim],
   // boxes of kv_box tokens x 64 dims. kv_box 0: the maps are unset and the cp.async path runs.
