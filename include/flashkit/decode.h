@@ -15,7 +15,10 @@ struct DecodeOptions {
   // > 0: scores become softcap * tanh(scores / softcap) (Gemma-2), as in AttentionOptions.
   float softcap = 0.f;
   // Sliding window (Mistral, Gemma): query token i, at cache position p = len - q_len + i, sees
-  // keys j with p - window_left <= j <= p; -1 means unbounded. Only the window's keys are read.
+  // keys j with p - window_left <= j <= p; -1 means unbounded. Only the window's keys are read
+  // (and those sharing its first 64-token chunk, which must be readable). On the GPU the CTAs of
+  // a split_kv / flash_decoding plan share the window's keys among their splits; a lean plan's
+  // CTAs keep their ranges of the whole cache, so plan split_kv for windowed layers.
   int window_left = -1;
   Stream stream = nullptr;
   Workspace workspace;        // GPU: at least decode_workspace_bytes(plan); empty: cached buffer

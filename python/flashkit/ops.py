@@ -217,7 +217,8 @@ def make_decode_plan(q, k_cache, kv_lengths, block_table=None, *, schedule="auto
     (host integers: a list, NumPy array or CPU tensor). Only shapes, dtype and device of q and
     k_cache are read. schedule: "auto", "single", "split_kv" (splits merged in the kernel;
     FlashDecoding's rule, or one wave of two CTAs a SM where more fit, as at hdim 64),
-    "flash_decoding" (FlashDecoding's splits and a separate merge kernel) or "lean". A plan
+    "flash_decoding" (FlashDecoding's splits and a separate merge kernel) or "lean" (for
+    decode with a sliding window plan split_kv: its splits share the window's keys). A plan
     is reusable for every call with cache_seqlens <= kv_lengths (e.g. all layers of a decode
     step, or several steps when planned for lengths rounded up). On the GPU run it once before capturing a CUDA
     graph: its first use copies it to the device."""
@@ -308,8 +309,12 @@ def decode(q, k_cache, v_cache, cache_seqlens, block_table=None, *, schedule="au
     heads, hdim], or (out, lse fp32 [batch, heads, q_len]) with return_lse. softcap > 0 caps the
     scores (softcap * tanh(scores / softcap), Gemma-2); window_left >= 0 is a sliding window
     (Mistral, Gemma): the query at cache position p sees keys p - window_left .. p, and only the
-    window's keys are read. torch tensors run on torch's current stream with a torch-allocated
-    workspace (CUDA-graph capturable once warm)."""
+    window's keys are read (schedule "auto" with a window and no plan plans split_kv, whose
+    splits share the window's keys; a Lean plan's CTAs keep their ranges of the whole cache).
+    torch tensors run on torch's current stream with a torch-allocated workspace (CUDA-graph
+    capturable once warm)."""
+    if window_left >= 0 and plan is None and schedule == "auto":
+        schedule = "split_kv"
     t = _torch_ops(q, "q")
     if t is not None:
         return t.decode(q, k_cache, v_cache, cache_seqlens, block_table, schedule, plan,
