@@ -143,7 +143,10 @@ void decode(const TensorView& q, const TensorView& k_cache, const TensorView& v_
   if (opts.window_left < -1)
     fail("opts.window_left: expected -1 (unbounded) or a number of keys >= 0, got ",
          opts.window_left);
-  const DecodeScores scores{scale, opts.softcap, opts.window_left};
+  // A window at least as long as every cache the plan serves hides no key: none (and no
+  // arithmetic near INT_MIN for windows like INT_MAX).
+  const int longest = *std::max_element(plan.kv_lengths.begin(), plan.kv_lengths.end());
+  const DecodeScores scores{scale, opts.softcap, opts.window_left >= longest ? -1 : opts.window_left};
 
   if (q.device == Device::cpu) {
     if (opts.stream) fail("opts.stream: expected none for CPU tensors, got a CUDA stream");

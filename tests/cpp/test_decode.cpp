@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "decode_case.h"
 #include "flashkit/decode.h"
@@ -98,6 +99,24 @@ TEST(Decode, SoftcapAndSlidingWindowEverySchedule) {
                   .c_str(),
               o);
         }
+}
+
+// A window as long as the longest cache the plan serves, or INT_MAX, hides nothing: the output
+// equals decode without a window, byte for byte.
+TEST(Decode, WindowPastEveryCacheIsNoWindow) {
+  DecodeCase c{.batch = 2, .q_len = 3, .hq = 4, .hkv = 2, .d = 32, .dtype = DType::bf16,
+               .lens = {90, 200}, .seed = 9};
+  DecodeInputs in = make_decode_inputs(c);
+  const DecodePlan plan = make_decode_plan(in.problem, c.lens, {3, 1}, DecodeSchedule::split_kv);
+  decode(in.q, in.k, in.v, in.seqlens, in.table_view(), in.out, in.lse, plan);
+  const HostTensor out0 = in.out;
+  for (int w : {200, 1 << 30, std::numeric_limits<int>::max()}) {
+    DecodeOptions o;
+    o.window_left = w;
+    in.out.poison();
+    decode(in.q, in.k, in.v, in.seqlens, in.table_view(), in.out, in.lse, plan, o);
+    EXPECT_TRUE(in.out.same_bytes(out0)) << w;
+  }
 }
 
 TEST(Decode, HeadDimsAndEmptySequence) {
