@@ -81,18 +81,21 @@ struct SegmentResult {
   }
 };
 
-// The token range of a segment clipped to the sequence, and with a sliding window to the chunk
-// (on the cache's 64-token grid) that holds the lowest key a row sees, in chunks of one stage.
+// The token range of a segment clipped to the sequence, and (kMods, with a sliding window) to the
+// chunk (on the cache's 64-token grid) that holds the lowest key a row sees, in chunks of one
+// stage.
 struct Segment {
   int lo, hi, len, chunks;
 };
-template <int kTokens>
+template <int kTokens, bool kMods = false>
 __device__ __forceinline__ Segment make_segment(const DecodeParams& p, const DecodeTile& tile,
                                                 int lo, int hi) {
   Segment sg;
   sg.len = max(0, min(p.seqlens[tile.seq * p.seqlens_s], p.kv_lengths[tile.seq]));
-  sg.lo = p.window_left < 0 ? lo
-                            : max(lo, max(sg.len - p.q_len - p.window_left, 0) / kTokens * kTokens);
+  sg.lo = lo;
+  if constexpr (kMods)
+    if (p.window_left >= 0)
+      sg.lo = max(lo, max(sg.len - p.q_len - p.window_left, 0) / kTokens * kTokens);
   sg.hi = min(hi, sg.len);
   sg.chunks = sg.hi > sg.lo ? (sg.hi - sg.lo + kTokens - 1) / kTokens : 0;
   return sg;
@@ -225,11 +228,11 @@ __device__ void load_tma(const DecodeParams& p, const DecodeTile& tile, const Se
 
 // FLASHKIT_DECODE_L2_PREFETCH = n > 0 (TMA, hdim <= 128), thread 0: the first n chunks of a
 // CTA's next segment into L2 while this one's result is written, so its ring restarts from L2.
-template <class T, int D, bool kTma>
+template <class T, int D, bool kTma, bool kMods>
 __device__ void prefetch_segment_start(const DecodeParams& p, const DecodeTile& tile, int lo,
                                        int hi) {
   if constexpr (kTma && D <= 128) {
-    const Segment sg = make_segment<Traits<T, D>::kTokens>(p, tile, lo, hi);
+    const Segment sg = make_segment<Traits<T, D>::kTokens, kMods>(p, tile, lo, hi);
     for (int c = 0; c < min(p.l2_prefetch, sg.chunks); ++c)
       load_tma<T, D, true>(p, tile, sg, c, nullptr, nullptr);
   }
@@ -244,7 +247,7 @@ constexpr float kRescaleLog2 = 8.f;
 // cache_seqlens and to each row's causal limit); leaves the result in SegmentResult. `area` is the
 // ring (1024-byte aligned), Q follows it, `full` are the stages' barriers and `it`
 // counts the CTA's chunks over all its segments (a stage's barrier phase).
-template <class T, int D, bool kTma>
+template <class T, int D, bool kTma, bool kMods>
 __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, int hi, char* area,
                        uint64_t* full, int& it) {
   using Tr = Traits<T, D>;
@@ -253,7 +256,7 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
   T* qs = reinterpret_cast<T*>(area + Tr::kAreaBytes);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
   const int row0 = tile.row_block * Tr::kRows;
-  const Segment sg = make_segment<Tr::kTokens>(p, tile, lo, hi);
+  const Segment sg = make_segment<Tr::kTokens, kMods>(p, tile, lo, hi);
   const CopyCursor<T, D> cur(p, tile, sg);  // the cp.async loader's
 
   auto issue = [&](int chunk) {  // chunk of this segment into ring position it + chunk
@@ -304,14 +307,15 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
   for (int h = 0; h < 2; ++h) {
     const int gr = row0 + g + 8 * h;
     limit[h] = gr < p.rows ? min(sg.hi, sg.len - p.q_len + gr / p.group + 1) : sg.hi;
-    lower[h] = gr < p.rows && p.window_left >= 0 ? sg.len - p.q_len + gr / p.group - p.window_left
-                                                 : INT_MIN;
+    lower[h] = kMods && gr < p.rows && p.window_left >= 0
+                   ? sg.len - p.q_len + gr / p.group - p.window_left
+                   : INT_MIN;
   }
   const int all_visible = min(sg.hi, sg.len - p.q_len + 1);  // below it no row needs a mask
   // From it on no row needs the window's mask (the last query token's first key).
-  const int window_clear = p.window_left >= 0 ? sg.len - 1 - p.window_left : INT_MIN;
+  const int window_clear = kMods && p.window_left >= 0 ? sg.len - 1 - p.window_left : INT_MIN;
   // Scores in the log2 domain: scale * q.k, or with a softcap softcap * tanh(q.k * softcap_in).
-  const float c = (p.softcap_in != 0.f ? p.softcap : p.scale) * 1.4426950408889634f;
+  const float c = (kMods && p.softcap_in != 0.f ? p.softcap : p.scale) * 1.4426950408889634f;
   // This lane's ldmatrix rows within a warp's 16-key block: K (keys x dims, non-transposed
   // 8x8 matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15)) and V (keys 0-15, dims 0-7 | 8-15).
   const int kr = lane / 16 * 8 + lane % 8, kbit = (lane / 8) % 2, vr = lane & 15, vb = lane >> 4;
@@ -357,21 +361,29 @@ __device__ void attend(const DecodeParams& p, const DecodeTile& tile, int lo, in
         mma_16816<T>(s[0], a, kb[0], kb[1]);
         mma_16816<T>(s[1], a, kb[2], kb[3]);
       }
-      if (p.softcap_in != 0.f) {  // uniform
+      if constexpr (kMods) {
+        if (p.softcap_in != 0.f) {  // uniform
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[nt][e] = tanh_fast(s[nt][e] * p.softcap_in);
+        }
+        // Warp-uniform: the segment's last block, causal rows, or the window's first blocks.
+        if (tok0 + 16 > all_visible || tok0 < window_clear) {
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int tok = tok0 + nt * 8 + 2 * t4 + (e & 1);
+              if (tok >= limit[e >> 1] || tok < lower[e >> 1]) s[nt][e] = -INFINITY;
+            }
+        }
+      } else if (tok0 + 16 > all_visible) {  // warp-uniform: the segment's last block or causal rows
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) s[nt][e] = tanh_fast(s[nt][e] * p.softcap_in);
-      }
-      // Warp-uniform: the segment's last block, causal rows, or the window's first blocks.
-      if (tok0 + 16 > all_visible || tok0 < window_clear) {
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int tok = tok0 + nt * 8 + 2 * t4 + (e & 1);
-            if (tok >= limit[e >> 1] || tok < lower[e >> 1]) s[nt][e] = -INFINITY;
-          }
+          for (int e = 0; e < 4; ++e)
+            if (tok0 + nt * 8 + 2 * t4 + (e & 1) >= limit[e >> 1]) s[nt][e] = -INFINITY;
       }
       float mx[2] = {fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1])),
                      fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3]))};

@@ -6,6 +6,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <type_traits>
@@ -119,8 +120,12 @@ __device__ void split_finish(const DecodeParams& p, const DecodeTile& tile, int 
   }
 }
 
-template <class T, int D, class Scheduler, bool kTma>
-__global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ DecodeParams p) {
+// kMods: the kernels with softcap and sliding windows (p.softcap_in, p.window_left), separate
+// from the plain ones so those keep their code; at hdim 64 held to 128 registers, so that four
+// CTAs a SM fit as for the plain kernels (Lean's grid is planned for the smaller count).
+template <class T, int D, class Scheduler, bool kTma, bool kMods>
+__global__ void __launch_bounds__(128, kMods && D <= 64 ? 4 : 0)
+    decode_kernel(const __grid_constant__ DecodeParams p) {
   using Tr = Traits<T, D>;
   extern __shared__ __align__(16) char smem[];
   // The stages' 128-byte swizzle repeats every 1024 bytes: the ring starts on such a boundary.
@@ -143,15 +148,17 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
   }
   const Scheduler sched;
   Work w = sched.first(p);  // its plan loads overlap thread 0's epoch load and barrier inits
+  if constexpr (kMods && std::is_same_v<Scheduler, SplitKvScheduler>)
+    if (p.window_left >= 0) window_split(p, w);
   __syncthreads();
   int it = 0;  // ring position over all of this CTA's segments
   for (; w.valid; w = sched.next(p, w)) {
     const DecodeTile tile = sched.tile(p, w.tile);
-    attend<T, D, kTma>(p, tile, w.lo, w.hi, area, full, it);
+    attend<T, D, kTma, kMods>(p, tile, w.lo, w.hi, area, full, it);
     if constexpr (kLean && kTma) {  // only Lean CTAs have more than one segment
       if (tid == 0 && p.l2_prefetch > 0) {
         const Work nw = sched.next(p, w);
-        if (nw.valid) prefetch_segment_start<T, D, kTma>(p, sched.tile(p, nw.tile), nw.lo, nw.hi);
+        if (nw.valid) prefetch_segment_start<T, D, kTma, kMods>(p, sched.tile(p, nw.tile), nw.lo, nw.hi);
       }
     }
     const SegmentResult<T, D> res(area);
@@ -198,17 +205,17 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
 
 // The kernel's shared-memory limit, once per device (a process-wide once left a second GPU
 // without it); an Error naming q's hdim where the device has too little (hdim 256 needs ~201 KB).
-template <class T, int D, class Scheduler, bool kTma>
+template <class T, int D, class Scheduler, bool kTma, bool kMods>
 void configure() {
   static const std::string what = flashkit::detail::cat("q: hdim ", D, " decode");
-  ensure_smem_limit<decode_kernel<T, D, Scheduler, kTma>>(
+  ensure_smem_limit<decode_kernel<T, D, Scheduler, kTma, kMods>>(
       static_cast<int>(Traits<T, D>::kSmemBytes), what.c_str());
 }
 
-template <class T, int D, class Scheduler, bool kTma>
+template <class T, int D, class Scheduler, bool kTma, bool kMods>
 void launch_one(const DecodeParams& p, cudaStream_t stream) {
-  configure<T, D, Scheduler, kTma>();
-  decode_kernel<T, D, Scheduler, kTma>
+  configure<T, D, Scheduler, kTma, kMods>();
+  decode_kernel<T, D, Scheduler, kTma, kMods>
       <<<p.grid, Traits<T, D>::kThreads, Traits<T, D>::kSmemBytes, stream>>>(p);
   FK_CHECK_LAUNCH("decode_kernel");
 #ifdef FK_DECODE_TRACE
@@ -218,10 +225,13 @@ void launch_one(const DecodeParams& p, cudaStream_t stream) {
 
 template <class T, int D, class Scheduler>
 void launch_loader(const DecodeParams& p, cudaStream_t stream) {
+  const bool mods = p.softcap_in != 0.f || p.window_left >= 0;
   if (p.kv_box > 0)
-    launch_one<T, D, Scheduler, true>(p, stream);
+    mods ? launch_one<T, D, Scheduler, true, true>(p, stream)
+         : launch_one<T, D, Scheduler, true, false>(p, stream);
   else
-    launch_one<T, D, Scheduler, false>(p, stream);
+    mods ? launch_one<T, D, Scheduler, false, true>(p, stream)
+         : launch_one<T, D, Scheduler, false, false>(p, stream);
 }
 
 template <class T, int D>
@@ -242,17 +252,23 @@ void KernelSet<T, D>::launch(const DecodeParams& p, DecodeSchedule s, cudaStream
 
 template <class T, int D>
 int KernelSet<T, D>::ctas_per_sm() {
-  // The plan's Lean grid must be co-resident whichever loader a call picks: the smaller count.
+  // The plan's Lean grid must be co-resident whichever kernel a call picks (loader, modifiers):
+  // the smallest count.
   static const int n = [] {
     auto blocks = [](auto kernel, size_t smem) {
       int b = 0;
       FK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, 128, smem));
       return b;
     };
-    configure<T, D, LeanScheduler, false>();
-    configure<T, D, LeanScheduler, true>();
-    return std::min(blocks(decode_kernel<T, D, LeanScheduler, false>, Traits<T, D>::kSmemBytes),
-                    blocks(decode_kernel<T, D, LeanScheduler, true>, Traits<T, D>::kSmemBytes));
+    constexpr size_t kSmem = Traits<T, D>::kSmemBytes;
+    configure<T, D, LeanScheduler, false, false>();
+    configure<T, D, LeanScheduler, true, false>();
+    configure<T, D, LeanScheduler, false, true>();
+    configure<T, D, LeanScheduler, true, true>();
+    return std::min({blocks(decode_kernel<T, D, LeanScheduler, false, false>, kSmem),
+                     blocks(decode_kernel<T, D, LeanScheduler, true, false>, kSmem),
+                     blocks(decode_kernel<T, D, LeanScheduler, false, true>, kSmem),
+                     blocks(decode_kernel<T, D, LeanScheduler, true, true>, kSmem)});
   }();
   return n;
 }
@@ -266,7 +282,7 @@ int KernelSet<T, D>::tma_box(bool paged, int page_size, int lean_tile) {
   int state = device < 64 ? known[device].load() : 0;
   if (state == 0) {
     cudaFuncAttributes a{};
-    FK_CUDA_CHECK(cudaFuncGetAttributes(&a, decode_kernel<T, D, LeanScheduler, true>));
+    FK_CUDA_CHECK(cudaFuncGetAttributes(&a, decode_kernel<T, D, LeanScheduler, true, false>));
     state = a.binaryVersion >= 90 ? 2 : 1;
     if (device < 64) known[device].store(state);
   }

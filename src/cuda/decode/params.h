@@ -34,8 +34,6 @@ struct DecodeParams {
   float* lse;
   int64_t l_sb, l_sh, l_st;  // [batch, head, token]
   float scale;               // natural-log domain, like the CPU backend's SoftmaxStat
-  float softcap, softcap_in;  // softcap_in = scale / softcap; 0: no softcap
-  int window_left;            // -1: no sliding window
   int q_len, group, rows, num_q_heads, batch, lean_tile;
   int num_kv_heads, row_blocks;  // tile i = (seq, kv_head, row_block) in that order (plan.h)
 
@@ -64,6 +62,11 @@ struct DecodeParams {
   // [P, batch, q_len, heads, hdim] + lse_parts [P, batch, q_len, heads] (merge_states' layout).
   float* part_o;
   float* part_lse;
+
+  // Score modifiers, read by the modifier kernels only (kernel.h's kMods; last, so the plain
+  // kernels' parameter offsets stay as they were).
+  float softcap, softcap_in;  // softcap_in = scale / softcap; 0: no softcap
+  int window_left;            // -1: no sliding window
 };
 
 }  // namespace flashkit::cuda::decoding

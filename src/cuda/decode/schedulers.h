@@ -60,28 +60,29 @@ struct SplitKvScheduler {
     const int tiles = p.grid / p.num_splits;
     w.tile = p.split_major ? blockIdx.x % tiles : blockIdx.x / p.num_splits;
     w.slot = p.split_major ? blockIdx.x / tiles : blockIdx.x % p.num_splits;
-    const int seq = tile_at(p, w.tile).seq;
-    if (p.window_left >= 0) {
-      // A sliding window: the splits share the keys the window can reach, [origin, len) with
-      // origin on the chunk grid below the first query's first key, in parts of whole chunks,
-      // instead of the plan's parts of the whole cache (most of which would end at once).
-      const int len = max(0, min(p.seqlens[seq * p.seqlens_s], p.kv_lengths[seq]));
-      constexpr int kChunk = kDecodeChunkTokens;
-      const int origin = max(len - p.q_len - p.window_left, 0) / kChunk * kChunk;
-      const int per = (len - origin + kChunk * p.num_splits - 1) / (kChunk * p.num_splits) * kChunk;
-      w.lo = origin + w.slot * per;
-      w.hi = min(w.lo + per, len);
-    } else {
-      const KvSplit s = p.splits[seq * p.num_splits + w.slot];
-      w.lo = s.begin;
-      w.hi = s.end;
-    }
+    const KvSplit s = p.splits[tile_at(p, w.tile).seq * p.num_splits + w.slot];
+    w.lo = s.begin;
+    w.hi = s.end;
     w.role = p.num_splits > 1 ? Role::split_partial : Role::direct;
     w.valid = true;
     return w;
   }
   __device__ Work next(const DecodeParams&, const Work&) const { return Work{}; }
 };
+
+// A sliding window (the modifier kernels, p.window_left >= 0): a split CTA takes its part of the
+// keys the window can reach, [origin, len) with origin on the chunk grid below the first query's
+// first key, cut into num_splits parts of whole chunks, instead of its plan range of the whole
+// cache (most of which would end at once).
+__device__ __forceinline__ void window_split(const DecodeParams& p, Work& w) {
+  const int seq = tile_at(p, w.tile).seq;
+  const int len = max(0, min(p.seqlens[seq * p.seqlens_s], p.kv_lengths[seq]));
+  constexpr int kChunk = kDecodeChunkTokens;
+  const int origin = max(len - p.q_len - p.window_left, 0) / kChunk * kChunk;
+  const int per = (len - origin + kChunk * p.num_splits - 1) / (kChunk * p.num_splits) * kChunk;
+  w.lo = origin + w.slot * per;
+  w.hi = min(w.lo + per, len);
+}
 
 struct LeanScheduler {
   // The stream-K fields from the plan; (seq, kv_head, row_block) from the index, so the loads that
