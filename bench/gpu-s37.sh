@@ -4,7 +4,7 @@
 # racecheck on DecodeGpuSmall*, the NumPy and torch decode tests through the changed extension
 # (.ab/var-dec.so in place of main's python/flashkit/_C), then bench/decode_variants.py with main's
 # extension as base_plain. Everything carried comes in .ab/lib.txz.
-# usage: OUT=/some/dir bench/gpu-s37.sh
+# usage: OUT=/some/dir [GTEST_FILTER=..] [SKIP_BENCH=1] bench/gpu-s37.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
@@ -12,7 +12,7 @@ python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" .ab/lib
 mkdir -p /tmp/basepkg && cp python/flashkit/_C*.so /tmp/basepkg/
 cp .ab/var-dec.so python/flashkit/_C.cpython-312-x86_64-linux-gnu.so
 stamp "decode gtests"
-timeout 300 .ab/decode_tests --gtest_filter='DecodeGpu*' >"$log/gtests.log" 2>&1
+timeout 300 .ab/decode_tests --gtest_filter="${GTEST_FILTER:-DecodeGpu*}" >"$log/gtests.log" 2>&1
 stamp "rc=$?"
 grep -E "^\[  FAILED|^\[  PASSED|tests ran|Failure|^\[       OK \] .*Softcap" "$log/gtests.log" | head -20
 sanitize .ab/decode_tests 'DecodeGpuSmall*'
@@ -20,6 +20,7 @@ stamp "python decode tests"
 timeout 150 python3 -m pytest -q tests/python/test_decode.py tests/python/test_torch_decode.py >"$log/pytest.log" 2>&1
 stamp "rc=$?"
 tail -3 "$log/pytest.log"
+[ -n "${SKIP_BENCH:-}" ] && { (cd "$out" && tar czf logs.tgz t); exit 0; }
 stamp "bench/decode_variants.py ($(left) s left)"
 FLASHKIT_BASE_EXT_DIR=/tmp/basepkg timeout $(( $(left) - 15 )) python3 bench/decode_variants.py --out "$out" \
   >"$log/bench.log" 2>&1

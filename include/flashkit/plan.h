@@ -42,6 +42,10 @@ struct DecodeProblem {
   DType dtype = DType::bf16;
   bool paged = false;
   int page_size = 0;     // tokens per page when paged (>= 1)
+  // The sliding window of the decodes this plan serves (DecodeOptions::window_left, which must
+  // then be the same), -1 none. With a window `auto` plans split_kv, whose splits share the
+  // window's keys at run time (a Lean plan's CTAs keep their ranges of the whole cache).
+  int window_left = -1;
 
   int group() const { return num_kv_heads > 0 ? num_q_heads / num_kv_heads : 0; }
   // Rows of one (sequence, KV head): its query heads times its query tokens, computed together so

@@ -20,7 +20,8 @@ class DecodePlan:
 
     def __init__(self, plan):
         self.plan = plan
-        self.inputs = (tuple(plan.kv_lengths), plan.requested, plan.sm_count, plan.ctas_per_sm)
+        self.inputs = (tuple(plan.kv_lengths), plan.requested, plan.sm_count, plan.ctas_per_sm,
+                       plan.window_left)
 
     def __getattr__(self, name):
         if name == "plan":  # not set yet (e.g. during copy): no recursion
@@ -212,13 +213,14 @@ def _device(x):
 
 
 def make_decode_plan(q, k_cache, kv_lengths, block_table=None, *, schedule="auto", sm_count=0,
-                     ctas_per_sm=0):
+                     ctas_per_sm=0, window_left=-1):
     """A DecodePlan for decode(q, k_cache, ...) over caches holding at most kv_lengths[b] tokens
     (host integers: a list, NumPy array or CPU tensor). Only shapes, dtype and device of q and
     k_cache are read. schedule: "auto", "single", "split_kv" (splits merged in the kernel;
     FlashDecoding's rule, or one wave of two CTAs a SM where more fit, as at hdim 64),
-    "flash_decoding" (FlashDecoding's splits and a separate merge kernel) or "lean" (for
-    decode with a sliding window plan split_kv: its splits share the window's keys). A plan
+    "flash_decoding" (FlashDecoding's splits and a separate merge kernel) or "lean".
+    window_left >= 0: the sliding window of the decodes the plan serves (decode's window_left
+    must then be the same); "auto" then plans split_kv, whose splits share the window's keys. A plan
     is reusable for every call with cache_seqlens <= kv_lengths (e.g. all layers of a decode
     step, or several steps when planned for lengths rounded up). On the GPU run it once before capturing a CUDA
     graph: its first use copies it to the device."""
@@ -231,7 +233,7 @@ def make_decode_plan(q, k_cache, kv_lengths, block_table=None, *, schedule="auto
     plan = DecodePlan(_C.make_decode_plan(
         int(batch), int(q_len), int(hq), int(k_cache.shape[2]), int(hdim), _dtype_name(q),
         lengths, page_size=page_size, schedule=schedule, device=device, device_id=index,
-        sm_count=sm_count, ctas_per_sm=ctas_per_sm))
+        sm_count=sm_count, ctas_per_sm=ctas_per_sm, window_left=int(window_left)))
     _remember(_plan_key(q, k_cache, block_table, *plan.inputs), plan)
     return plan
 
@@ -258,9 +260,10 @@ def _host_lengths(cache_seqlens):
     return None
 
 
-def _plan_key(q, k_cache, block_table, lengths, schedule, sm_count, ctas_per_sm):
+def _plan_key(q, k_cache, block_table, lengths, schedule, sm_count, ctas_per_sm, window_left=-1):
     return (_device(q), tuple(q.shape), tuple(k_cache.shape), _dtype_name(q),
-            block_table is not None, tuple(lengths), schedule, int(sm_count), int(ctas_per_sm))
+            block_table is not None, tuple(lengths), schedule, int(sm_count), int(ctas_per_sm),
+            int(window_left))
 
 
 def _remember(key, plan):
@@ -269,14 +272,16 @@ def _remember(key, plan):
         _PLANS.popitem(last=False)
 
 
-def planned(q, k_cache, block_table, lengths, schedule, sm_count=0, ctas_per_sm=0):
+def planned(q, k_cache, block_table, lengths, schedule, sm_count=0, ctas_per_sm=0,
+            window_left=-1):
     """The DecodePlan for these inputs: the one make_decode_plan made for them, else a new one
     (cached). The same inputs always give the same plan, so a plan is named by its inputs."""
-    key = _plan_key(q, k_cache, block_table, lengths, schedule, sm_count, ctas_per_sm)
+    key = _plan_key(q, k_cache, block_table, lengths, schedule, sm_count, ctas_per_sm, window_left)
     plan = _PLANS.get(key)
     if plan is None:
         plan = make_decode_plan(q, k_cache, list(lengths), block_table, schedule=schedule,
-                                sm_count=sm_count, ctas_per_sm=ctas_per_sm)
+                                sm_count=sm_count, ctas_per_sm=ctas_per_sm,
+                                window_left=window_left)
         _remember(key, plan)
     else:
         _PLANS.move_to_end(key)
@@ -284,11 +289,12 @@ def planned(q, k_cache, block_table, lengths, schedule, sm_count=0, ctas_per_sm=
 
 
 def plan_inputs(plan):
-    """(kv_lengths, requested schedule, sm_count, ctas_per_sm): what `plan` was made from
-    (a DecodePlan, or the library's own flashkit._C.DecodePlan)."""
+    """(kv_lengths, requested schedule, sm_count, ctas_per_sm, window_left): what `plan` was
+    made from (a DecodePlan, or the library's own flashkit._C.DecodePlan)."""
     if isinstance(plan, DecodePlan):
         return plan.inputs
-    return tuple(plan.kv_lengths), plan.requested, plan.sm_count, plan.ctas_per_sm
+    return (tuple(plan.kv_lengths), plan.requested, plan.sm_count, plan.ctas_per_sm,
+            plan.window_left)
 
 
 def _default_lengths(k_cache, cache_seqlens, block_table):
@@ -309,19 +315,18 @@ def decode(q, k_cache, v_cache, cache_seqlens, block_table=None, *, schedule="au
     heads, hdim], or (out, lse fp32 [batch, heads, q_len]) with return_lse. softcap > 0 caps the
     scores (softcap * tanh(scores / softcap), Gemma-2); window_left >= 0 is a sliding window
     (Mistral, Gemma): the query at cache position p sees keys p - window_left .. p, and only the
-    window's keys are read (schedule "auto" with a window and no plan plans split_kv, whose
-    splits share the window's keys; a Lean plan's CTAs keep their ranges of the whole cache).
-    torch tensors run on torch's current stream with a torch-allocated workspace (CUDA-graph
+    window's keys are read (without a plan, one is made for the window: split_kv, whose splits
+    share the window's keys; a plan made with a window needs the same window here). torch
+    tensors run on torch's current stream with a torch-allocated workspace (CUDA-graph
     capturable once warm)."""
-    if window_left >= 0 and plan is None and schedule == "auto":
-        schedule = "split_kv"
     t = _torch_ops(q, "q")
     if t is not None:
         return t.decode(q, k_cache, v_cache, cache_seqlens, block_table, schedule, plan,
                         softmax_scale, return_lse, softcap, window_left)
     if plan is None:
         plan = planned(q, k_cache, block_table, _default_lengths(k_cache, cache_seqlens,
-                                                                 block_table), schedule)
+                                                                 block_table), schedule,
+                       window_left=window_left)
     out = np.empty(q.shape, dtype=q.dtype)
     lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=np.float32)
     seqlens = np.ascontiguousarray(np.asarray(cache_seqlens), dtype=np.int32)

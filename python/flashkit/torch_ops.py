@@ -312,11 +312,12 @@ def attention_fp8(q, k, v, *, q_descale=None, k_descale=None, v_descale=None, ca
 def _decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor,
               block_table: Optional[Tensor], kv_lengths: List[int], schedule: str, sm_count: int,
               ctas_per_sm: int, softmax_scale: float, softcap: float = 0.0,
-              window_left: int = -1) -> Tuple[Tensor, Tensor]:
+              window_left: int = -1, plan_window: int = -1) -> Tuple[Tensor, Tensor]:
     """(out, lse) of decode attention. The plan is named by what it is made from (kv_lengths,
     schedule, sm_count, ctas_per_sm and the shapes): a plan is no tensor, but the same inputs
     give the same plan, found in flashkit.ops' plan cache (made there on first use)."""
-    plan = ops.planned(q, k_cache, block_table, kv_lengths, schedule, sm_count, ctas_per_sm)
+    plan = ops.planned(q, k_cache, block_table, kv_lengths, schedule, sm_count, ctas_per_sm,
+                       plan_window)
     batch, q_len, heads, _ = q.shape
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((batch, heads, q_len), dtype=torch.float32, device=q.device)
@@ -336,7 +337,7 @@ decode_op = torch.library.custom_op("flashkit::decode", mutates_args=())(_decode
 
 @decode_op.register_fake
 def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table, kv_lengths, schedule, sm_count,
-                 ctas_per_sm, softmax_scale, softcap=0.0, window_left=-1):
+                 ctas_per_sm, softmax_scale, softcap=0.0, window_left=-1, plan_window=-1):
     batch, q_len, heads, _ = q.shape
     return q.new_empty(q.shape), q.new_empty((batch, heads, q_len), dtype=torch.float32)
 
@@ -348,17 +349,19 @@ def decode(q, k_cache, v_cache, cache_seqlens, block_table, schedule, plan, soft
     the plan is None or made outside the compiled region; CUDA graphs capture either."""
     if not isinstance(cache_seqlens, torch.Tensor):
         cache_seqlens = torch.as_tensor(cache_seqlens, dtype=torch.int32)
-    if plan is None:
+    if plan is None:  # planned for the decode's window
         lengths, sm_count, ctas_per_sm = ops._default_lengths(k_cache, cache_seqlens,
                                                                block_table), 0, 0
+        plan_window = window_left
     else:
-        lengths, schedule, sm_count, ctas_per_sm = ops.plan_inputs(plan)
+        lengths, schedule, sm_count, ctas_per_sm, plan_window = ops.plan_inputs(plan)
     seqlens = cache_seqlens.to(device=q.device, dtype=torch.int32)
     # Eager calls skip the op's dispatch (decode has no gradient); traced ones keep the op.
     fn = torch.ops.flashkit.decode if torch.compiler.is_compiling() else _decode
     out, lse = fn(
         q, k_cache, v_cache, seqlens, block_table, list(lengths), schedule, sm_count, ctas_per_sm,
-        0.0 if softmax_scale is None else float(softmax_scale), float(softcap), int(window_left))
+        0.0 if softmax_scale is None else float(softmax_scale), float(softcap), int(window_left),
+        int(plan_window))
     return (out, lse) if return_lse else out
 
 

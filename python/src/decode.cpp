@@ -37,6 +37,7 @@ void bind_decode(nb::module_& m) {
       .def_prop_ro("requested", [](const DecodePlan& p) { return std::string(schedule_name(p.requested)); })
       .def_prop_ro("sm_count", [](const DecodePlan& p) { return p.device.sm_count; })
       .def_prop_ro("ctas_per_sm", [](const DecodePlan& p) { return p.device.ctas_per_sm; })
+      .def_prop_ro("window_left", [](const DecodePlan& p) { return p.problem.window_left; })
       .def_prop_ro("workspace_bytes", [](const DecodePlan& p) { return decode_workspace_bytes(p); })
       .def("__repr__", [](const DecodePlan& p) { return "DecodePlan(" + p.describe() + ")"; });
 
@@ -44,9 +45,10 @@ void bind_decode(nb::module_& m) {
       "make_decode_plan",
       [](int batch, int q_len, int num_q_heads, int num_kv_heads, int hdim, const std::string& dtype,
          const std::vector<int>& kv_lengths, int page_size, const std::string& schedule,
-         const std::string& device, int device_id, int sm_count, int ctas_per_sm) {
+         const std::string& device, int device_id, int sm_count, int ctas_per_sm,
+         int window_left) {
         DecodeProblem p{batch, q_len, num_q_heads, num_kv_heads, hdim, parse_dtype(dtype),
-                        page_size > 0, page_size};
+                        page_size > 0, page_size, window_left};
         if (device != "cpu" && device != "cuda")
           throw Error("device: expected 'cpu' or 'cuda', got '" + device + "'");
         DeviceInfo dev = decode_device_info(p, device == "cpu" ? Device::cpu : Device::cuda, device_id);
@@ -57,9 +59,10 @@ void bind_decode(nb::module_& m) {
       nb::arg("batch"), nb::arg("q_len"), nb::arg("num_q_heads"), nb::arg("num_kv_heads"),
       nb::arg("hdim"), nb::arg("dtype"), nb::arg("kv_lengths"), nb::arg("page_size") = 0,
       nb::arg("schedule") = "auto", nb::arg("device") = "cpu", nb::arg("device_id") = 0,
-      nb::arg("sm_count") = 0, nb::arg("ctas_per_sm") = 0,
+      nb::arg("sm_count") = 0, nb::arg("ctas_per_sm") = 0, nb::arg("window_left") = -1,
       "Plan a decode; page_size > 0 means a paged cache. sm_count / ctas_per_sm override the "
-      "device's values (0: query the device).");
+      "device's values (0: query the device). window_left >= 0: the decodes' sliding window "
+      "(auto then plans split_kv).");
 
   m.def(
       "decode",

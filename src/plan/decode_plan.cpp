@@ -48,6 +48,8 @@ void check_problem(const DecodeProblem& p, const std::vector<int>& kv_lengths, D
     fail("problem.dtype: expected float32, float16 or bfloat16, got ", dtype_name(p.dtype));
   if (p.paged && p.page_size < 1)
     fail("problem.page_size: expected >= 1 for a paged cache, got ", p.page_size);
+  if (p.window_left < -1)
+    fail("problem.window_left: expected -1 (none) or a number of keys >= 0, got ", p.window_left);
   if (static_cast<int64_t>(kv_lengths.size()) != p.batch)
     fail("kv_lengths: expected ", p.batch, " lengths (one per sequence), got ", kv_lengths.size());
   for (size_t b = 0; b < kv_lengths.size(); ++b)
@@ -152,8 +154,10 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
     const int64_t waves = (split_grid + capacity - 1) / capacity;  // capacity >= 1 (checked)
     const bool ragged_wave = waves >= 2 && split_grid * 10 < waves * capacity * 8;
     const bool lean_wins = ragged_wave || (problem.hdim > 64 && problem.hdim <= 128);
-    schedule = max_iters == 1 ? DecodeSchedule::single
-                              : lean_wins ? DecodeSchedule::lean : DecodeSchedule::split_kv;
+    // A sliding window: split-KV, whose splits share the window's keys (schedulers.h).
+    schedule = max_iters == 1                  ? DecodeSchedule::single
+               : lean_wins && problem.window_left < 0 ? DecodeSchedule::lean
+                                                      : DecodeSchedule::split_kv;
   }
   plan.schedule = schedule;
 
@@ -228,6 +232,10 @@ std::string DecodePlan::describe() const {
   std::string r(buf, std::min<size_t>(n, sizeof buf - 1));
   if (is_split_kv(schedule)) {
     std::snprintf(buf, sizeof buf, ", %d splits per sequence", num_splits);
+    r += buf;
+  }
+  if (problem.window_left >= 0) {
+    std::snprintf(buf, sizeof buf, ", window %d", problem.window_left);
     r += buf;
   }
   if (schedule == DecodeSchedule::lean && grid > 0) {

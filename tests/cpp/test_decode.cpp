@@ -26,6 +26,8 @@ void run_and_check(const DecodeCase& c, DeviceInfo dev, DecodeSchedule s, const 
   if (opts.window_left >= 0)
     for (int b = 0; b < c.batch; ++b)
       poison_tokens_before(in, b, std::max(c.lens[b] - c.q_len - opts.window_left, 0) / 64 * 64);
+  // `auto` plans for the window (DecodeProblem::window_left), the others for the whole cache.
+  if (s == DecodeSchedule::automatic) in.problem.window_left = opts.window_left;
   DecodePlan plan = make_decode_plan(in.problem, c.lens, dev, s);
   decode(in.q, in.k, in.v, in.seqlens, in.table_view(), in.out, in.lse, plan, opts);
   auto exact = cpu::reference_decode(in.q, in.k, in.v, in.seqlens, in.table_view(), 0.f, false,
@@ -279,6 +281,12 @@ TEST(Decode, ValidationErrorsNameArgumentAndWriteNothing) {
   expect_error("opts.softcap:", "finite value >= 0", [&](Args& a) { a.opts.softcap = -1.f; });
   expect_error("opts.softcap:", "finite value >= 0", [&](Args& a) { a.opts.softcap = INFINITY; });
   expect_error("opts.window_left:", "-1 (unbounded)", [&](Args& a) { a.opts.window_left = -2; });
+  DecodeProblem windowed = in.problem;
+  windowed.window_left = 50;
+  expect_error("opts.window_left:", "the plan's window 50, got 20", [&](Args& a) {
+    a.plan = make_decode_plan(windowed, c.lens, {4, 1});
+    a.opts.window_left = 20;
+  });
   expect_error("opts.stream:", "CPU", [&](Args& a) { a.opts.stream = reinterpret_cast<Stream>(1); });
   expect_error("plan:", "inconsistent", [&](Args& a) { a.plan.tiles.pop_back(); });
   expect_error("q:", "expected 1 tokens like the plan", [&](Args& a) { a.q.shape[1] = 2; });

@@ -232,9 +232,26 @@ TEST(DecodePlan, ErrorsNameTheArgument) {
   p.hdim = 100;
   EXPECT_EQ(msg(p, {1, 2}, {1, 1}).rfind("problem.hdim:", 0), 0u);
   p.hdim = 64;
+  p.window_left = -2;
+  EXPECT_EQ(msg(p, {1, 2}, {1, 1}).rfind("problem.window_left:", 0), 0u);
+  p.window_left = -1;
   p.paged = true;
   EXPECT_EQ(msg(p, {1, 2}, {1, 1}).rfind("problem.page_size:", 0), 0u);
   EXPECT_THROW(parse_schedule("fast"), Error);
+}
+
+// A plan for a sliding window: `auto` picks split-KV where it would pick Lean (whose CTAs keep
+// their ranges of the whole cache), and single stays single.
+TEST(DecodePlan, AutoWithAWindowPlansSplitKv) {
+  const DeviceInfo h200{132, 2};
+  DecodeProblem p{.batch = 1, .q_len = 1, .num_q_heads = 32, .num_kv_heads = 32, .hdim = 128};
+  EXPECT_EQ(make_decode_plan(p, {131072}, h200).schedule, DecodeSchedule::lean);
+  p.window_left = 4096;
+  const DecodePlan plan = make_decode_plan(p, {131072}, h200);
+  EXPECT_EQ(plan.schedule, DecodeSchedule::split_kv);
+  EXPECT_NE(plan.describe().find("window 4096"), std::string::npos) << plan.describe();
+  EXPECT_EQ(make_decode_plan(p, {100}, h200).schedule, DecodeSchedule::single);
+  EXPECT_EQ(make_decode_plan(p, {131072}, h200, DecodeSchedule::lean).schedule, DecodeSchedule::lean);
 }
 
 // `auto`: Lean where FlashDecoding's rule leaves a ragged last wave (272 tiles on 264 slots keep

@@ -60,6 +60,23 @@ def test_decode_softcap_and_window(schedule, softcap, window_left):
         _C.decode(*args, window_left=-3)
 
 
+def test_plan_for_a_window():
+    """A plan made for a window: auto plans split_kv where it plans Lean without one; decode
+    needs the plan's window."""
+    lens = [131072]
+    plain = _C.make_decode_plan(1, 1, 32, 32, 128, "bfloat16", lens, sm_count=132, ctas_per_sm=2)
+    windowed = _C.make_decode_plan(1, 1, 32, 32, 128, "bfloat16", lens, sm_count=132,
+                                   ctas_per_sm=2, window_left=4096)
+    assert plain.schedule == "lean" and windowed.schedule == "split_kv"
+    assert windowed.window_left == 4096 and "window 4096" in repr(windowed)
+    q = np.zeros((1, 1, 4, 16), np.float32)
+    k = np.zeros((1, 100, 2, 16), np.float32)
+    plan = _C.make_decode_plan(1, 1, 4, 2, 16, "float32", [100], window_left=10)
+    with pytest.raises(ValueError, match="^opts.window_left: expected the plan's window 10, got -1"):
+        _C.decode(q, k, k, np.array([100], np.int32), None, np.zeros_like(q),
+                  np.zeros((1, 4, 1), np.float32), plan)
+
+
 def test_merge_states_and_errors():
     rng = np.random.default_rng(1)
     o = rng.standard_normal((3, 4, 2, 16), dtype=np.float32)
