@@ -144,7 +144,8 @@ void decode(const TensorView& q, const TensorView& k_cache, const TensorView& v_
     fail("opts.window_left: expected -1 (unbounded) or a number of keys >= 0, got ",
          opts.window_left);
   if (p.window_left >= 0 && opts.window_left != p.window_left)
-    fail("opts.window_left: expected the plan's window ", p.window_left, ", got ", opts.window_left);
+    fail("opts.window_left: expected the plan's window ", p.window_left, ", got ",
+         opts.window_left);
   // A window at least as long as every cache the plan serves hides no key: none (and no
   // arithmetic near INT_MIN for windows like INT_MAX).
   const int longest = *std::max_element(plan.kv_lengths.begin(), plan.kv_lengths.end());

@@ -155,7 +155,7 @@ DecodePlan make_decode_plan(const DecodeProblem& problem, const std::vector<int>
     const bool ragged_wave = waves >= 2 && split_grid * 10 < waves * capacity * 8;
     const bool lean_wins = ragged_wave || (problem.hdim > 64 && problem.hdim <= 128);
     // A sliding window: split-KV, whose splits share the window's keys (schedulers.h).
-    schedule = max_iters == 1                  ? DecodeSchedule::single
+    schedule = max_iters == 1                         ? DecodeSchedule::single
                : lean_wins && problem.window_left < 0 ? DecodeSchedule::lean
                                                       : DecodeSchedule::split_kv;
   }

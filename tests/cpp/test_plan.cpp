@@ -251,7 +251,8 @@ TEST(DecodePlan, AutoWithAWindowPlansSplitKv) {
   EXPECT_EQ(plan.schedule, DecodeSchedule::split_kv);
   EXPECT_NE(plan.describe().find("window 4096"), std::string::npos) << plan.describe();
   EXPECT_EQ(make_decode_plan(p, {100}, h200).schedule, DecodeSchedule::single);
-  EXPECT_EQ(make_decode_plan(p, {131072}, h200, DecodeSchedule::lean).schedule, DecodeSchedule::lean);
+  EXPECT_EQ(make_decode_plan(p, {131072}, h200, DecodeSchedule::lean).schedule,
+            DecodeSchedule::lean);
 }
 
 // `auto`: Lean where FlashDecoding's rule leaves a ragged last wave (272 tiles on 264 slots keep
