@@ -314,8 +314,10 @@ def _decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor,
               ctas_per_sm: int, softmax_scale: float, softcap: float = 0.0,
               window_left: int = -1, plan_window: int = -1) -> Tuple[Tensor, Tensor]:
     """(out, lse) of decode attention. The plan is named by what it is made from (kv_lengths,
-    schedule, sm_count, ctas_per_sm and the shapes): a plan is no tensor, but the same inputs
-    give the same plan, found in flashkit.ops' plan cache (made there on first use)."""
+    schedule, sm_count, ctas_per_sm, plan_window and the shapes): a plan is no tensor, but the
+    same inputs give the same plan, found in flashkit.ops' plan cache (made there on first use).
+    softcap and window_left are the decode's own (DecodeOptions); plan_window is the window the
+    plan was made for (-1 none), which decode then requires of window_left."""
     plan = ops.planned(q, k_cache, block_table, kv_lengths, schedule, sm_count, ctas_per_sm,
                        plan_window)
     batch, q_len, heads, _ = q.shape
