@@ -30,10 +30,11 @@ faulthandler.enable()
 DATE = time.strftime("%Y-%m-%d")  # of the run, for the result files' names
 
 
-def load_extension():
-    """flashkit._C alone (the package __init__ pulls in other families' Python layers); the
-    FLASHKIT_EXT_DIR environment variable names another package folder (an A/B base build)."""
-    pkg = os.environ.get("FLASHKIT_EXT_DIR") or os.path.join(os.path.dirname(__file__), "..", "python", "flashkit")
+def load_extension(pkg=None):
+    """flashkit._C alone (the package __init__ pulls in other families' Python layers) from the
+    folder `pkg`, else the one the FLASHKIT_EXT_DIR environment variable names (an A/B base
+    build), else python/flashkit."""
+    pkg = pkg or os.environ.get("FLASHKIT_EXT_DIR") or os.path.join(os.path.dirname(__file__), "..", "python", "flashkit")
     path = glob.glob(os.path.join(pkg, "_C*.so"))[0]
     spec = importlib.util.spec_from_file_location("_C", path)
     mod = importlib.util.module_from_spec(spec)

@@ -26,18 +26,6 @@ import decode as dbench  # noqa: E402  (load_extension, timed)
 DTYPE = "bfloat16"
 
 
-def load(dir_):
-    saved = os.environ.get("FLASHKIT_EXT_DIR")
-    os.environ["FLASHKIT_EXT_DIR"] = dir_
-    try:
-        return dbench.load_extension()
-    finally:
-        if saved is None:
-            del os.environ["FLASHKIT_EXT_DIR"]
-        else:
-            os.environ["FLASHKIT_EXT_DIR"] = saved
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--window", type=int, default=4096)
@@ -49,7 +37,7 @@ def main():
     dev = torch.device("cuda")
     C = dbench.load_extension()
     base_dir = os.environ.get("FLASHKIT_BASE_EXT_DIR")
-    B = load(base_dir) if base_dir else None
+    B = dbench.load_extension(base_dir) if base_dir else None
     flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     stream = torch.cuda.current_stream().cuda_stream
     W = args.window

@@ -9,8 +9,7 @@ set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
 python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" .ab/lib.txz
-mkdir -p /tmp/basepkg && cp python/flashkit/_C*.so /tmp/basepkg/
-cp .ab/var-dec.so python/flashkit/_C.cpython-312-x86_64-linux-gnu.so
+ext_pkg_dirs dec
 stamp "decode gtests"
 timeout 300 .ab/decode_tests --gtest_filter="${GTEST_FILTER:-DecodeGpu*}" >"$log/gtests.log" 2>&1
 stamp "rc=$?"

@@ -7,7 +7,7 @@ set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
 python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" .ab/lib.txz
-mkdir -p /tmp/basepkg /tmp/newpkg && cp python/flashkit/_C*.so /tmp/basepkg/ && cp .ab/var-dec.so /tmp/newpkg/_C.cpython-312-x86_64-linux-gnu.so
+ext_pkg_dirs dec
 for r in $(seq 1 "${ROUNDS:-1}"); do
   for v in base new; do
     stamp "$v round $r ($(left) s left)"

@@ -179,6 +179,15 @@ use_ext() {
   elif [ -f ".ab/var-$1.so" ]; then cp ".ab/var-$1.so" "$so"
   else cp build-dev/var/"$1"/_C*.so "$so"; fi
 }
+# Package folders of the two extensions of an A/B run in separate processes: /tmp/basepkg holds
+# main's (python/flashkit's), /tmp/newpkg the carried .ab/var-<name>.so, which also replaces
+# python/flashkit's so that the repo's Python layer imports it.
+ext_pkg_dirs() {
+  mkdir -p /tmp/basepkg /tmp/newpkg
+  cp python/flashkit/_C*.so /tmp/basepkg/
+  cp ".ab/var-$1.so" /tmp/newpkg/_C.cpython-312-x86_64-linux-gnu.so
+  cp ".ab/var-$1.so" "$(ls python/flashkit/_C*.so)"
+}
 # Python extensions in turn, ROUNDS times (use_ext's names): runs "$1" with the round and the
 # name (its output to $log/r<round>-<name>.log), restores the base.
 ab_rounds() {

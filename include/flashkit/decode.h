@@ -18,7 +18,8 @@ struct DecodeOptions {
   // keys j with p - window_left <= j <= p; -1 means unbounded. Only the window's keys are read
   // (and those sharing its first 64-token chunk, which must be readable). On the GPU the CTAs of
   // a split_kv / flash_decoding plan share the window's keys among their splits; a lean plan's
-  // CTAs keep their ranges of the whole cache, so plan split_kv for windowed layers.
+  // CTAs keep their ranges of the whole cache. A plan made for the window
+  // (DecodeProblem::window_left) is split_kv under `auto`, and needs this same window.
   int window_left = -1;
   Stream stream = nullptr;
   Workspace workspace;        // GPU: at least decode_workspace_bytes(plan); empty: cached buffer

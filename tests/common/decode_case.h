@@ -77,21 +77,26 @@ inline DecodeInputs make_decode_inputs(const DecodeCase& c) {
   return in;
 }
 
-// Keys and values of tokens [0, upto) of sequence b set to NaN (a sliding window's test: the
-// decode kernels never read below the 64-token chunk holding the window's first key).
-inline void poison_tokens_before(DecodeInputs& in, int b, int upto) {
+// With a sliding window (window_left >= 0), the keys and values below the 64-token chunk that
+// holds each sequence's lowest visible key set to NaN: the decode backends never read them (a
+// test fails if one does). Dense or paged (through the block table).
+inline void poison_below_window(DecodeInputs& in, const DecodeCase& c, int window_left) {
+  if (window_left < 0) return;
   const DecodeProblem& p = in.problem;
   const int per_token = p.num_kv_heads * p.hdim;
-  for (int t = 0; t < upto; ++t) {
-    int64_t base;
-    if (p.paged) {
-      const int64_t pages = in.table.view().shape[1];
-      const int page = in.table.ptr<int32_t>()[b * pages + t / p.page_size];
-      base = (static_cast<int64_t>(page) * p.page_size + t % p.page_size) * per_token;
-    } else {
-      base = (static_cast<int64_t>(b) * in.k.view().shape[1] + t) * per_token;
+  for (int b = 0; b < c.batch; ++b) {
+    const int upto = std::max(c.lens[b] - c.q_len - window_left, 0) / 64 * 64;
+    for (int t = 0; t < upto; ++t) {
+      int64_t base;
+      if (p.paged) {
+        const int64_t pages = in.table.view().shape[1];
+        const int page = in.table.ptr<int32_t>()[b * pages + t / p.page_size];
+        base = (static_cast<int64_t>(page) * p.page_size + t % p.page_size) * per_token;
+      } else {
+        base = (static_cast<int64_t>(b) * in.k.view().shape[1] + t) * per_token;
+      }
+      for (int i = 0; i < per_token; ++i) in.k.set(base + i, NAN), in.v.set(base + i, NAN);
     }
-    for (int i = 0; i < per_token; ++i) in.k.set(base + i, NAN), in.v.set(base + i, NAN);
   }
 }
 

@@ -22,10 +22,7 @@ const DecodeSchedule kSchedules[] = {DecodeSchedule::single, DecodeSchedule::spl
 void run_and_check(const DecodeCase& c, DeviceInfo dev, DecodeSchedule s, const char* what,
                    const DecodeOptions& opts = {}) {
   DecodeInputs in = make_decode_inputs(c);
-  // With a window, the tokens below the chunk of the lowest row's first key are NaN: never read.
-  if (opts.window_left >= 0)
-    for (int b = 0; b < c.batch; ++b)
-      poison_tokens_before(in, b, std::max(c.lens[b] - c.q_len - opts.window_left, 0) / 64 * 64);
+  poison_below_window(in, c, opts.window_left);
   // `auto` plans for the window (DecodeProblem::window_left), the others for the whole cache.
   if (s == DecodeSchedule::automatic) in.problem.window_left = opts.window_left;
   DecodePlan plan = make_decode_plan(in.problem, c.lens, dev, s);

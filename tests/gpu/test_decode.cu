@@ -32,9 +32,7 @@ struct GpuInputs {
   DecodeOptions opts;  // softcap and window_left of every run (and of the reference)
   explicit GpuInputs(const DecodeCase& c, const DecodeOptions& o = {})
       : host(make_decode_inputs(c)), opts(o) {
-    if (o.window_left >= 0)
-      for (int b = 0; b < c.batch; ++b)
-        poison_tokens_before(host, b, std::max(c.lens[b] - c.q_len - o.window_left, 0) / 64 * 64);
+    poison_below_window(host, c, o.window_left);
     q.upload(host.q);
     k.upload(host.k);
     v.upload(host.v);

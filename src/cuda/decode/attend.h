@@ -91,11 +91,11 @@ template <int kTokens, bool kMods = false>
 __device__ __forceinline__ Segment make_segment(const DecodeParams& p, const DecodeTile& tile,
                                                 int lo, int hi) {
   Segment sg;
-  sg.len = max(0, min(p.seqlens[tile.seq * p.seqlens_s], p.kv_lengths[tile.seq]));
+  static_assert(kTokens == kDecodeChunkTokens, "a window starts on the chunk grid");
+  sg.len = seq_keys(p, tile.seq);
   sg.lo = lo;
   if constexpr (kMods)
-    if (p.window_left >= 0)
-      sg.lo = max(lo, max(sg.len - p.q_len - p.window_left, 0) / kTokens * kTokens);
+    if (p.window_left >= 0) sg.lo = max(lo, window_first_key(p, sg.len));
   sg.hi = min(hi, sg.len);
   sg.chunks = sg.hi > sg.lo ? (sg.hi - sg.lo + kTokens - 1) / kTokens : 0;
   return sg;

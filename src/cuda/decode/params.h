@@ -69,4 +69,16 @@ struct DecodeParams {
   int window_left;            // -1: no sliding window
 };
 
+#ifdef __CUDACC__
+// Keys in sequence `seq`'s cache: its cache_seqlens entry, clipped to the plan's length.
+__device__ __forceinline__ int seq_keys(const DecodeParams& p, int seq) {
+  return max(0, min(p.seqlens[seq * p.seqlens_s], p.kv_lengths[seq]));
+}
+// With a sliding window (p.window_left >= 0): the first key a decode of `len` keys reads, the
+// start of the chunk that holds the first query token's first visible key.
+__device__ __forceinline__ int window_first_key(const DecodeParams& p, int len) {
+  return max(len - p.q_len - p.window_left, 0) / kDecodeChunkTokens * kDecodeChunkTokens;
+}
+#endif
+
 }  // namespace flashkit::cuda::decoding

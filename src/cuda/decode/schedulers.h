@@ -71,14 +71,12 @@ struct SplitKvScheduler {
 };
 
 // A sliding window (the modifier kernels, p.window_left >= 0): a split CTA takes its part of the
-// keys the window can reach, [origin, len) with origin on the chunk grid below the first query's
-// first key, cut into num_splits parts of whole chunks, instead of its plan range of the whole
-// cache (most of which would end at once).
+// keys the window can reach, [window_first_key, len), cut into num_splits parts of whole chunks,
+// instead of its plan range of the whole cache (most of which would end at once).
 __device__ __forceinline__ void window_split(const DecodeParams& p, Work& w) {
-  const int seq = tile_at(p, w.tile).seq;
-  const int len = max(0, min(p.seqlens[seq * p.seqlens_s], p.kv_lengths[seq]));
+  const int len = seq_keys(p, tile_at(p, w.tile).seq);
   constexpr int kChunk = kDecodeChunkTokens;
-  const int origin = max(len - p.q_len - p.window_left, 0) / kChunk * kChunk;
+  const int origin = window_first_key(p, len);
   const int per = (len - origin + kChunk * p.num_splits - 1) / (kChunk * p.num_splits) * kChunk;
   w.lo = origin + w.slot * per;
   w.hi = min(w.lo + per, len);
