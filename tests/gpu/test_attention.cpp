@@ -463,6 +463,40 @@ TEST(AttentionGpuSm90, VariantsBothPaths) {
   check_both_paths(cases, 4400);
 }
 
+// Softcap alone bounds every score, so the forward fixes its softmax max (at softcap log2 e, less
+// a margin past softcap 41.6) where one fits (softcap <= 55.4) and keeps the running max above
+// (bench/NOTES-attention.md "Softcap v10"). Saturated scores: q scaled so most scaled scores lie
+// past +-softcap, and every third query row aimed against a component all keys share, so all its
+// scores sit near -softcap (tanh(-2.5)): under a max fixed without the margin its every P would
+// underflow to 0 (out 0, lse -inf). Softcap 20 (fixed, no margin), 50 (Gemma-2's: fixed with a
+// 24 log2-unit margin), 70 (the running max); window and causal rows (masked scores) beside them;
+// forward on both paths.
+TEST(AttentionGpuSm90, SoftcapSaturatedScores) {
+  if (!hopper_device()) GTEST_SKIP() << "no sm_90 device: the Hopper forward cannot run";
+  uint64_t seed = 4600;
+  for (const char* path : {"sm90", "sm80"}) {
+    ScopedPath scoped(path);
+    for (int d : {64, 128})
+      for (float cap : {20.f, 50.f, 70.f})
+        for (bool causal : {false, true}) {
+          AttentionSpec s = variant_spec(DType::bf16, d, {"softcap", causal, causal ? 90 : -1, -1, cap, 0},
+                                         259, 400);
+          SCOPED_TRACE(std::string(path) + " " + s.str() + " softcap " + std::to_string(cap));
+          if (!compiled(s.dtype, s.hdim)) GTEST_SKIP() << "kernel not in this build (minimal)";
+          AttentionCase c(s, ++seed);
+          const float spread = 1.5f * cap;                        // sd of an ordinary scaled score
+          const float g = std::sqrt(2.5f * cap * std::sqrt(float(d)));  // shared component
+          for (int64_t i = 0; i < c.q.numel(); i += d) {
+            const bool low = (i / d / s.heads) % 3 == 0;  // token index % 3 (dense [b, s, h, d])
+            for (int j = 0; j < d; ++j) c.q.set(i + j, low ? (j == 0 ? -g : c.q.get(i + j)) : spread * c.q.get(i + j));
+          }
+          for (int64_t i = 0; i < c.k.numel(); i += d) c.k.set(i, g);
+          GpuRun r = run_gpu(c, false, false, /*backward=*/false);
+          expect_forward_close(c, r);
+        }
+  }
+}
+
 TEST(AttentionGpuSm90, Fp16BothPaths) {
   if (!compiled(DType::f16, 64)) GTEST_SKIP() << "f16 kernels not in this build (minimal)";
   check_both_paths({{spec(DType::f16, 2, 200, 333, 4, 2, 64, true), true},

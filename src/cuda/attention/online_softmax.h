@@ -74,6 +74,19 @@ struct OnlineSoftmax {
       stat[r].l += row_reduce(s, r, 0.f, [](float a, float b) { return a + b; });
     }
   }
+  // The softmax of a tile whose scores have a known bound (a policy's fwd_fixed_max_log2): with
+  // m fixed, P = exp2(scale_log2 s - m) needs no row max, O and l are never rescaled, and each
+  // score's exponential waits only for its own score (no quad reduction on the chain).
+  template <class S>
+  __device__ __forceinline__ void update_fixed(S& s, float scale_log2, float m) {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      CUTE_UNROLL
+      for (int c = 0; c < cute::size<1>(s); ++c) s(r, c) = exp2f(s(r, c) * scale_log2 - m);
+      stat[r].m = m;
+      stat[r].l += row_reduce(s, r, 0.f, [](float a, float b) { return a + b; });
+    }
+  }
   template <class O>
   __device__ __forceinline__ static void rescale(O& o, const float (&alpha)[kRows]) {
     if constexpr (kLazy > 0 || kSkip) {

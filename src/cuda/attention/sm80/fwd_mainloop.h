@@ -201,7 +201,12 @@ struct FwdMainloop {
     const bool mask = pol.template fwd_needs_mask<kBlockM, kBlockN>(m_block, n);
     pol.fwd_scores(s, tScS, m_block * kBlockM, n * kBlockN, mask, p.scale);
     Tensor o = rowcol_view(acc_o);
-    softmax.update(s, o, p.scale_log2);
+    // Bounded scores (softcap alone): a fixed max where one fits (+inf: the running max).
+    const float fixed_m = pol.fwd_fixed_max_log2();
+    if (Policy::kBoundedLogits && fixed_m != INFINITY)
+      softmax.update_fixed(s, p.scale_log2, fixed_m);
+    else
+      softmax.update(s, o, p.scale_log2);
     pol.fwd_dropout(s, tScS, m_block * kBlockM, n * kBlockN);  // l above counts dropped P too
   }
 

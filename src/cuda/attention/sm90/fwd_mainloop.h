@@ -467,9 +467,18 @@ struct FwdMainloop {
       const int kv_head = w.head / (p.heads / p.kv_heads);
       scale_log2 *= p.q_descale.at(w.batch, kv_head) * p.k_descale.at(w.batch, kv_head);
     }
+    // Bounded scores (softcap alone): a fixed max where one fits (+inf: the running max).
+    const float fixed_m = pol.fwd_fixed_max_log2();
+    const bool fixed = Policy::kBoundedLogits && fixed_m != INFINITY;
     auto softmax_of = [&](auto& acc_s, int pos, float (&alpha)[Softmax::kRows]) {
       Tensor s = rowcol_view(acc_s);
-      softmax.template update_stats<kRowOffsets>(s, alpha, scale_log2, row_off);
+      if (fixed) {
+        softmax.update_fixed(s, scale_log2, fixed_m);
+        CUTE_UNROLL
+        for (int r = 0; r < Softmax::kRows; ++r) alpha[r] = 1.f;
+      } else {
+        softmax.template update_stats<kRowOffsets>(s, alpha, scale_log2, row_off);
+      }
       pol.fwd_dropout(s, cS, row0, key_block(pol, kr, w.block, pos) * kBlockN);
     };
     // O += P V_n; V_n's stage is freed by pv_done once the product has completed.
@@ -564,7 +573,7 @@ struct FwdMainloop {
       }
       warpgroup_wait<0>();
       pv_done(tOrP);
-      Softmax::rescale(o, alpha);
+      if (!fixed) Softmax::rescale(o, alpha);
       to_p();
     }
     FK_FWD_STAMP(tid, trace_tile, 3);
