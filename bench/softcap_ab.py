@@ -1,7 +1,8 @@
 """Softcap's forward cost over the plain kernel, an A/B of two builds in one process under the
 sustained protocol (bench/sustained.py): flashkit._C from python/flashkit (new) and from the folder
 FLASHKIT_BASE_EXT_DIR names (base), each timed plain and with softcap, interleaved with the card
-held under load, each column's SM clock recorded. Issue 6's bar: softcap <= 10% over plain at hdim
+held under load, each column's SM clock recorded; FLASHKIT_AB_EXTS="name=dir,..." adds more builds,
+each timed at the first softcap (columns <name>_cap<softcap>). Issue 6's bar: softcap <= 10% over plain at hdim
 128, seqlen 8k. Softcap 70 takes the running max (past the fixed max's range, softcap <= 55.4;
 bench/NOTES-attention.md "Softcap v10"). Each softcap column's output is also checked against an
 fp64 reference on the first 128 query rows of (batch 0, head 0), and against the base build's.
@@ -45,6 +46,10 @@ def main():
     new = dbench.load_extension()
     base_dir = os.environ.get("FLASHKIT_BASE_EXT_DIR")
     base = dbench.load_extension(base_dir) if base_dir else None
+    extra = {}
+    for item in filter(None, os.environ.get("FLASHKIT_AB_EXTS", "").split(",")):
+        name, path = item.split("=", 1)
+        extra[name] = dbench.load_extension(path)
     stream = torch.cuda.current_stream().cuda_stream
     caps = [float(c) for c in args.caps.split(",")]
     clocks = ClockLog()
@@ -74,6 +79,8 @@ def main():
                 fns[f"base_cap{caps[0]:g}"] = col(f"base_cap{caps[0]:g}", base, caps[0])
             for c in caps:
                 fns[f"cap{c:g}"] = col(f"cap{c:g}", new, c)
+            for name, ext in extra.items():
+                fns[f"{name}_cap{caps[0]:g}"] = col(f"{name}_cap{caps[0]:g}", ext, caps[0])
             for fn in fns.values():
                 fn()
             torch.cuda.synchronize()

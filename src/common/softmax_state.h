@@ -76,16 +76,13 @@ FK_HD float online_update_log2(SoftmaxStat& s, float block_max, float lazy = 0.f
   return alpha;
 }
 
-// A fixed softmax max (log2 units) for scores whose scaled values lie in [-b, b] (log2 units;
-// masked ones are -inf), or +inf where none fits. m = b - k with k = max(0, 2b - 120) keeps every
-// P = exp2(x - m) of an unmasked score x in [2^-120, 2^40]: far from fp32's underflow (ex2.approx
-// flushes below 2^-126) and overflow (l <= 2^40 n, O <= 2^40 n max|v|), so a softmax may take
-// this m for every key block instead of a running max (exact: any m gives the same O and LSE).
-// Fits for b <= 80 (softcap <= 55.4 with b = softcap log2 e).
-FK_HD float fixed_softmax_max_log2(float b) {
-  const float k = fmaxf(0.f, 2.f * b - 120.f);
-  return b > 0.f && k <= 40.f ? b - k : INFINITY;
-}
+// For scores whose scaled values lie in [-b, b] (log2 units; masked ones -inf): the lowest max a
+// softmax may hold, or +inf where the bound gives none. A row that takes m = max(its first key
+// block's max, b - 40) and keeps it for every later block computes each later P = exp2(x - m) in
+// (0, 2^40] (no overflow of l or O), and its largest P, its own max's, is >= 2^(40 - 2b) >= 2^-120
+// (no ex2.approx flush, below 2^-126) when b <= 80: any m gives the same O and LSE, so the
+// running max and O's rescale can go after the first block. b = softcap log2 e: softcap <= 55.4.
+FK_HD float bounded_max_floor_log2(float b) { return b > 0.f && b <= 80.f ? b - 40.f : INFINITY; }
 
 // Natural-log logsumexp of a stat kept in log2 units (-inf if it saw no key).
 FK_HD float stat_lse_log2(SoftmaxStat s) {

@@ -74,16 +74,22 @@ struct OnlineSoftmax {
       stat[r].l += row_reduce(s, r, 0.f, [](float a, float b) { return a + b; });
     }
   }
-  // The softmax of a tile whose scores have a known bound (a policy's fwd_fixed_max_log2): with
-  // m fixed, P = exp2(scale_log2 s - m) needs no row max, O and l are never rescaled, and each
-  // score's exponential waits only for its own score (no quad reduction on the chain).
+  // The softmax of bounded scores (a policy's fwd_max_floor_log2): the row max is taken on the
+  // tile's first key block only, never below floor, and kept for every later block, so those
+  // need no row max, O and l are never rescaled, and each score's exponential waits only for its
+  // own score (no quad reduction on the chain). A row whose max lies in that first block keeps
+  // its P = 1 exact there, as the running max does (a row of one key gives O = V exactly).
   template <class S>
-  __device__ __forceinline__ void update_fixed(S& s, float scale_log2, float m) {
+  __device__ __forceinline__ void update_bounded(S& s, float scale_log2, float floor, bool first) {
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
+      if (first) {
+        const float tmax = row_reduce(s, r, -INFINITY, [](float a, float b) { return fmaxf(a, b); });
+        stat[r].m = fmaxf(sm80::quad_max(tmax) * scale_log2, floor);
+      }
+      const float m = stat[r].m;
       CUTE_UNROLL
       for (int c = 0; c < cute::size<1>(s); ++c) s(r, c) = exp2f(s(r, c) * scale_log2 - m);
-      stat[r].m = m;
       stat[r].l += row_reduce(s, r, 0.f, [](float a, float b) { return a + b; });
     }
   }

@@ -89,7 +89,7 @@ struct PlainScores {
   static constexpr bool kRowOffsets = false;  // see GeneralScores::fwd_scores_rows
   static constexpr bool kNarrowKeys = false;  // forward key steps: the tile config's full width
   static constexpr bool kHasBlockMask = false;
-  static constexpr bool kBoundedLogits = false;  // see GeneralScores::fwd_fixed_max_log2
+  static constexpr bool kBoundedLogits = false;  // see GeneralScores::fwd_max_floor_log2
   struct Params {};
   static Params to_params(const AttnArguments&) { return {}; }
 
@@ -113,7 +113,7 @@ struct PlainScores {
   template <class S, class Coord>
   __device__ __forceinline__ void fwd_dropout(S&, const Coord&, int, int) const {}
   __device__ __forceinline__ float fwd_out_scale() const { return 1.f; }
-  __device__ __forceinline__ float fwd_fixed_max_log2() const { return INFINITY; }
+  __device__ __forceinline__ float fwd_max_floor_log2() const { return INFINITY; }
 
   // Forward: key blocks of query block m, and the first one that needs an element mask (the
   // causal diagonal or the partial last block); blocks run last to first so masked ones come first.
@@ -240,7 +240,7 @@ struct GeneralScores {
   static constexpr bool kHasDropout = kMods & mods::kDropout;
   static constexpr bool kHasBlockMask = kMods & mods::kBlockSparse;
   static constexpr bool kRowOffsets = kHasAlibi;  // the sm90 forward calls fwd_scores_rows
-  // Softcap alone bounds every scaled score (see fwd_fixed_max_log2).
+  // Softcap alone bounds every scaled score (see fwd_max_floor_log2).
   static constexpr bool kBoundedLogits = kMods == mods::kSoftcap;
   // Forward key steps of half the plain width where the modifiers' registers would spill
   // (sm80/fwd_launch.h; ptxas numbers in bench/NOTES-attention.md).
@@ -443,11 +443,12 @@ struct GeneralScores {
     if (mask) apply_masks(s, coord, row0, col0);
   }
   // With softcap alone every scaled score is softcap * t, |t| <= 1 (masks only add -inf), so the
-  // forward softmax may fix its max instead of tracking it (bench/NOTES-attention.md "Softcap
-  // v10"): that max in log2 units, or +inf where none fits (softcap off, or > 55.4: the running
+  // forward softmax may keep the max of a tile's first key block for all of them
+  // (OnlineSoftmax::update_bounded; bench/NOTES-attention.md "Softcap v10"): the floor of that
+  // max in log2 units, or +inf where the bound gives none (softcap off, or > 55.4: the running
   // max then). ALiBi's bias is unbounded below, so softcap + ALiBi keeps the running max.
-  __device__ __forceinline__ float fwd_fixed_max_log2() const {
-    if constexpr (kBoundedLogits) return fixed_softmax_max_log2(p->softcap * float(M_LOG2E));
+  __device__ __forceinline__ float fwd_max_floor_log2() const {
+    if constexpr (kBoundedLogits) return bounded_max_floor_log2(p->softcap * float(M_LOG2E));
     return INFINITY;
   }
   template <class S>

@@ -467,13 +467,14 @@ struct FwdMainloop {
       const int kv_head = w.head / (p.heads / p.kv_heads);
       scale_log2 *= p.q_descale.at(w.batch, kv_head) * p.k_descale.at(w.batch, kv_head);
     }
-    // Bounded scores (softcap alone): a fixed max where one fits (+inf: the running max).
-    const float fixed_m = pol.fwd_fixed_max_log2();
-    const bool fixed = Policy::kBoundedLogits && fixed_m != INFINITY;
-    auto softmax_of = [&](auto& acc_s, int pos, float (&alpha)[Softmax::kRows]) {
+    // Bounded scores (softcap alone): the first block's max kept for the tile where the bound
+    // allows (m_floor +inf: the running max).
+    const float m_floor = pol.fwd_max_floor_log2();
+    const bool bounded = Policy::kBoundedLogits && m_floor != INFINITY;
+    auto softmax_of = [&](auto& acc_s, int pos, float (&alpha)[Softmax::kRows], bool first) {
       Tensor s = rowcol_view(acc_s);
-      if (fixed) {
-        softmax.update_fixed(s, scale_log2, fixed_m);
+      if (bounded) {
+        softmax.update_bounded(s, scale_log2, m_floor, first);
         CUTE_UNROLL
         for (int r = 0; r < Softmax::kRows; ++r) alpha[r] = 1.f;
       } else {
@@ -532,7 +533,7 @@ struct FwdMainloop {
     warpgroup_wait<0>();
     scores_done(acc_s, n, n_next < kr.begin);
     float alpha[Softmax::kRows];
-    softmax_of(acc_s, n, alpha);  // O is still 0: no rescale
+    softmax_of(acc_s, n, alpha, true);  // O is still 0: no rescale
     FK_FWD_STAMP(tid, trace_tile, 2);
     // P as the A operand of O += P V: 16-bit P in the accumulator's own layout (acc_as_a), fp8 P
     // as the ((4, 2, 2), 1, BN / 32) fragment in fp8.h's key order.
@@ -561,7 +562,7 @@ struct FwdMainloop {
       n_next = next_live(pol, kr, w.block, n, cur);
       warpgroup_wait<1>();
       scores_done(acc_s, n, n_next < kr.begin, !kExpsBeforePvWait);
-      softmax_of(acc_s, n, alpha);
+      softmax_of(acc_s, n, alpha, false);
       if constexpr (kExpsBeforePvWait) {
         // ptxas hoists wgmma.wait_group 0 over independent ALU work up to the last memory
         // operation before it, so the exponentials would run after P V has completed. K_n's
@@ -573,7 +574,7 @@ struct FwdMainloop {
       }
       warpgroup_wait<0>();
       pv_done(tOrP);
-      if (!fixed) Softmax::rescale(o, alpha);
+      if (!bounded) Softmax::rescale(o, alpha);
       to_p();
     }
     FK_FWD_STAMP(tid, trace_tile, 3);
