@@ -5,7 +5,8 @@
 # variant cases, the torch attention tests through the changed extension (.ab/var-sc.so in place
 # of main's python/flashkit/_C), then bench/softcap_ab.py with main's extension as base.
 # Everything carried comes in .ab/lib.txz.
-# usage: OUT=/some/dir [GTEST_FILTER=..] [SKIP_BENCH=1] [AB_ARGS=..] bench/gpu-s38.sh
+# AB_VARIANTS="a b": more carried builds (.ab/var-a.so ...) timed beside it.
+# usage: OUT=/some/dir [GTEST_FILTER=..] [SKIP_BENCH=1] [AB_ARGS=..] [AB_VARIANTS=..] bench/gpu-s38.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
@@ -22,8 +23,13 @@ timeout 120 python3 -m pytest -q -x tests/python/test_torch_attention.py >"$log/
 stamp "rc=$?"
 tail -3 "$log/pytest.log"
 [ -n "${SKIP_BENCH:-}" ] && { (cd "$out" && tar czf logs.tgz t); exit 0; }
+exts=""
+for v in ${AB_VARIANTS:-}; do
+  mkdir -p /tmp/pkg_$v && cp .ab/var-$v.so /tmp/pkg_$v/_C.cpython-312-x86_64-linux-gnu.so
+  exts="$exts${exts:+,}$v=/tmp/pkg_$v"
+done
 stamp "bench/softcap_ab.py ($(left) s left)"
-FLASHKIT_BASE_EXT_DIR=/tmp/basepkg timeout $(( $(left) - 15 )) python3 bench/softcap_ab.py --out "$out" ${AB_ARGS:-} \
+FLASHKIT_AB_EXTS="$exts" FLASHKIT_BASE_EXT_DIR=/tmp/basepkg timeout $(( $(left) - 15 )) python3 bench/softcap_ab.py --out "$out" ${AB_ARGS:-} \
   >"$log/bench.log" 2>&1
 stamp "rc=$?"
 (cd "$out" && tar czf logs.tgz t)
