@@ -463,13 +463,14 @@ TEST(AttentionGpuSm90, VariantsBothPaths) {
   check_both_paths(cases, 4400);
 }
 
-// Softcap alone bounds every score, so the forward keeps each row's max from the tile's first
-// key block on, never below softcap log2 e - 40, where that bound allows (softcap <= 55.4), and
-// the running max above (bench/NOTES-attention.md "Softcap v10"). Saturated scores: q scaled so
-// most scaled scores lie past +-softcap, and every third query row aimed against a component all
-// keys share, so all its scores sit near -softcap (tanh(-2.5)): with the max's floor at softcap
-// log2 e their every P would flush to 0 (out 0, lse -inf). Softcap 20, 50 (Gemma-2's) and 70 (the
-// running max); window and causal rows (masked scores) beside them; forward on both paths.
+// Softcap alone bounds every score, so the Hopper forward keeps each row's max from the tile's
+// first key block on, never below softcap log2 e - 40, where that bound allows (softcap <= 55.4),
+// and the running max above (bench/NOTES-attention.md "Softcap v10"). Saturated scores: q scaled
+// so most scaled scores lie past +-softcap, and every third query row aimed against a component
+// all keys share, so all its scores sit near -softcap (tanh(-2.5)): with the max's floor at
+// softcap log2 e their every P would flush to 0 (out 0, lse -inf). Softcap 20, 50 (Gemma-2's) and
+// 70 (the running max); window and causal rows (masked scores) beside them; forward on both paths
+// (the sm80-class forward keeps the running max throughout).
 TEST(AttentionGpuSm90, SoftcapSaturatedScores) {
   if (!hopper_device()) GTEST_SKIP() << "no sm_90 device: the Hopper forward cannot run";
   uint64_t seed = 4600;

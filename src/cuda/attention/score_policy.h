@@ -114,6 +114,7 @@ struct PlainScores {
   __device__ __forceinline__ void fwd_dropout(S&, const Coord&, int, int) const {}
   __device__ __forceinline__ float fwd_out_scale() const { return 1.f; }
   __device__ __forceinline__ float fwd_max_floor_log2() const { return INFINITY; }
+  __device__ __forceinline__ float fwd_unit_scale() const { return 1.f; }
 
   // Forward: key blocks of query block m, and the first one that needs an element mask (the
   // causal diagonal or the partial last block); blocks run last to first so masked ones come first.
@@ -142,8 +143,9 @@ struct PlainScores {
   }
 
   // s: raw scores q.k of the tile at (row0, col0) as (rows, cols); coord gives each element's
-  // (row, col) within the tile. Masked scores become -inf; the softmax scales the rest.
-  template <class S, class Coord>
+  // (row, col) within the tile. Masked scores become -inf; the softmax scales the rest (kUnit: see
+  // GeneralScores).
+  template <bool kUnit = false, class S, class Coord>
   __device__ __forceinline__ void fwd_scores(S& s, const Coord& coord, int row0, int col0,
                                              bool mask, float) const {
     if (!mask) return;
@@ -434,11 +436,14 @@ struct GeneralScores {
   }
 
   // s: raw scores q.k -> softcap -> ALiBi -> masks, in the softmax's unscaled units. One pass per
-  // modifier: short live ranges next to the O accumulator.
-  template <class S, class Coord>
+  // modifier: short live ranges next to the O accumulator. kUnit (softcap alone, the sm90
+  // forward): softcap leaves t = tanh(scale s / softcap) and the softmax multiplies its scale by
+  // fwd_unit_scale(), one FMUL a score fewer.
+  template <bool kUnit = false, class S, class Coord>
   __device__ __forceinline__ void fwd_scores(S& s, const Coord& coord, int row0, int col0,
                                              bool mask, float) const {
-    softcap_scores(s);
+    static_assert(!kUnit || kBoundedLogits, "unit scores are softcap's alone");
+    softcap_scores<kUnit>(s);
     if (kHasAlibi && slope != 0.f) alibi_per_element(s, coord, row0, col0);
     if (mask) apply_masks(s, coord, row0, col0);
   }
@@ -451,11 +456,15 @@ struct GeneralScores {
     if constexpr (kBoundedLogits) return bounded_max_floor_log2(p->softcap * float(M_LOG2E));
     return INFINITY;
   }
-  template <class S>
+  __device__ __forceinline__ float fwd_unit_scale() const {
+    return kHasSoftcap && cap_in != 0.f ? cap_out : 1.f;
+  }
+  template <bool kUnit = false, class S>
   __device__ __forceinline__ void softcap_scores(S& s) const {
     if (kHasSoftcap && cap_in != 0.f) {
       CUTE_UNROLL
-      for (int i = 0; i < cute::size(s); ++i) s(i) = cap_out * tanh_fast(s(i) * cap_in);
+      for (int i = 0; i < cute::size(s); ++i)
+        s(i) = kUnit ? tanh_fast(s(i) * cap_in) : cap_out * tanh_fast(s(i) * cap_in);
     }
   }
 

@@ -77,7 +77,6 @@ struct FwdMainloop {
     LiveCursor cur;
     int n = pol.template prev_live<kBlockM, kBlockN>(m_block, kr.end - 1, kr.begin, cur);
     if (n < kr.begin) return;
-    const int n_first = n;
     const int kv_head = w.head / p.h_ratio;
 
     Tensor mQ = make_tensor(make_gmem_ptr(p.q + sb.q_offset(p.q_stride, w.batch, w.head)),
@@ -148,7 +147,7 @@ struct FwdMainloop {
         __syncthreads();     // every warp is done with K's buffer
         if (n_next >= kr.begin) load_k(n_next, 0);
         cp_async_fence();
-        softmax_step(p, pol, softmax, acc_s, acc_o, tScS, m_block, n, n == n_first);
+        softmax_step(p, pol, softmax, acc_s, acc_o, tScS, m_block, n);
         Tensor rP = convert<Element>(acc_s);
         Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
         gemm_rs(mma, acc_o, tOrP, tOrVt, tOsVt(_, _, _, 0), copy_v);
@@ -178,7 +177,7 @@ struct FwdMainloop {
         cp_async_fence();
       }
 
-      softmax_step(p, pol, softmax, acc_s, acc_o, tScS, m_block, n, n == n_first);
+      softmax_step(p, pol, softmax, acc_s, acc_o, tScS, m_block, n);
 
       if constexpr (kSplitCopies) {
         if (n_next >= kr.begin) load_v(n_next, stage ^ 1);
@@ -197,19 +196,12 @@ struct FwdMainloop {
   template <class AccS, class AccO, class Coord>
   __device__ __forceinline__ static void softmax_step(const Params& p, const Policy& pol,
                                                       Softmax& softmax, AccS& acc_s, AccO& acc_o,
-                                                      const Coord& tScS, int m_block, int n,
-                                                      bool first) {
+                                                      const Coord& tScS, int m_block, int n) {
     Tensor s = rowcol_view(acc_s);
     const bool mask = pol.template fwd_needs_mask<kBlockM, kBlockN>(m_block, n);
     pol.fwd_scores(s, tScS, m_block * kBlockM, n * kBlockN, mask, p.scale);
     Tensor o = rowcol_view(acc_o);
-    // Bounded scores (softcap alone): the first block's max kept for the tile where the bound
-    // allows (m_floor +inf: the running max).
-    const float m_floor = pol.fwd_max_floor_log2();
-    if (Policy::kBoundedLogits && m_floor != INFINITY)
-      softmax.update_bounded(s, p.scale_log2, m_floor, first);
-    else
-      softmax.update(s, o, p.scale_log2);
+    softmax.update(s, o, p.scale_log2);
     pol.fwd_dropout(s, tScS, m_block * kBlockM, n * kBlockN);  // l above counts dropped P too
   }
 

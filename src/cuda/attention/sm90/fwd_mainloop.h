@@ -458,7 +458,7 @@ struct FwdMainloop {
         pol.template fwd_scores_rows<kBlockM, kBlockN>(s, cS, row0, n * kBlockN, masked,
                                                        p.scale, row_off);
       else
-        pol.fwd_scores(s, cS, row0, n * kBlockN, masked, p.scale);
+        pol.template fwd_scores<Policy::kBoundedLogits>(s, cS, row0, n * kBlockN, masked, p.scale);
     };
     // The online softmax of S_n (l sums P before dropout drops some of it, as on sm80).
     // fp8: S is (q / q_descale) (k / k_descale)^T; the descales join the softmax scale.
@@ -467,8 +467,9 @@ struct FwdMainloop {
       const int kv_head = w.head / (p.heads / p.kv_heads);
       scale_log2 *= p.q_descale.at(w.batch, kv_head) * p.k_descale.at(w.batch, kv_head);
     }
-    // Bounded scores (softcap alone): the first block's max kept for the tile where the bound
-    // allows (m_floor +inf: the running max).
+    // Bounded scores (softcap alone): unit scores t (fwd_scores<true>), and the first block's
+    // max kept for the tile where the bound allows (m_floor +inf: the running max).
+    if constexpr (Policy::kBoundedLogits) scale_log2 *= pol.fwd_unit_scale();
     const float m_floor = pol.fwd_max_floor_log2();
     const bool bounded = Policy::kBoundedLogits && m_floor != INFINITY;
     auto softmax_of = [&](auto& acc_s, int pos, float (&alpha)[Softmax::kRows], bool first) {
