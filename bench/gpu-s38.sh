@@ -17,7 +17,7 @@ timeout 240 .ab/attn_tests --gtest_filter="${GTEST_FILTER:-AttentionGpuSm90.*:At
   >"$log/gtests.log" 2>&1
 stamp "rc=$?"
 grep -E "^\[  FAILED|^\[  PASSED|tests ran|Failure|^\[       OK \] .*Softcap" "$log/gtests.log" | head -20
-SAN_EACH=80 sanitize .ab/attn_tests 'AttentionGpuSmall.Sm90AndSm80PathsVariants'
+SAN_EACH=80 sanitize .ab/attn_tests "${SAN_FILTER:-AttentionGpuSmall.Sm90AndSm80PathsVariants}"
 stamp "torch attention tests"
 timeout 120 python3 -m pytest -q -x tests/python/test_torch_attention.py >"$log/pytest.log" 2>&1
 stamp "rc=$?"
