@@ -82,6 +82,7 @@ FK_HD float online_update_log2(SoftmaxStat& s, float block_max, float lazy = 0.f
 // (0, 2^40] (no overflow of l or O), and its largest P, its own max's, is >= 2^(40 - 2b) >= 2^-120
 // (no ex2.approx flush, below 2^-126) when b <= 80: any m gives the same O and LSE, so the
 // running max and O's rescale can go after the first block. b = softcap log2 e: softcap <= 55.4.
+// P must be fp32 or bf16 (fp32's exponent range); fp16's 65504 cannot hold 2^40.
 FK_HD float bounded_max_floor_log2(float b) { return b > 0.f && b <= 80.f ? b - 40.f : INFINITY; }
 
 // Natural-log logsumexp of a stat kept in log2 units (-inf if it saw no key).

@@ -207,6 +207,11 @@ struct FwdMainloop {
   static constexpr bool kExpsBeforePvWait = kTwoWarpgroups && FLASHKIT_SM90_FWD_PIN;
   static constexpr bool kSkipMaskedWg = FLASHKIT_SM90_FWD_WG_SKIP && Policy::kPlain &&
                                         Policy::kCausal && kConsumerWarpgroups == 3 && !kOInQ;
+  // Softcap's bounded softmax (OnlineSoftmax::update_bounded) lets P reach 2^40 and keeps a row's
+  // largest P >= 2^-120: bf16 (fp32's exponent range) holds that, fp16 (max 65504) does not, so
+  // fp16 keeps the running max.
+  static constexpr bool kBoundedMax =
+      Policy::kBoundedLogits && std::is_same_v<Element, cutlass::bfloat16_t>;
   // ALiBi's row part folded into the softmax (GeneralScores::fwd_scores_rows) up to hdim 128; at
   // hdim 256 its second copy of the score pass raised the spills from 12 to 84 bytes.
   static constexpr bool kRowOffsets = Policy::kRowOffsets && kHeadDim <= 128;
@@ -467,11 +472,11 @@ struct FwdMainloop {
       const int kv_head = w.head / (p.heads / p.kv_heads);
       scale_log2 *= p.q_descale.at(w.batch, kv_head) * p.k_descale.at(w.batch, kv_head);
     }
-    // Bounded scores (softcap alone): unit scores t (fwd_scores<true>), and the first block's
-    // max kept for the tile where the bound allows (m_floor +inf: the running max).
+    // Bounded scores (softcap alone): unit scores t (fwd_scores<true>), and with bf16 P the first
+    // block's max kept for the tile where the bound allows (m_floor +inf: the running max).
     if constexpr (Policy::kBoundedLogits) scale_log2 *= pol.fwd_unit_scale();
-    const float m_floor = pol.fwd_max_floor_log2();
-    const bool bounded = Policy::kBoundedLogits && m_floor != INFINITY;
+    const float m_floor = kBoundedMax ? pol.fwd_max_floor_log2() : INFINITY;
+    const bool bounded = kBoundedMax && m_floor != INFINITY;
     auto softmax_of = [&](auto& acc_s, int pos, float (&alpha)[Softmax::kRows], bool first) {
       Tensor s = rowcol_view(acc_s);
       if (bounded) {
