@@ -477,24 +477,25 @@ TEST(AttentionGpuSm90, SoftcapSaturatedScores) {
   for (const char* path : {"sm90", "sm80"}) {
     ScopedPath scoped(path);
     for (DType dt : {DType::bf16, DType::f16})
-    for (int d : {64, 128})
-      for (float cap : {20.f, 50.f, 70.f})
-        for (bool causal : {false, true}) {
-          AttentionSpec s = variant_spec(dt, d, {"softcap", causal, causal ? 90 : -1, -1, cap, 0},
-                                         259, 400);
-          SCOPED_TRACE(std::string(path) + " " + s.str() + " softcap " + std::to_string(cap));
-          if (!compiled(s.dtype, s.hdim)) continue;  // f16 in minimal builds
-          AttentionCase c(s, ++seed);
-          const float spread = 1.5f * cap;                        // sd of an ordinary scaled score
-          const float g = std::sqrt(2.5f * cap * std::sqrt(float(d)));  // shared component
-          for (int64_t i = 0; i < c.q.numel(); i += d) {
-            const bool low = (i / d / s.heads) % 3 == 0;  // token index % 3 (dense [b, s, h, d])
-            for (int j = 0; j < d; ++j) c.q.set(i + j, low ? (j == 0 ? -g : c.q.get(i + j)) : spread * c.q.get(i + j));
+      for (int d : {64, 128})
+        for (float cap : {20.f, 50.f, 70.f})
+          for (bool causal : {false, true}) {
+            AttentionSpec s =
+                variant_spec(dt, d, {"softcap", causal, causal ? 90 : -1, -1, cap, 0}, 259, 400);
+            SCOPED_TRACE(std::string(path) + " " + s.str() + " softcap " + std::to_string(cap));
+            if (!compiled(s.dtype, s.hdim)) continue;  // f16 in minimal builds
+            AttentionCase c(s, ++seed);
+            const float spread = 1.5f * cap;  // sd of an ordinary scaled score
+            const float g = std::sqrt(2.5f * cap * std::sqrt(float(d)));  // shared component
+            for (int64_t i = 0; i < c.q.numel(); i += d) {
+              const bool low = (i / d / s.heads) % 3 == 0;  // token index % 3 (dense [b, s, h, d])
+              for (int j = 0; j < d; ++j)
+                c.q.set(i + j, low ? (j == 0 ? -g : c.q.get(i + j)) : spread * c.q.get(i + j));
+            }
+            for (int64_t i = 0; i < c.k.numel(); i += d) c.k.set(i, g);
+            GpuRun r = run_gpu(c, false, false, /*backward=*/false);
+            expect_forward_close(c, r);
           }
-          for (int64_t i = 0; i < c.k.numel(); i += d) c.k.set(i, g);
-          GpuRun r = run_gpu(c, false, false, /*backward=*/false);
-          expect_forward_close(c, r);
-        }
   }
 }
 

@@ -84,7 +84,8 @@ struct OnlineSoftmax {
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       if (first) {
-        const float tmax = row_reduce(s, r, -INFINITY, [](float a, float b) { return fmaxf(a, b); });
+        const float tmax =
+            row_reduce(s, r, -INFINITY, [](float a, float b) { return fmaxf(a, b); });
         stat[r].m = fmaxf(sm80::quad_max(tmax) * scale_log2, floor);
       }
       const float m = stat[r].m;

@@ -477,7 +477,7 @@ struct FwdMainloop {
     if constexpr (Policy::kBoundedLogits) scale_log2 *= pol.fwd_unit_scale();
     const float m_floor = kBoundedMax ? pol.fwd_max_floor_log2() : INFINITY;
     const bool bounded = kBoundedMax && m_floor != INFINITY;
-    auto softmax_of = [&](auto& acc_s, int pos, float (&alpha)[Softmax::kRows], bool first) {
+    auto softmax_of = [&](auto& acc_s, int pos, float(&alpha)[Softmax::kRows], bool first) {
       Tensor s = rowcol_view(acc_s);
       if (bounded) {
         softmax.update_bounded(s, scale_log2, m_floor, first);
