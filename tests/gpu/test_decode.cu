@@ -163,11 +163,17 @@ TEST(DecodeGpu, SoftcapAndSlidingWindowFp16) {
         DecodeOptions o;
         o.softcap = softcap;
         o.window_left = window;
-        sweep(DecodeCase{.batch = 4, .q_len = 5, .hq = 8, .hkv = 2, .d = d, .dtype = DType::f16,
-                         .page_size = 16, .lens = {3, 2100, 700, 4500},
+        sweep(DecodeCase{.batch = 4,
+                         .q_len = 5,
+                         .hq = 8,
+                         .hkv = 2,
+                         .d = d,
+                         .dtype = DType::f16,
+                         .page_size = 16,
+                         .lens = {3, 2100, 700, 4500},
                          .seed = static_cast<uint64_t>(70 + d)},
-              std::string("fp16 tma ") + tma + " softcap " + std::to_string(softcap) +
-                  " window " + std::to_string(window) + " d" + std::to_string(d),
+              std::string("fp16 tma ") + tma + " softcap " + std::to_string(softcap) + " window " +
+                  std::to_string(window) + " d" + std::to_string(d),
               o);
       }
   }
