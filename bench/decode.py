@@ -42,6 +42,13 @@ def load_extension(pkg=None):
     return mod
 
 
+
+def load_ab_pair():
+    """(the extension under test, the A/B base or None): load_extension()'s, and the one in the
+    folder FLASHKIT_BASE_EXT_DIR names (main's build in an A/B call)."""
+    base_dir = os.environ.get("FLASHKIT_BASE_EXT_DIR")
+    return load_extension(), load_extension(base_dir) if base_dir else None
+
 PROBE = """
 import sys; sys.path.insert(0, 'bench'); import torch, decode as d
 C = d.load_extension()

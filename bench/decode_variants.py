@@ -35,9 +35,7 @@ def main():
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     dev = torch.device("cuda")
-    C = dbench.load_extension()
-    base_dir = os.environ.get("FLASHKIT_BASE_EXT_DIR")
-    B = dbench.load_extension(base_dir) if base_dir else None
+    C, B = dbench.load_ab_pair()
     flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     stream = torch.cuda.current_stream().cuda_stream
     W = args.window

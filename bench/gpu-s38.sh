@@ -9,9 +9,7 @@
 # usage: OUT=/some/dir [GTEST_FILTER=..] [SKIP_BENCH=1] [AB_ARGS=..] [AB_VARIANTS=..] bench/gpu-s38.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
-python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" .ab/lib.txz
-ext_pkg_dirs sc
+carried_ab sc
 stamp "attention gtests"
 timeout 240 .ab/attn_tests --gtest_filter="${GTEST_FILTER:-AttentionGpuSm90.*:AttentionGpu/AttentionGpuVariants.*:AttentionGpuVariantsShapes.*:AttentionGpuSmall.*}" \
   >"$log/gtests.log" 2>&1

@@ -6,9 +6,7 @@
 # usage: OUT=/some/dir [GTEST_FILTER=..] bench/gpu-s38b.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
-python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" .ab/lib.txz
-ext_pkg_dirs sc
+carried_ab sc
 stamp "decode gtests"
 timeout 200 .ab/decode_tests --gtest_filter="${GTEST_FILTER:-DecodeGpu*}" >"$log/gtests.log" 2>&1
 stamp "rc=$?"

@@ -188,6 +188,13 @@ ext_pkg_dirs() {
   cp ".ab/var-$1.so" /tmp/newpkg/_C.cpython-312-x86_64-linux-gnu.so
   cp ".ab/var-$1.so" "$(ls python/flashkit/_C*.so)"
 }
+# The GPU's name into $log/gpu.txt, the carried .ab/lib.txz unpacked over the tree, and the package
+# folders of an A/B whose new extension is .ab/var-$1.so (ext_pkg_dirs).
+carried_ab() {
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
+  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" .ab/lib.txz
+  ext_pkg_dirs "$1"
+}
 # Python extensions in turn, ROUNDS times (use_ext's names): runs "$1" with the round and the
 # name (its output to $log/r<round>-<name>.log), restores the base.
 ab_rounds() {

@@ -43,9 +43,7 @@ def main():
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     dev = torch.device("cuda")
-    new = dbench.load_extension()
-    base_dir = os.environ.get("FLASHKIT_BASE_EXT_DIR")
-    base = dbench.load_extension(base_dir) if base_dir else None
+    new, base = dbench.load_ab_pair()
     extra = {}
     for item in filter(None, os.environ.get("FLASHKIT_AB_EXTS", "").split(",")):
         name, path = item.split("=", 1)
