@@ -40,8 +40,12 @@ def main():
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--caps", default="50,30,70", help="softcaps of the new build (the first also on base)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--path", default=None, help="FLASHKIT_ATTENTION_PATH for every call (sm80: the "
+                    "sm80-class kernels on a Hopper GPU)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    if args.path:
+        os.environ["FLASHKIT_ATTENTION_PATH"] = args.path
     dev = torch.device("cuda")
     new, base = dbench.load_ab_pair()
     extra = {}
@@ -114,9 +118,10 @@ def main():
     clocks.close()
     if args.out:
         gpu = torch.cuda.get_device_name().replace(" ", "-").lower()
-        path = os.path.join(args.out, f"{time.strftime('%Y-%m-%d')}-{gpu}-softcap-ab.json")
+        tag = f"-{args.path}" if args.path else ""
+        path = os.path.join(args.out, f"{time.strftime('%Y-%m-%d')}-{gpu}-softcap-ab{tag}.json")
         with open(path, "w") as f:
-            json.dump({"gpu": torch.cuda.get_device_name(), "rows": rows,
+            json.dump({"gpu": torch.cuda.get_device_name(), "rows": rows, "path": args.path or "auto",
                        "protocol": "sustained, interleaved (bench/sustained.py)"}, f, indent=1)
         print("wrote", path)
 
