@@ -442,10 +442,10 @@ TEST(AttentionGpuSm90, VariantsBothPaths) {
           (v.softcap > 0.f) + (v.alibi_dims > 0) + (v.dropout_p > 0.f) + (v.block_q > 0);
       if (mods <= 1 || !minimal) cases.push_back({variant_spec(DType::bf16, d, v), true});
     }
-  // hdim 256: the Hopper forward takes window and ALiBi (64-key tiles); their backward runs on
-  // sm80, which a minimal build does not have at hdim 256.
+  // hdim 256: the Hopper forward takes window, ALiBi and (bf16, its bounded softmax) softcap alone
+  // (64-key tiles); their backward runs on sm80, which a minimal build does not have at hdim 256.
   for (const VariantCase& v : kVariants)
-    if (v.softcap == 0.f && v.dropout_p == 0.f && v.block_q == 0)
+    if ((v.softcap == 0.f || v.alibi_dims == 0) && v.dropout_p == 0.f && v.block_q == 0)
       cases.push_back({variant_spec(DType::bf16, 256, v), !minimal});
   // ALiBi's one-FFMA form (GeneralScores::fwd_scores_rows, hdim <= 128): more queries than keys
   // (whole tiles above the diagonal, others below, the rest straddling it), a zero left window
@@ -474,6 +474,18 @@ TEST(AttentionGpuSm90, VariantsBothPaths) {
 TEST(AttentionGpuSm90, SoftcapSaturatedScores) {
   if (!hopper_device()) GTEST_SKIP() << "no sm_90 device: the Hopper forward cannot run";
   uint64_t seed = 4600;
+  auto saturate = [](AttentionCase& c) {
+    const AttentionSpec& s = c.spec;
+    const int d = s.hdim;
+    const float spread = 1.5f * s.softcap;  // sd of an ordinary scaled score
+    const float g = std::sqrt(2.5f * s.softcap * std::sqrt(float(d)));  // shared component
+    for (int64_t i = 0; i < c.q.numel(); i += d) {
+      const bool low = (i / d / s.heads) % 3 == 0;  // token index % 3 (dense [b, s, h, d])
+      for (int j = 0; j < d; ++j)
+        c.q.set(i + j, low ? (j == 0 ? -g : c.q.get(i + j)) : spread * c.q.get(i + j));
+    }
+    for (int64_t i = 0; i < c.k.numel(); i += d) c.k.set(i, g);
+  };
   for (const char* path : {"sm90", "sm80"}) {
     ScopedPath scoped(path);
     for (DType dt : {DType::bf16, DType::f16})
@@ -485,18 +497,21 @@ TEST(AttentionGpuSm90, SoftcapSaturatedScores) {
             SCOPED_TRACE(std::string(path) + " " + s.str() + " softcap " + std::to_string(cap));
             if (!compiled(s.dtype, s.hdim)) continue;  // f16 in minimal builds
             AttentionCase c(s, ++seed);
-            const float spread = 1.5f * cap;  // sd of an ordinary scaled score
-            const float g = std::sqrt(2.5f * cap * std::sqrt(float(d)));  // shared component
-            for (int64_t i = 0; i < c.q.numel(); i += d) {
-              const bool low = (i / d / s.heads) % 3 == 0;  // token index % 3 (dense [b, s, h, d])
-              for (int j = 0; j < d; ++j)
-                c.q.set(i + j, low ? (j == 0 ? -g : c.q.get(i + j)) : spread * c.q.get(i + j));
-            }
-            for (int64_t i = 0; i < c.k.numel(); i += d) c.k.set(i, g);
-            GpuRun r = run_gpu(c, false, false, /*backward=*/false);
-            expect_forward_close(c, r);
+            saturate(c);
+            expect_forward_close(c, run_gpu(c, false, false, /*backward=*/false));
           }
   }
+  // hdim 256's Hopper softcap forward (bf16, the bounded softmax alone) at softcaps it covers.
+  ScopedPath sm90("sm90");
+  for (float cap : {20.f, 50.f})
+    for (bool causal : {false, true}) {
+      AttentionSpec s = variant_spec(DType::bf16, 256,
+                                     {"softcap", causal, causal ? 90 : -1, -1, cap, 0}, 259, 400);
+      SCOPED_TRACE(std::string("sm90 ") + s.str() + " softcap " + std::to_string(cap));
+      AttentionCase c(s, ++seed);
+      saturate(c);
+      expect_forward_close(c, run_gpu(c, false, false, /*backward=*/false));
+    }
 }
 
 TEST(AttentionGpuSm90, Fp16BothPaths) {
@@ -645,7 +660,7 @@ TEST(AttentionGpuSm90, ForcedPathErrors) {
   };
   expect_error(32, "fastest", {});
   AttentionOptions softcap;
-  softcap.softcap = 30.f;
+  softcap.softcap = 70.f;  // hdim 256's Hopper softcap is the bounded softmax: softcap <= 55.4
   expect_error(256, "sm90", softcap);
   expect_error(192, "sm90", softcap);
 }

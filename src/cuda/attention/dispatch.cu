@@ -3,6 +3,7 @@
 // switch to the kernel compiled for (dtype, hdim bucket, score policy: plain, plain causal, or
 // GeneralScores with the modifiers asked for: one alone, or the all-in-one policy for several),
 // and the choice between the Hopper kernels (sm90/) and the sm80-class ones.
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -10,6 +11,7 @@
 
 #include "api/validate.h"
 #include "common/philox.h"
+#include "common/softmax_state.h"
 #include "cuda/attention/kernels.h"
 #include "cuda/attention/launch.h"
 #include "cuda/attention/tile_config.h"
@@ -200,25 +202,28 @@ constexpr bool kSm80Built = true;
 
 // What the Hopper forward is compiled for (scripts/gen_instantiations.py): hdim 64 and 128 with
 // every policy, but minimal builds leave out the all-modifier one (combinations of modifiers);
-// hdim 256 with plain scores (causal or not), window and ALiBi.
+// hdim 256 with plain scores (causal or not), window, ALiBi, and softcap alone for bf16 (its
+// bounded softmax only: sm90_unsupported sends it softcaps <= 55.4).
 template <class P>
 constexpr bool kPlain = false;
 template <bool kCausal>
 constexpr bool kPlain<attn::PlainScores<kCausal>> = true;
-template <class P>
+template <class E, class P>
 constexpr bool kSm90Fwd256 = kPlain<P> || std::is_same_v<P, attn::GeneralScores<0>> ||
-                             std::is_same_v<P, attn::GeneralScores<attn::mods::kAlibi>>;
-template <int D, class P>
+                             std::is_same_v<P, attn::GeneralScores<attn::mods::kAlibi>> ||
+                             (std::is_same_v<P, attn::GeneralScores<attn::mods::kSoftcap>> &&
+                              std::is_same_v<E, cutlass::bfloat16_t>);
+template <class E, int D, class P>
 #ifdef FLASHKIT_KERNELS_MINIMAL
-constexpr bool kSm90Fwd = D == 256 ? kSm90Fwd256<P>
-                                    : (D == 64 || D == 128) &&
-                                          !std::is_same_v<P, attn::GeneralScores<attn::mods::kAll>>;
+constexpr bool kSm90Fwd = D == 256 ? kSm90Fwd256<E, P>
+                                   : (D == 64 || D == 128) &&
+                                         !std::is_same_v<P, attn::GeneralScores<attn::mods::kAll>>;
 #else
-constexpr bool kSm90Fwd = D == 256 ? kSm90Fwd256<P> : D == 64 || D == 128;
+constexpr bool kSm90Fwd = D == 256 ? kSm90Fwd256<E, P> : D == 64 || D == 128;
 #endif
 // The Hopper backward: hdim 64 and 128 with the forward's policies, hdim 256 with plain scores.
-template <int D, class P>
-constexpr bool kSm90Bwd = D == 256 ? kPlain<P> : kSm90Fwd<D, P>;
+template <class E, int D, class P>
+constexpr bool kSm90Bwd = D == 256 ? kPlain<P> : kSm90Fwd<E, D, P>;
 
 // The Hopper kernels come in three head-dim buckets: 64, 128 and 256. Head dims of the sm80
 // path's 32, 96 and 192 buckets run in the next one up, their tail zero-filled by TMA (the extra
@@ -253,8 +258,13 @@ const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o,
   const bool variant = m != 0 || o.window_left >= 0 || o.window_right >= 0;
   if (b == 256 && variant && backward)
     return "head dims above 128 have an sm90 backward for plain scores (causal or not) only";
-  if (b == 256 && (m & ~attn::mods::kAlibi) != 0)  // kSm90Fwd256's policies
-    return "head dims above 128 have an sm90 forward for plain scores, window and ALiBi only";
+  // kSm90Fwd256's policies; softcap's kernel there is the bounded softmax alone (bf16, and a
+  // softcap the bound covers: sm90/fwd_mainloop.h kBoundedOnly).
+  const bool bounded_softcap = m == attn::mods::kSoftcap && s.dtype == DType::bf16 &&
+                               bounded_max_floor_log2(o.softcap * float(M_LOG2E)) != INFINITY;
+  if (b == 256 && (m & ~attn::mods::kAlibi) != 0 && !bounded_softcap)
+    return "head dims above 128 have an sm90 forward for plain scores, window, ALiBi and bf16 "
+           "softcap <= 55.4 only";
 #ifdef FLASHKIT_KERNELS_MINIMAL
   if (m & (m - 1)) return "combinations of score modifiers have no sm90 kernel in a minimal build";
 #endif
@@ -359,12 +369,15 @@ void attention_forward(const AttentionShape& s, const TensorView& q, const Tenso
   (void)sm90;
   no_attention_kernels();
 #else
-  dispatch(s, opts, sm90 ? sm90_bucket(s.hdim) : attn::hdim_bucket(s.hdim), [&]<class E, int D, class P>() {
-    if constexpr (kSm90Fwd<D, P>)
-      if (sm90) return attn::run_fwd_sm90<E, D, P>(a, stream);
-    if constexpr (kSm80Built<D>) attn::run_fwd_sm80<E, D, P>(a, stream);
-    else not_compiled(s.hdim);
-  });
+  dispatch(s, opts, sm90 ? sm90_bucket(s.hdim) : attn::hdim_bucket(s.hdim),
+           [&]<class E, int D, class P>() {
+             if constexpr (kSm90Fwd<E, D, P>)
+               if (sm90) return attn::run_fwd_sm90<E, D, P>(a, stream);
+             if constexpr (kSm80Built<D>)
+               attn::run_fwd_sm80<E, D, P>(a, stream);
+             else
+               not_compiled(s.hdim);
+           });
 #endif
   if (opts.dropout_mask_out.defined()) {
     const TensorView& m = opts.dropout_mask_out;  // dense [b, h, sq, sk] (validated)
@@ -403,12 +416,15 @@ void attention_backward(const AttentionShape& s, const TensorView& q, const Tens
   no_attention_kernels();
 #else
   auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
-  dispatch(s, opts, sm90 ? sm90_bucket(s.hdim) : attn::hdim_bucket(s.hdim), [&]<class E, int D, class P>() {
-    if constexpr (kSm90Bwd<D, P>)
-      if (sm90) return attn::run_bwd_sm90<E, D, P>(a, stream);
-    if constexpr (kSm80Built<D>) attn::run_bwd_sm80<E, D, P>(a, stream);
-    else not_compiled(s.hdim);
-  });
+  dispatch(s, opts, sm90 ? sm90_bucket(s.hdim) : attn::hdim_bucket(s.hdim),
+           [&]<class E, int D, class P>() {
+             if constexpr (kSm90Bwd<E, D, P>)
+               if (sm90) return attn::run_bwd_sm90<E, D, P>(a, stream);
+             if constexpr (kSm80Built<D>)
+               attn::run_bwd_sm80<E, D, P>(a, stream);
+             else
+               not_compiled(s.hdim);
+           });
 #endif
 }
 

@@ -212,6 +212,9 @@ struct FwdMainloop {
   // fp16 keeps the running max.
   static constexpr bool kBoundedMax =
       Policy::kBoundedLogits && std::is_same_v<Element, cutlass::bfloat16_t>;
+  // hdim 256 compiles the bounded softmax alone (the running max's registers would spill there);
+  // the dispatch sends it only problems whose softcap the bound covers (bf16, softcap <= 55.4).
+  static constexpr bool kBoundedOnly = kBoundedMax && kHeadDim > 128;
   // ALiBi's row part folded into the softmax (GeneralScores::fwd_scores_rows) up to hdim 128; at
   // hdim 256 its second copy of the score pass raised the spills from 12 to 84 bytes.
   static constexpr bool kRowOffsets = Policy::kRowOffsets && kHeadDim <= 128;
@@ -476,7 +479,7 @@ struct FwdMainloop {
     // block's max kept for the tile where the bound allows (m_floor +inf: the running max).
     if constexpr (Policy::kBoundedLogits) scale_log2 *= pol.fwd_unit_scale();
     const float m_floor = kBoundedMax ? pol.fwd_max_floor_log2() : INFINITY;
-    const bool bounded = kBoundedMax && m_floor != INFINITY;
+    const bool bounded = kBoundedOnly || (kBoundedMax && m_floor != INFINITY);
     auto softmax_of = [&](auto& acc_s, int pos, float(&alpha)[Softmax::kRows], bool first) {
       Tensor s = rowcol_view(acc_s);
       if (bounded) {
