@@ -232,7 +232,7 @@ int sm90_bucket(int hdim) { return hdim <= 64 ? 64 : hdim <= 128 ? 128 : 256; }
 
 // Why the Hopper kernels cannot run this pass of this problem, or null when they can: sm_90a code
 // in the build, an sm_90 device, hdim <= 128, or <= 256 with plain scores (the forward: also
-// window and ALiBi). Both passes take every compiled score policy (minimal builds: not
+// window, ALiBi and bf16 softcap <= 55.4). Both passes take every compiled score policy (minimal builds: not
 // combinations of modifiers), dense or varlen batches.
 // Why no sm90 kernel can run on this device with this build (null when one can).
 const char* no_sm90(int device_id) {

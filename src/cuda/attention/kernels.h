@@ -26,7 +26,7 @@ template <class Element, int kHeadDim, class Policy>
 void run_fwd_sm80(const AttnArguments& a, cudaStream_t stream);
 
 // Hopper forward (sm90/): hdim 64 and 128 with every score policy, hdim 256 with the plain ones
-// (PlainScores), window and ALiBi; dense or varlen batches.
+// (PlainScores), window, ALiBi and bf16 softcap; dense or varlen batches.
 template <class Element, int kHeadDim, class Policy>
 void run_fwd_sm90(const AttnArguments& a, cudaStream_t stream);
 
