@@ -84,6 +84,11 @@ FK_HD float online_update_log2(SoftmaxStat& s, float block_max, float lazy = 0.f
 // running max and O's rescale can go after the first block. b = softcap log2 e: softcap <= 55.4.
 // P must be fp32 or bf16 (fp32's exponent range); fp16's 65504 cannot hold 2^40.
 FK_HD float bounded_max_floor_log2(float b) { return b > 0.f && b <= 80.f ? b - 40.f : INFINITY; }
+// Softcap's bound: scale * score' = softcap * t, |t| <= 1, so b = softcap log2 e. The floor the
+// Hopper forward keeps, and (finite or not) the dispatch's test of whether it may run there.
+FK_HD float softcap_max_floor_log2(float softcap) {
+  return bounded_max_floor_log2(softcap * 1.4426950408889634f);
+}
 
 // Natural-log logsumexp of a stat kept in log2 units (-inf if it saw no key).
 FK_HD float stat_lse_log2(SoftmaxStat s) {

@@ -232,8 +232,8 @@ int sm90_bucket(int hdim) { return hdim <= 64 ? 64 : hdim <= 128 ? 128 : 256; }
 
 // Why the Hopper kernels cannot run this pass of this problem, or null when they can: sm_90a code
 // in the build, an sm_90 device, hdim <= 128, or <= 256 with plain scores (the forward: also
-// window, ALiBi and bf16 softcap <= 55.4). Both passes take every compiled score policy (minimal builds: not
-// combinations of modifiers), dense or varlen batches.
+// window, ALiBi and bf16 softcap <= 55.4). Both passes take every compiled score policy (minimal
+// builds: not combinations of modifiers), dense or varlen batches.
 // Why no sm90 kernel can run on this device with this build (null when one can).
 const char* no_sm90(int device_id) {
   constexpr std::string_view archs = FLASHKIT_CUDA_ARCHS;
@@ -261,7 +261,7 @@ const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o,
   // kSm90Fwd256's policies; softcap's kernel there is the bounded softmax alone (bf16, and a
   // softcap the bound covers: sm90/fwd_mainloop.h kBoundedOnly).
   const bool bounded_softcap = m == attn::mods::kSoftcap && s.dtype == DType::bf16 &&
-                               bounded_max_floor_log2(o.softcap * float(M_LOG2E)) != INFINITY;
+                               softcap_max_floor_log2(o.softcap) != INFINITY;
   if (b == 256 && (m & ~attn::mods::kAlibi) != 0 && !bounded_softcap)
     return "head dims above 128 have an sm90 forward for plain scores, window, ALiBi and bf16 "
            "softcap <= 55.4 only";

@@ -39,6 +39,19 @@ struct OnlineSoftmax {
     }
   }
 
+  // Row r's max over the thread's columns (the quad not yet reduced).
+  template <class S>
+  static __device__ __forceinline__ float thread_row_max(const S& s, int r) {
+    return row_reduce(s, r, -INFINITY, [](float a, float b) { return fmaxf(a, b); });
+  }
+  // Row r of s becomes P = exp2(scale_log2 s - m), and l takes its sum.
+  template <class S>
+  __device__ __forceinline__ void exp_row(S& s, int r, float scale_log2, float m) {
+    CUTE_UNROLL
+    for (int c = 0; c < cute::size<1>(s); ++c) s(r, c) = exp2f(s(r, c) * scale_log2 - m);
+    stat[r].l += row_reduce(s, r, 0.f, [](float a, float b) { return a + b; });
+  }
+
   // s: this tile's raw scores as (rows, cols), overwritten by P = exp2(scale_log2 s - m);
   // o: the un-scaled output accumulator as (rows, cols), rescaled by exp2(m_old - m_new).
   template <class S, class O>
@@ -62,16 +75,14 @@ struct OnlineSoftmax {
                                                const float* off) {
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      float tmax = row_reduce(s, r, -INFINITY, [](float a, float b) { return fmaxf(a, b); });
+      float tmax = thread_row_max(s, r);
       if constexpr (kOff) tmax += off[r];
       const float mx = sm80::quad_max(tmax) * scale_log2;
       alpha[r] = online_update_log2(stat[r], mx, float(kLazy));
       // A row that has seen only masked keys keeps m = -inf; exp2(-inf - 0) = 0 avoids NaN.
       float m_use = stat[r].m == -INFINITY ? 0.f : stat[r].m;
       if constexpr (kOff) m_use -= off[r] * scale_log2;
-      CUTE_UNROLL
-      for (int c = 0; c < cute::size<1>(s); ++c) s(r, c) = exp2f(s(r, c) * scale_log2 - m_use);
-      stat[r].l += row_reduce(s, r, 0.f, [](float a, float b) { return a + b; });
+      exp_row(s, r, scale_log2, m_use);
     }
   }
   // The softmax of bounded scores (a policy's fwd_max_floor_log2): the row max is taken on the
@@ -83,15 +94,8 @@ struct OnlineSoftmax {
   __device__ __forceinline__ void update_bounded(S& s, float scale_log2, float floor, bool first) {
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      if (first) {
-        const float tmax =
-            row_reduce(s, r, -INFINITY, [](float a, float b) { return fmaxf(a, b); });
-        stat[r].m = fmaxf(sm80::quad_max(tmax) * scale_log2, floor);
-      }
-      const float m = stat[r].m;
-      CUTE_UNROLL
-      for (int c = 0; c < cute::size<1>(s); ++c) s(r, c) = exp2f(s(r, c) * scale_log2 - m);
-      stat[r].l += row_reduce(s, r, 0.f, [](float a, float b) { return a + b; });
+      if (first) stat[r].m = fmaxf(sm80::quad_max(thread_row_max(s, r)) * scale_log2, floor);
+      exp_row(s, r, scale_log2, stat[r].m);
     }
   }
   template <class O>

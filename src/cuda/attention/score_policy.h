@@ -453,7 +453,7 @@ struct GeneralScores {
   // max in log2 units, or +inf where the bound gives none (softcap off, or > 55.4: the running
   // max then). ALiBi's bias is unbounded below, so softcap + ALiBi keeps the running max.
   __device__ __forceinline__ float fwd_max_floor_log2() const {
-    if constexpr (kBoundedLogits) return bounded_max_floor_log2(p->softcap * float(M_LOG2E));
+    if constexpr (kBoundedLogits) return softcap_max_floor_log2(p->softcap);
     return INFINITY;
   }
   __device__ __forceinline__ float fwd_unit_scale() const {
