@@ -221,9 +221,15 @@ constexpr bool kSm90Fwd = D == 256 ? kSm90Fwd256<E, P>
 #else
 constexpr bool kSm90Fwd = D == 256 ? kSm90Fwd256<E, P> : D == 64 || D == 128;
 #endif
-// The Hopper backward: hdim 64 and 128 with the forward's policies, hdim 256 with plain scores.
+// The Hopper backward: hdim 64 and 128 with the forward's policies, hdim 256 with plain scores
+// and bf16 softcap alone (its column kernel hands warpgroup 1 P^T (1 - t^2), the dQ pass P (1 -
+// t^2)).
 template <class E, int D, class P>
-constexpr bool kSm90Bwd = D == 256 ? kPlain<P> : kSm90Fwd<E, D, P>;
+constexpr bool kSm90Bwd = D == 256
+                              ? kPlain<P> ||
+                                    (std::is_same_v<P, attn::GeneralScores<attn::mods::kSoftcap>> &&
+                                     std::is_same_v<E, cutlass::bfloat16_t>)
+                              : kSm90Fwd<E, D, P>;
 
 // The Hopper kernels come in three head-dim buckets: 64, 128 and 256. Head dims of the sm80
 // path's 32, 96 and 192 buckets run in the next one up, their tail zero-filled by TMA (the extra
@@ -256,8 +262,9 @@ const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o,
   const int b = sm90_bucket(s.hdim);
   const unsigned m = score_mods(o);
   const bool variant = m != 0 || o.window_left >= 0 || o.window_right >= 0;
-  if (b == 256 && variant && backward)
-    return "head dims above 128 have an sm90 backward for plain scores (causal or not) only";
+  if (b == 256 && variant && backward && !(m == attn::mods::kSoftcap && s.dtype == DType::bf16))
+    return "head dims above 128 have an sm90 backward for plain scores (causal or not) and bf16 "
+           "softcap only";
   // kSm90Fwd256's policies; softcap's kernel there is the bounded softmax alone (bf16, and a
   // softcap the bound covers: sm90/fwd_mainloop.h kBoundedOnly).
   const bool bounded_softcap = m == attn::mods::kSoftcap && s.dtype == DType::bf16 &&

@@ -33,7 +33,10 @@ namespace flashkit::cuda::attn::sm90 {
 
 template <class Element, int kHeadDim, int kStages, class Policy, bool kVarlen>
 struct BwdDqKernel {
-  static_assert(Policy::kPlain, "the pass hands P, not the policy's per-element state, to dS");
+  // Warpgroup 0 hands warpgroup 1 one float a score: P, or for softcap alone P (1 - t^2), the
+  // part of dS = P (dP - D) (1 - t^2) that does not depend on dP.
+  static_assert(Policy::kPlain || Policy::kBoundedLogits,
+                "the pass hands one float a score, not the policy's per-element state, to dS");
   static_assert(kStages >= 2, "the ring's first stage carries Q and dO");
   static constexpr int kBlockM = 64, kBlockN = 64;  // queries of the CTA, keys of a step
   static constexpr int kConsumerThreads = 256, kThreads = 128 + kConsumerThreads;
@@ -289,8 +292,12 @@ struct BwdDqKernel {
     auto hand_over_p = [&](auto& acc_s, int n) {
       warpgroup_fence_operand(acc_s);
       Tensor s = rowcol_view(acc_s);
-      pol.template bwd_p<false>(s, tScS, m * kBlockM, n * kBlockN,
-                                pol.template bwd_needs_mask<kBlockM, kBlockN>(m, n), p.scale_log2, lse);
+      const bool mask = pol.template bwd_needs_mask<kBlockM, kBlockN>(m, n);
+      if constexpr (Policy::kPlain)
+        pol.template bwd_p<false>(s, tScS, m * kBlockM, n * kBlockN, mask, p.scale_log2, lse);
+      else
+        pol.bwd_p_with(s, tScS, m * kBlockM, n * kBlockN, mask, p.scale_log2, lse,
+                       [&](int r, int c, float t) { s(r, c) *= 1.f - t * t; });
       CUTE_UNROLL
       for (int j = 0; j < kAccS / 4; ++j)
         p_out[j * 128] = make_float4(acc_s(4 * j), acc_s(4 * j + 1), acc_s(4 * j + 2), acc_s(4 * j + 3));
@@ -371,7 +378,7 @@ struct BwdDqKernel {
         acc_p(4 * j) = v.x, acc_p(4 * j + 1) = v.y, acc_p(4 * j + 2) = v.z, acc_p(4 * j + 3) = v.w;
       }
       Tensor dp = rowcol_view(acc_dp);
-      Policy::bwd_ds(rowcol_view(acc_p), dp, d_row);
+      PlainScores<false>::bwd_ds(rowcol_view(acc_p), dp, d_row);  // dS = P' (dP - D)
       Element* ds = smem.ds + buf * cosize_v<LayoutdS>;
       copy(sm80::convert<Element>(acc_dp),
            thr.partition_C(make_tensor(make_smem_ptr(ds), LayoutdS{})(_, _, 0)));

@@ -486,7 +486,9 @@ struct BwdMainloop {
   __device__ static void mma_dv_owner(const Params& p, SharedStorage& smem, const WorkTile& w,
                                       const Steps& steps, Acc& acc, typename Ring::State& st,
                                       int t) {
-    static_assert(Policy::kPlain, "P^T is handed over, not the policy's per-score state");
+    // Softcap alone hands over P^T (1 - t^2) instead: dS^T's factor that does not depend on dP^T.
+    static_assert(Policy::kPlain || Policy::kBoundedLogits,
+                  "P^T is handed over, not the policy's per-score state");
     TiledMmaSdP mma;
     TiledMmadKV mma_kv;
     auto thr = mma.get_thread_slice(t);
@@ -506,16 +508,30 @@ struct BwdMainloop {
           const int m = steps.block(g, i);
           const QueryStat<Coord> lse{smem.lse_log2[stage], tScS};
           Tensor s = colrow_view(acc_s);
-          pol.template bwd_p<true>(s, tScS, m * kBlockM, w.block * kBlockN,
-                                   pol.template bwd_needs_mask<kBlockM, kBlockN>(m, w.block),
-                                   p.scale_log2, lse);
-          Tensor rP = sm80::convert<Element>(acc_s);
-          const uint4* src = reinterpret_cast<const uint4*>(raw_pointer_cast(rP.data()));
-          uint4* dst = pt_slot(smem, j & 1, t);
-          CUTE_UNROLL
-          for (int k = 0; k < int(size(rP)) / 8; ++k) dst[k * 128] = src[k];
-          Ring::Barrier::arrive(&smem.pt_full[j & 1]);
-          return rP;
+          const bool mask = pol.template bwd_needs_mask<kBlockM, kBlockN>(m, w.block);
+          // The 16-bit tile for warpgroup 1 into buffer j % 2, announced.
+          auto hand_over = [&](const auto& frag) {
+            const uint4* src = reinterpret_cast<const uint4*>(raw_pointer_cast(frag.data()));
+            uint4* dst = pt_slot(smem, j & 1, t);
+            CUTE_UNROLL
+            for (int k = 0; k < int(size(frag)) / 8; ++k) dst[k * 128] = src[k];
+            Ring::Barrier::arrive(&smem.pt_full[j & 1]);
+          };
+          if constexpr (Policy::kPlain) {
+            pol.template bwd_p<true>(s, tScS, m * kBlockM, w.block * kBlockN, mask, p.scale_log2,
+                                     lse);
+            Tensor rP = sm80::convert<Element>(acc_s);
+            hand_over(rP);
+            return rP;
+          } else {  // softcap: P^T (1 - t^2) handed over (stored before P^T's conversion)
+            Tensor rPd = make_fragment_like<Element>(acc_s);
+            Tensor pd = colrow_view(rPd);
+            pol.bwd_p_with(
+                s, tScS, m * kBlockM, w.block * kBlockN, mask, p.scale_log2, lse,
+                [&](int r, int c, float t) { pd(r, c) = Element(s(r, c) * (1.f - t * t)); });
+            hand_over(rPd);
+            return sm80::convert<Element>(acc_s);
+          }
         },
         [&](auto& rP, int stage) { a_reg_gemm(mma_kv, rP, tdVrdOt(_, _, _, stage), acc); });
   }
