@@ -26,7 +26,7 @@ PASSES = {"fwd": "cuda/attention/sm80/fwd_launch.h", "bwd": "cuda/attention/sm80
           "fwd_sm90": "cuda/attention/sm90/fwd_launch.h", "bwd_sm90": "cuda/attention/sm90/bwd_launch.h"}
 SM90_HDIMS = {"fwd_sm90": [64, 128, 256], "bwd_sm90": [64, 128, 256]}
 PLAIN = {"", "_causal"}
-SM90_256 = {"fwd_sm90": PLAIN | {"_window", "_alibi", "_softcap"}, "bwd_sm90": PLAIN | {"_softcap"}}  # dispatch.cu's kSm90*
+SM90_256 = {p: PLAIN | {"_window", "_alibi", "_softcap"} for p in ("fwd_sm90", "bwd_sm90")}  # dispatch.cu's kSm90*
 SM90_256_BF16 = {"_softcap"}  # its bounded softmax needs bf16 P (sm90/fwd_mainloop.h kBoundedOnly)
 SM90_FULL_ONLY = {"_allmods"}  # keep in step with dispatch.cu's kSm90Fwd / kSm90Bwd
 SM90_MINIMAL = {("bf16", 256)}  # SM90_256's policies: minimal builds have no sm80 hdim 256

@@ -442,12 +442,12 @@ TEST(AttentionGpuSm90, VariantsBothPaths) {
           (v.softcap > 0.f) + (v.alibi_dims > 0) + (v.dropout_p > 0.f) + (v.block_q > 0);
       if (mods <= 1 || !minimal) cases.push_back({variant_spec(DType::bf16, d, v), true});
     }
-  // hdim 256: the Hopper forward takes window, ALiBi and (bf16, its bounded softmax) softcap alone
-  // (64-key tiles); the Hopper backward softcap alone, the others' backward runs on sm80, which a
-  // minimal build does not have at hdim 256.
+  // hdim 256: both Hopper passes take window, ALiBi and (bf16; the forward's bounded softmax)
+  // softcap alone (64-key tiles). The windows leave key blocks no query sees (dK = dV = 0) and
+  // query blocks that see one key block.
   for (const VariantCase& v : kVariants)
     if ((v.softcap == 0.f || v.alibi_dims == 0) && v.dropout_p == 0.f && v.block_q == 0)
-      cases.push_back({variant_spec(DType::bf16, 256, v), !minimal || v.softcap > 0.f});
+      cases.push_back({variant_spec(DType::bf16, 256, v), true});
   // ALiBi's one-FFMA form (GeneralScores::fwd_scores_rows, hdim <= 128): more queries than keys
   // (whole tiles above the diagonal, others below, the rest straddling it), a zero left window
   // (every tile takes the above-diagonal form) and a long causal sequence (distances in the
@@ -620,6 +620,15 @@ TEST(AttentionGpuSm90, VarlenVariantsBothPaths) {
     s.dropout_p = 0.f, s.block_q = s.block_k = 128;
     cases.push_back({s, true});
   }
+  // hdim 256's Hopper kernels (64-key blocks, dQ from the row-parallel pass): window, window +
+  // causal + softcap, ALiBi.
+  AttentionSpec s = varlen_spec(256, {1, 130, 257, 0, 300, 20}, {65, 17, 300, 90, 129, 0}, false);
+  s.window_left = 40, s.window_right = 7;
+  cases.push_back({s, true});
+  s.causal = true, s.window_right = -1, s.softcap = 2.f;
+  cases.push_back({s, true});
+  s.softcap = 0.f, s.alibi_dims = 2, s.window_left = -1;
+  cases.push_back({s, true});
   check_both_paths(cases, 5000);
 }
 
@@ -641,6 +650,13 @@ TEST(AttentionGpuSm90, VariantsDeterministicBothPaths) {
         SCOPED_TRACE(v.name);
         check_deterministic(variant_spec(DType::bf16, d, v, 300, 420), ++seed, 2);
       }
+  }
+  // hdim 256 (the Hopper kernels; a minimal build has no sm80 kernel there): the window with
+  // softcap and causal ALiBi.
+  ScopedPath scoped("sm90");
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(cases[i].name);
+    check_deterministic(variant_spec(DType::bf16, 256, cases[i], 300, 420), 4950 + i, 2);
   }
 }
 

@@ -221,15 +221,11 @@ constexpr bool kSm90Fwd = D == 256 ? kSm90Fwd256<E, P>
 #else
 constexpr bool kSm90Fwd = D == 256 ? kSm90Fwd256<E, P> : D == 64 || D == 128;
 #endif
-// The Hopper backward: hdim 64 and 128 with the forward's policies, hdim 256 with plain scores
-// and bf16 softcap alone (its column kernel hands warpgroup 1 P^T (1 - t^2), the dQ pass P (1 -
-// t^2)).
+// The Hopper backward: the forward's policies (hdim 256: plain scores, window, ALiBi, bf16 softcap
+// alone; the column kernel hands warpgroup 1 P^T, for softcap P^T (1 - t^2), and the dQ pass P or
+// P (1 - t^2)).
 template <class E, int D, class P>
-constexpr bool kSm90Bwd = D == 256
-                              ? kPlain<P> ||
-                                    (std::is_same_v<P, attn::GeneralScores<attn::mods::kSoftcap>> &&
-                                     std::is_same_v<E, cutlass::bfloat16_t>)
-                              : kSm90Fwd<E, D, P>;
+constexpr bool kSm90Bwd = kSm90Fwd<E, D, P>;
 
 // The Hopper kernels come in three head-dim buckets: 64, 128 and 256. Head dims of the sm80
 // path's 32, 96 and 192 buckets run in the next one up, their tail zero-filled by TMA (the extra
@@ -237,8 +233,8 @@ constexpr bool kSm90Bwd = D == 256
 int sm90_bucket(int hdim) { return hdim <= 64 ? 64 : hdim <= 128 ? 128 : 256; }
 
 // Why the Hopper kernels cannot run this pass of this problem, or null when they can: sm_90a code
-// in the build, an sm_90 device, hdim <= 128, or <= 256 with plain scores (the forward: also
-// window, ALiBi and bf16 softcap <= 55.4). Both passes take every compiled score policy (minimal
+// in the build, an sm_90 device, hdim <= 128, or <= 256 with plain scores, window, ALiBi or bf16
+// softcap (the forward: softcap <= 55.4). Both passes take every compiled score policy (minimal
 // builds: not combinations of modifiers), dense or varlen batches.
 // Why no sm90 kernel can run on this device with this build (null when one can).
 const char* no_sm90(int device_id) {
@@ -261,17 +257,18 @@ const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o,
   if (const char* why = no_sm90(s.device_id)) return why;
   const int b = sm90_bucket(s.hdim);
   const unsigned m = score_mods(o);
-  const bool variant = m != 0 || o.window_left >= 0 || o.window_right >= 0;
-  if (b == 256 && variant && backward && !(m == attn::mods::kSoftcap && s.dtype == DType::bf16))
-    return "head dims above 128 have an sm90 backward for plain scores (causal or not) and bf16 "
-           "softcap only";
-  // kSm90Fwd256's policies; softcap's kernel there is the bounded softmax alone (bf16, and a
-  // softcap the bound covers: sm90/fwd_mainloop.h kBoundedOnly).
-  const bool bounded_softcap = m == attn::mods::kSoftcap && s.dtype == DType::bf16 &&
-                               softcap_max_floor_log2(o.softcap) != INFINITY;
-  if (b == 256 && (m & ~attn::mods::kAlibi) != 0 && !bounded_softcap)
-    return "head dims above 128 have an sm90 forward for plain scores, window, ALiBi and bf16 "
-           "softcap <= 55.4 only";
+  // kSm90Fwd256's policies: plain scores, window and ALiBi, and softcap alone for bf16. Its
+  // forward there is the bounded softmax alone (a softcap the bound covers: sm90/fwd_mainloop.h
+  // kBoundedOnly); the backward recomputes P from the LSE and takes any softcap.
+  if (b == 256 && (m & ~attn::mods::kAlibi) != 0) {
+    const bool softcap_bf16 = m == attn::mods::kSoftcap && s.dtype == DType::bf16;
+    if (backward && !softcap_bf16)
+      return "head dims above 128 have an sm90 backward for plain scores, window, ALiBi and bf16 "
+             "softcap only";
+    if (!backward && !(softcap_bf16 && softcap_max_floor_log2(o.softcap) != INFINITY))
+      return "head dims above 128 have an sm90 forward for plain scores, window, ALiBi and bf16 "
+             "softcap <= 55.4 only";
+  }
 #ifdef FLASHKIT_KERNELS_MINIMAL
   if (m & (m - 1)) return "combinations of score modifiers have no sm90 kernel in a minimal build";
 #endif

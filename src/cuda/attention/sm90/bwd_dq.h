@@ -33,9 +33,9 @@ namespace flashkit::cuda::attn::sm90 {
 
 template <class Element, int kHeadDim, int kStages, class Policy, bool kVarlen>
 struct BwdDqKernel {
-  // Warpgroup 0 hands warpgroup 1 one float a score: P, or for softcap alone P (1 - t^2), the
-  // part of dS = P (dP - D) (1 - t^2) that does not depend on dP.
-  static_assert(Policy::kPlain || Policy::kBoundedLogits,
+  // Warpgroup 0 hands warpgroup 1 one float a score: P (masks, window, ALiBi), or for softcap
+  // alone P (1 - t^2), the part of dS = P (dP - D) (1 - t^2) that does not depend on dP.
+  static_assert(Policy::kSlimScores,
                 "the pass hands one float a score, not the policy's per-element state, to dS");
   static_assert(kStages >= 2, "the ring's first stage carries Q and dO");
   static constexpr int kBlockM = 64, kBlockN = 64;  // queries of the CTA, keys of a step
@@ -293,7 +293,7 @@ struct BwdDqKernel {
       warpgroup_fence_operand(acc_s);
       Tensor s = rowcol_view(acc_s);
       const bool mask = pol.template bwd_needs_mask<kBlockM, kBlockN>(m, n);
-      if constexpr (Policy::kPlain)
+      if constexpr (!Policy::kBoundedLogits)
         pol.template bwd_p<false>(s, tScS, m * kBlockM, n * kBlockN, mask, p.scale_log2, lse);
       else
         pol.bwd_p_with(s, tScS, m * kBlockM, n * kBlockN, mask, p.scale_log2, lse,

@@ -486,9 +486,9 @@ struct BwdMainloop {
   __device__ static void mma_dv_owner(const Params& p, SharedStorage& smem, const WorkTile& w,
                                       const Steps& steps, Acc& acc, typename Ring::State& st,
                                       int t) {
-    // Softcap alone hands over P^T (1 - t^2) instead: dS^T's factor that does not depend on dP^T.
-    static_assert(Policy::kPlain || Policy::kBoundedLogits,
-                  "P^T is handed over, not the policy's per-score state");
+    // Masks, window or ALiBi hand over P^T; softcap alone P^T (1 - t^2) instead, dS^T's factor
+    // that does not depend on dP^T.
+    static_assert(Policy::kSlimScores, "P^T is handed over, not the policy's per-score state");
     TiledMmaSdP mma;
     TiledMmadKV mma_kv;
     auto thr = mma.get_thread_slice(t);
@@ -517,7 +517,7 @@ struct BwdMainloop {
             for (int k = 0; k < int(size(frag)) / 8; ++k) dst[k * 128] = src[k];
             Ring::Barrier::arrive(&smem.pt_full[j & 1]);
           };
-          if constexpr (Policy::kPlain) {
+          if constexpr (!Policy::kBoundedLogits) {
             pol.template bwd_p<true>(s, tScS, m * kBlockM, w.block * kBlockN, mask, p.scale_log2,
                                      lse);
             Tensor rP = sm80::convert<Element>(acc_s);
