@@ -861,10 +861,10 @@ TEST(AttentionGpuSmall, Sm90AndSm80Paths) {
 // The score variants on both paths, forward and backward, under the sanitizer: window edges,
 // softcap, ALiBi, dropout (the backward redraws its mask) and a random block mask (about 1/3 of
 // blocks dropped); hdim 64 runs 128-row query blocks in the sm90 backward, hdim 128 64-row ones;
-// hdim 256 window and ALiBi on the Hopper forward's 64-key tiles; hdim 64's window alone takes
+// hdim 256 window, ALiBi and softcap on the Hopper forward's 64-key tiles and the Hopper backward
+// (64-key column blocks, the dQ pass); hdim 64's window alone takes
 // plain's three warpgroups on 192-row tiles, and so does softcap alone.
 TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
-  const bool minimal = build_info().kernel_set == "minimal";
   const VariantCase window{"window", true, 30, -1, 0.f, 0};
   const VariantCase softcap{"softcap", false, -1, -1, 1.5f, 0};
   const VariantCase alibi{"alibi", false, -1, -1, 0.f, 2};
@@ -879,8 +879,9 @@ TEST(AttentionGpuSmall, Sm90AndSm80PathsVariants) {
                     {variant_spec(DType::bf16, 64, dropout, 70, 140), true},
                     {variant_spec(DType::bf16, 128, dropout, 40, 75), true},
                     {variant_spec(DType::bf16, 64, sparse, 150, 300), true},
-                    {variant_spec(DType::bf16, 256, window, 150, 100), !minimal},  // forward only
-                    {variant_spec(DType::bf16, 256, alibi, 70, 140), !minimal}},    // in minimal builds
+                    {variant_spec(DType::bf16, 256, window, 150, 100), true},   // hdim 256: the
+                    {variant_spec(DType::bf16, 256, alibi, 70, 140), true},     // Hopper kernels
+                    {variant_spec(DType::bf16, 256, softcap, 90, 200), true}},  // alone in minimal
                    4500);
 }
 
