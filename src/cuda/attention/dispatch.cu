@@ -232,10 +232,6 @@ constexpr bool kSm90Bwd = kSm90Fwd<E, D, P>;
 // FLOPs cost less than the sm80 kernel's lower speed: bench/NOTES-attention.md).
 int sm90_bucket(int hdim) { return hdim <= 64 ? 64 : hdim <= 128 ? 128 : 256; }
 
-// Why the Hopper kernels cannot run this pass of this problem, or null when they can: sm_90a code
-// in the build, an sm_90 device, hdim <= 128, or <= 256 with plain scores, window, ALiBi or bf16
-// softcap (the forward: softcap <= 55.4). Both passes take every compiled score policy (minimal
-// builds: not combinations of modifiers), dense or varlen batches.
 // Why no sm90 kernel can run on this device with this build (null when one can).
 const char* no_sm90(int device_id) {
   constexpr std::string_view archs = FLASHKIT_CUDA_ARCHS;
@@ -253,6 +249,10 @@ std::string_view path_env() {
   return env && *env ? env : "auto";
 }
 
+// Why the Hopper kernels cannot run this pass of this problem, or null when they can: sm_90a code
+// in the build, an sm_90 device, hdim <= 128, or <= 256 with plain scores, window, ALiBi or bf16
+// softcap (the forward: softcap <= 55.4). Both passes take every compiled score policy (minimal
+// builds: not combinations of modifiers), dense or varlen batches.
 const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o, bool backward) {
   if (const char* why = no_sm90(s.device_id)) return why;
   const int b = sm90_bucket(s.hdim);
