@@ -1,0 +1,40 @@
+#!/bin/bash
+# Session 39's calls: the Hopper backward at hdim 256 with window, ALiBi and softcap.
+# PHASE=tests: the attention gtests of the carried test binary (build-dev/flashkit_gpu_tests, a
+# minimal build of the change), memcheck and racecheck on AttentionGpuSmall.Sm90AndSm80PathsVariants
+# (hdim 256 window / ALiBi / softcap backward included), the torch attention tests.
+# PHASE=bench: bench/variants.py at hdim 256 (softcap, ALiBi, window; forward and backward,
+# sustained protocol), then bench/softcap_ab.py at hdim 128 / 64 with the build without the
+# bounded branch's dead alpha stores (.ab/var-na.so) beside the change's extension.
+# Everything carried comes in .ab/lib.txz (the test binary, python/flashkit/_C*.so, .ab/var-na.so).
+# usage: OUT=/some/dir PHASE=tests|bench [GTEST_FILTER=..] bench/gpu-s39.sh
+set -uo pipefail
+. "$(dirname "$0")/gpu_prelude.sh"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
+python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" .ab/lib.txz
+bin=build-dev/flashkit_gpu_tests
+if [ "${PHASE:-tests}" = tests ]; then
+  stamp "attention gtests"
+  timeout 280 $bin --gtest_filter="${GTEST_FILTER:-AttentionGpu.*:AttentionGpuSm90.*:AttentionGpu/AttentionGpuVariants.*:AttentionGpuVariantsShapes.*:AttentionGpuSmall.*}" \
+    >"$log/gtests.log" 2>&1
+  stamp "rc=$?"
+  grep -E "^\[  FAILED|^\[  PASSED|tests ran|Failure" "$log/gtests.log" | head -20
+  SAN_EACH=${SAN_EACH:-110} sanitize $bin "${SAN_FILTER:-AttentionGpuSmall.Sm90AndSm80PathsVariants}"
+  stamp "torch attention tests"
+  timeout 100 python3 -m pytest -q -x tests/python/test_torch_attention.py >"$log/pytest.log" 2>&1
+  stamp "rc=$?"
+  tail -3 "$log/pytest.log"
+else
+  stamp "variants, hdim 256, sustained"
+  timeout 300 python3 bench/variants.py --out "$out" --hdim 256 --heads 16 --protocol sustained \
+    --variants softcap,alibi,window >"$log/var256.log" 2>&1
+  stamp "rc=$?"
+  tail -9 "$log/var256.log"
+  mkdir -p /tmp/pkg_na && cp .ab/var-na.so /tmp/pkg_na/_C.cpython-312-x86_64-linux-gnu.so
+  stamp "bench/softcap_ab.py ($(left) s left)"
+  FLASHKIT_AB_EXTS="na=/tmp/pkg_na" FLASHKIT_BASE_EXT_DIR= timeout $(( $(left) - 15 )) \
+    python3 bench/softcap_ab.py --out "$out" --hdims 128,64 --caps 50 --rounds 3 >"$log/bench.log" 2>&1
+  stamp "rc=$?"
+  cat "$log/bench.log"
+fi
+(cd "$out" && tar czf logs.tgz t)
