@@ -484,8 +484,9 @@ struct FwdMainloop {
       Tensor s = rowcol_view(acc_s);
       if (bounded) {
         softmax.update_bounded(s, scale_log2, m_floor, first);
-        // Never read (O is not rescaled), but without these stores ptxas schedules the measured
-        // hdim 64 / 128 softcap kernels differently (session 38 review): kept until re-timed.
+        // Never read (O is not rescaled), but without them ptxas schedules the hdim 64 / 128
+        // softcap kernels differently, 1.5 points slower at hdim 128 (bench/NOTES-attention.md,
+        // session 39).
         CUTE_UNROLL
         for (int r = 0; r < Softmax::kRows; ++r) alpha[r] = 1.f;
       } else {
