@@ -778,4 +778,17 @@ struct GeneralScores {
   }
 };
 
+// f(mask) with plain scores; the general policies branch once per tile to f(true_type) or
+// f(false_type), a masked and an unmasked copy of their element loop (a run-time mask there cost
+// ~200 instructions a thread on every tile of the sm90 backward, and at block_m 128 the block-mask
+// kernel ~45% over plain: bench/NOTES-attention.md v4). The sm80 backward keeps the bool: two
+// copies tripled its spills at 255 registers.
+template <class Policy, class F>
+__device__ __forceinline__ auto by_mask(bool mask, F&& f) {
+  if constexpr (Policy::kPlain)
+    return f(mask);
+  else
+    return mask ? f(std::true_type{}) : f(std::false_type{});
+}
+
 }  // namespace flashkit::cuda::attn

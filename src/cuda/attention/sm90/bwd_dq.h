@@ -292,12 +292,13 @@ struct BwdDqKernel {
     auto hand_over_p = [&](auto& acc_s, int n) {
       warpgroup_fence_operand(acc_s);
       Tensor s = rowcol_view(acc_s);
-      const bool mask = pol.template bwd_needs_mask<kBlockM, kBlockN>(m, n);
-      if constexpr (!Policy::kBoundedLogits)
-        pol.template bwd_p<false>(s, tScS, m * kBlockM, n * kBlockN, mask, p.scale_log2, lse);
-      else
-        pol.bwd_p_with(s, tScS, m * kBlockM, n * kBlockN, mask, p.scale_log2, lse,
-                       [&](int r, int c, float t) { s(r, c) *= 1.f - t * t; });
+      by_mask<Policy>(pol.template bwd_needs_mask<kBlockM, kBlockN>(m, n), [&](auto masked) {
+        if constexpr (!Policy::kBoundedLogits)
+          pol.template bwd_p<false>(s, tScS, m * kBlockM, n * kBlockN, masked, p.scale_log2, lse);
+        else
+          pol.bwd_p_with(s, tScS, m * kBlockM, n * kBlockN, masked, p.scale_log2, lse,
+                         [&](int r, int c, float t) { s(r, c) *= 1.f - t * t; });
+      });
       CUTE_UNROLL
       for (int j = 0; j < kAccS / 4; ++j)
         p_out[j * 128] = make_float4(acc_s(4 * j), acc_s(4 * j + 1), acc_s(4 * j + 2), acc_s(4 * j + 3));

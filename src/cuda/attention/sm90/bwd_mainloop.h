@@ -392,19 +392,6 @@ struct BwdMainloop {
 #endif
   }
 
-  // f(mask) with plain scores; the general policies branch once per block to f(true_type) or
-  // f(false_type), a masked and an unmasked copy of their element loop (a run-time mask there
-  // cost ~200 instructions a thread on every block, and at block_m 128 the block-mask kernel
-  // ~45% over plain: bench/NOTES-attention.md v4). The sm80 backward keeps the bool: two copies
-  // tripled its spills at 255 registers.
-  template <class F>
-  __device__ __forceinline__ static auto by_mask(bool mask, F&& f) {
-    if constexpr (Policy::kPlain)
-      return f(mask);
-    else
-      return mask ? f(std::true_type{}) : f(std::false_type{});
-  }
-
   // Releases a stage held past its block (stage >= 0).
   __device__ static void release_stage(SharedStorage& smem, int stage) {
     if (stage >= 0) Ring::consumer_release(smem.ring, stage);
@@ -518,12 +505,15 @@ struct BwdMainloop {
             Ring::Barrier::arrive(&smem.pt_full[j & 1]);
           };
           if constexpr (!Policy::kBoundedLogits) {
-            pol.template bwd_p<true>(s, tScS, m * kBlockM, w.block * kBlockN, mask, p.scale_log2,
-                                     lse);
+            by_mask<Policy>(mask, [&](auto masked) {
+              pol.template bwd_p<true>(s, tScS, m * kBlockM, w.block * kBlockN, masked,
+                                       p.scale_log2, lse);
+            });
             Tensor rP = sm80::convert<Element>(acc_s);
             hand_over(rP);
             return rP;
           } else {  // softcap: P^T (1 - t^2) handed over (stored before P^T's conversion)
+            // The mask stays a run-time bool here: two copies of this loop spill 736 bytes.
             Tensor rPd = make_fragment_like<Element>(acc_s);
             Tensor pd = colrow_view(rPd);
             pol.bwd_p_with(
@@ -668,7 +658,7 @@ struct BwdMainloop {
           warpgroup_wait<1>();
           warpgroup_fence_operand(acc_s);
           release_stage(smem, prev_stage);
-          const auto keep = by_mask(mask, [&](auto masked) {
+          const auto keep = by_mask<Policy>(mask, [&](auto masked) {
             return pol.template bwd_p<true>(s, tScS, m * kBlockM, n_block * kBlockN, masked,
                                             p.scale_log2, lse);
           });
@@ -677,7 +667,7 @@ struct BwdMainloop {
           pol.template bwd_ds<true>(s, dp, tScS, d_row, keep);
         } else {
           warpgroup_wait<0>();
-          by_mask(mask, [&](auto masked) {
+          by_mask<Policy>(mask, [&](auto masked) {
             pol.template bwd_probs<true>(s, dp, tScS, m * kBlockM, n_block * kBlockN, masked,
                                          p.scale, p.scale_log2, lse, d_row);
           });
