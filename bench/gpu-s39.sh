@@ -15,9 +15,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader |
 python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" .ab/lib.txz
 bin=build-dev/flashkit_gpu_tests
 if [ "${PHASE:-tests}" = v2 ]; then
-  # v2 (one branch per tile in the hdim 256 kernels): its tests and sanitizers, then
-  # bench/variants.py at hdim 256 with v2 (python/flashkit, carried) and v1 (.ab/var-v1.so, the
-  # build of calls 1-3) in turn, two rounds, and v2's kernel times.
+  # v2 (one branch per tile in the hdim 256 kernels; or AB_NEW's name): its tests and sanitizers,
+  # then bench/variants.py at hdim 256 (VARS, default softcap,alibi,window) with it (python/flashkit,
+  # carried) and AB_OLD (default v1: .ab/var-v1.so, the build of calls 1-3) in turn, two rounds,
+  # and its kernel times.
   stamp "attention gtests (v2)"
   timeout 200 $bin --gtest_filter='AttentionGpuSm90.VariantsBothPaths:AttentionGpuSm90.VarlenVariantsBothPaths:AttentionGpuSm90.VariantsDeterministicBothPaths:AttentionGpuSm90.BothPathsMatchReference:AttentionGpuSmall.Sm90AndSm80PathsVariants:AttentionGpuSmall.Sm90AndSm80VarlenVariants' \
     >"$log/gtests.log" 2>&1
@@ -27,19 +28,19 @@ if [ "${PHASE:-tests}" = v2 ]; then
   ext=$(ls python/flashkit/_C*.so)
   cp "$ext" /tmp/v2.so
   for round in 1 2; do
-    for v in v2 v1; do
-      if [ $v = v2 ]; then cp /tmp/v2.so "$ext"; else cp .ab/var-v1.so "$ext"; fi
+    for v in ${AB_NEW:-v2} ${AB_OLD:-v1}; do
+      if [ $v = "${AB_NEW:-v2}" ]; then cp /tmp/v2.so "$ext"; else cp ".ab/var-$v.so" "$ext"; fi
       stamp "variants hdim 256, $v, round $round"
       timeout 120 python3 bench/variants.py --out "$out/$v-r$round" --hdim 256 --heads 16 \
-        --protocol sustained --variants softcap,alibi,window >"$log/var256-$v-r$round.log" 2>&1
+        --protocol sustained --variants "${VARS:-softcap,alibi,window}" >"$log/var256-$v-r$round.log" 2>&1
       stamp "rc=$?"
       tail -8 "$log/var256-$v-r$round.log"
     done
   done
   cp /tmp/v2.so "$ext"
   export PYTHONPATH=bench:$PYTHONPATH
-  for opt in "--softcap 30" "--alibi" "--window 1024,1024"; do
-    stamp "breakdown hdim 256 $opt (v2)"
+  for opt in ${BD_OPTS:-"--softcap 30" "--alibi" "--window 1024,1024"}; do
+    stamp "breakdown hdim 256 $opt (${AB_NEW:-v2})"
     # shellcheck disable=SC2086
     bd --hdim 256 $opt | tee -a "$out/breakdown-d256-v2.txt" | grep -E "Bwd"
   done
