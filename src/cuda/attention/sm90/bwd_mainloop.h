@@ -513,7 +513,8 @@ struct BwdMainloop {
             hand_over(rP);
             return rP;
           } else {  // softcap: P^T (1 - t^2) handed over (stored before P^T's conversion)
-            // The mask stays a run-time bool here: two copies of this loop spill 736 bytes.
+            // The mask stays a run-time bool here: with by_mask's unmasked copy, or an unmasked
+            // loop and a fix-up of the masked tiles after it, ptxas spills 736 B (session 39).
             Tensor rPd = make_fragment_like<Element>(acc_s);
             Tensor pd = colrow_view(rPd);
             pol.bwd_p_with(
