@@ -14,17 +14,21 @@ set -uo pipefail
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
 python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" .ab/lib.txz
 bin=build-dev/flashkit_gpu_tests
+# The carried binary's gtests on filter $1 ($2 seconds at most), then memcheck and racecheck on
+# the small variant cases (hdim 256's Hopper backward among them).
+gtests_and_sanitizers() {
+  stamp "attention gtests"
+  timeout "$2" $bin --gtest_filter="$1" >"$log/gtests.log" 2>&1
+  stamp "rc=$?"
+  grep -E "^\[  FAILED|^\[  PASSED|tests ran|Failure" "$log/gtests.log" | head -20
+  SAN_EACH=${SAN_EACH:-110} sanitize $bin "${SAN_FILTER:-AttentionGpuSmall.Sm90AndSm80PathsVariants}"
+}
 if [ "${PHASE:-tests}" = v2 ]; then
   # v2 (one branch per tile in the hdim 256 kernels; or AB_NEW's name): its tests and sanitizers,
   # then bench/variants.py at hdim 256 (VARS, default softcap,alibi,window) with it (python/flashkit,
   # carried) and AB_OLD (default v1: .ab/var-v1.so, the build of calls 1-3) in turn, two rounds,
   # and its kernel times.
-  stamp "attention gtests (v2)"
-  timeout 200 $bin --gtest_filter='AttentionGpuSm90.VariantsBothPaths:AttentionGpuSm90.VarlenVariantsBothPaths:AttentionGpuSm90.VariantsDeterministicBothPaths:AttentionGpuSm90.BothPathsMatchReference:AttentionGpuSmall.Sm90AndSm80PathsVariants:AttentionGpuSmall.Sm90AndSm80VarlenVariants' \
-    >"$log/gtests.log" 2>&1
-  stamp "rc=$?"
-  grep -E "^\[  FAILED|^\[  PASSED|tests ran|Failure" "$log/gtests.log" | head -20
-  SAN_EACH=110 sanitize $bin AttentionGpuSmall.Sm90AndSm80PathsVariants
+  gtests_and_sanitizers 'AttentionGpuSm90.VariantsBothPaths:AttentionGpuSm90.VarlenVariantsBothPaths:AttentionGpuSm90.VariantsDeterministicBothPaths:AttentionGpuSm90.BothPathsMatchReference:AttentionGpuSmall.Sm90AndSm80PathsVariants:AttentionGpuSmall.Sm90AndSm80VarlenVariants' 200
   ext=$(ls python/flashkit/_C*.so)
   cp "$ext" /tmp/v2.so
   for round in 1 2; do
@@ -45,12 +49,7 @@ if [ "${PHASE:-tests}" = v2 ]; then
     bd --hdim 256 $opt | tee -a "$out/breakdown-d256-v2.txt" | grep -E "Bwd"
   done
 elif [ "${PHASE:-tests}" = tests ]; then
-  stamp "attention gtests"
-  timeout 280 $bin --gtest_filter="${GTEST_FILTER:-AttentionGpu.*:AttentionGpuSm90.*:AttentionGpu/AttentionGpuVariants.*:AttentionGpuVariantsShapes.*:AttentionGpuSmall.*}" \
-    >"$log/gtests.log" 2>&1
-  stamp "rc=$?"
-  grep -E "^\[  FAILED|^\[  PASSED|tests ran|Failure" "$log/gtests.log" | head -20
-  SAN_EACH=${SAN_EACH:-110} sanitize $bin "${SAN_FILTER:-AttentionGpuSmall.Sm90AndSm80PathsVariants}"
+  gtests_and_sanitizers "${GTEST_FILTER:-AttentionGpu.*:AttentionGpuSm90.*:AttentionGpu/AttentionGpuVariants.*:AttentionGpuVariantsShapes.*:AttentionGpuSmall.*}" 280
   stamp "torch attention tests"
   timeout 100 python3 -m pytest -q -x tests/python/test_torch_attention.py >"$log/pytest.log" 2>&1
   stamp "rc=$?"
