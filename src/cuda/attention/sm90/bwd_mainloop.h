@@ -433,7 +433,7 @@ struct BwdMainloop {
   // needs it again). The first step is peeled so that every wait is unconditional (a wait under a
   // run-time condition makes ptxas serialise every wgmma).
   template <class Acc, class TiledMma, class First, class Elementwise, class Second>
-  __device__ static void owner_pipeline(SharedStorage& smem, const Steps& steps, Acc& acc,
+  __device__ __forceinline__ static void owner_pipeline(SharedStorage& smem, const Steps& steps, Acc& acc,
                                         typename Ring::State& st, const TiledMma& mma,
                                         First&& first, Elementwise&& elementwise,
                                         Second&& second) {
@@ -470,7 +470,7 @@ struct BwdMainloop {
   // warpgroup 1 in buffer j % 2 (whose previous content warpgroup 1 read before it gave back the
   // stage this step's load waited for), dV += P^T dO with A = P^T from registers.
   template <class Acc>
-  __device__ static void mma_dv_owner(const Params& p, SharedStorage& smem, const WorkTile& w,
+  __device__ __forceinline__ static void mma_dv_owner(const Params& p, SharedStorage& smem, const WorkTile& w,
                                       const Steps& steps, Acc& acc, typename Ring::State& st,
                                       int t) {
     // Masks, window or ALiBi hand over P^T; softcap alone P^T (1 - t^2) instead, dS^T's factor
@@ -513,13 +513,13 @@ struct BwdMainloop {
             hand_over(rP);
             return rP;
           } else {  // softcap: P^T (1 - t^2) handed over (stored before P^T's conversion)
-            // The mask stays a run-time bool here: with by_mask's unmasked copy, or an unmasked
-            // loop and a fix-up of the masked tiles after it, ptxas spills 736 B (session 39).
             Tensor rPd = make_fragment_like<Element>(acc_s);
             Tensor pd = colrow_view(rPd);
-            pol.bwd_p_with(
-                s, tScS, m * kBlockM, w.block * kBlockN, mask, p.scale_log2, lse,
-                [&](int r, int c, float t) { pd(r, c) = Element(s(r, c) * (1.f - t * t)); });
+            by_mask<Policy>(mask, [&](auto masked) {
+              pol.bwd_p_with(
+                  s, tScS, m * kBlockM, w.block * kBlockN, masked, p.scale_log2, lse,
+                  [&](int r, int c, float t) { pd(r, c) = Element(s(r, c) * (1.f - t * t)); });
+            });
             hand_over(rPd);
             return sm80::convert<Element>(acc_s);
           }
@@ -532,7 +532,7 @@ struct BwdMainloop {
   // back before waiting for the next P^T, so warpgroup 0, which needs that stage for its next
   // step, is never two hand-overs ahead on one buffer.
   template <class Acc>
-  __device__ static void mma_dk_owner(SharedStorage& smem, const Steps& steps, Acc& acc,
+  __device__ __forceinline__ static void mma_dk_owner(SharedStorage& smem, const Steps& steps, Acc& acc,
                                       typename Ring::State& st, int t) {
     TiledMmaSdP mma;
     TiledMmadKV mma_kv;
