@@ -431,7 +431,9 @@ struct BwdMainloop {
   // `second(r, stage)`, which issues dV or dK. Step j+1's first GEMM is issued before waiting for
   // step j's second, whose completion gives the stage back (a whole step before the producer
   // needs it again). The first step is peeled so that every wait is unconditional (a wait under a
-  // run-time condition makes ptxas serialise every wgmma).
+  // run-time condition makes ptxas serialise every wgmma). This and both owners are forced
+  // inline: where ptxas called one instead (the softcap kernel with by_mask), the 128-float
+  // accumulator went to local memory (bench/NOTES-attention.md, session 39 v4).
   template <class Acc, class TiledMma, class First, class Elementwise, class Second>
   __device__ __forceinline__ static void owner_pipeline(SharedStorage& smem, const Steps& steps, Acc& acc,
                                         typename Ring::State& st, const TiledMma& mma,
