@@ -435,10 +435,11 @@ struct BwdMainloop {
   // inline: where ptxas called one instead (the softcap kernel with by_mask), the 128-float
   // accumulator went to local memory (bench/NOTES-attention.md, session 39 v4).
   template <class Acc, class TiledMma, class First, class Elementwise, class Second>
-  __device__ __forceinline__ static void owner_pipeline(SharedStorage& smem, const Steps& steps, Acc& acc,
-                                        typename Ring::State& st, const TiledMma& mma,
-                                        First&& first, Elementwise&& elementwise,
-                                        Second&& second) {
+  __device__ __forceinline__ static void owner_pipeline(SharedStorage& smem, const Steps& steps,
+                                                        Acc& acc, typename Ring::State& st,
+                                                        const TiledMma& mma, First&& first,
+                                                        Elementwise&& elementwise,
+                                                        Second&& second) {
     Ring::Barrier::wait(&smem.kv_full, 0);
     int g = 0, i = 0;
     if (!steps.seek(g, i)) return;
@@ -472,9 +473,9 @@ struct BwdMainloop {
   // warpgroup 1 in buffer j % 2 (whose previous content warpgroup 1 read before it gave back the
   // stage this step's load waited for), dV += P^T dO with A = P^T from registers.
   template <class Acc>
-  __device__ __forceinline__ static void mma_dv_owner(const Params& p, SharedStorage& smem, const WorkTile& w,
-                                      const Steps& steps, Acc& acc, typename Ring::State& st,
-                                      int t) {
+  __device__ __forceinline__ static void mma_dv_owner(const Params& p, SharedStorage& smem,
+                                                      const WorkTile& w, const Steps& steps,
+                                                      Acc& acc, typename Ring::State& st, int t) {
     // Masks, window or ALiBi hand over P^T; softcap alone P^T (1 - t^2) instead, dS^T's factor
     // that does not depend on dP^T.
     static_assert(Policy::kSlimScores, "P^T is handed over, not the policy's per-score state");
@@ -534,8 +535,8 @@ struct BwdMainloop {
   // back before waiting for the next P^T, so warpgroup 0, which needs that stage for its next
   // step, is never two hand-overs ahead on one buffer.
   template <class Acc>
-  __device__ __forceinline__ static void mma_dk_owner(SharedStorage& smem, const Steps& steps, Acc& acc,
-                                      typename Ring::State& st, int t) {
+  __device__ __forceinline__ static void mma_dk_owner(SharedStorage& smem, const Steps& steps,
+                                                      Acc& acc, typename Ring::State& st, int t) {
     TiledMmaSdP mma;
     TiledMmadKV mma_kv;
     auto thr = mma.get_thread_slice(t);
