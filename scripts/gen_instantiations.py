@@ -4,11 +4,10 @@ holding the explicit instantiation of run_fwd_sm80 / run_bwd_sm80 / run_fwd_sm90
 compile in parallel and a build can leave some out. Policies (src/cuda/attention/score_policy.h):
 plain, plain causal, window only (GeneralScores<0>), each modifier alone (softcap, ALiBi,
 dropout, block mask; window and causal at run time) and all modifiers together (any combination
-of several): 8 per (pass, dtype, hdim) on sm80. The Hopper forward (sm90) exists for hdim 64 and
-128 with the same 8 policies and for hdim 256 with the two plain ones, window and ALiBi (the
-modifiers that fit its registers) and bf16 softcap (its bounded softmax), the Hopper backward (bwd_sm90) for hdim 64 and 128 with the 8
-policies and hdim 256 with the plain two; everything else runs
-on the sm80 kernels. Files outside the minimal set (bf16, hdim 64 and 128, and the bf16 hdim 256
+of several): 8 per (pass, dtype, hdim) on sm80. The Hopper kernels (sm90), forward and backward
+alike, exist for hdim 64 and 128 with the same 8 policies and for hdim 256 with the two plain
+ones, window, ALiBi and bf16 softcap (the modifiers that fit its registers; softcap's forward is
+its bounded softmax); everything else runs on the sm80 kernels. Files outside the minimal set (bf16, hdim 64 and 128, and the bf16 hdim 256
 Hopper kernels; on sm90, forward and backward, without the all-modifier policy, which combinations of
 modifiers need: they fall back to sm80 there) end in _full.cu, which FLASHKIT_KERNELS=minimal drops (CMakeLists.txt).
 The fp8 (e4m3) Hopper forward has plain and causal scores at hdim 64, 128 and 256, all minimal.
@@ -26,9 +25,9 @@ PASSES = {"fwd": "cuda/attention/sm80/fwd_launch.h", "bwd": "cuda/attention/sm80
           "fwd_sm90": "cuda/attention/sm90/fwd_launch.h", "bwd_sm90": "cuda/attention/sm90/bwd_launch.h"}
 SM90_HDIMS = {"fwd_sm90": [64, 128, 256], "bwd_sm90": [64, 128, 256]}
 PLAIN = {"", "_causal"}
-SM90_256 = {p: PLAIN | {"_window", "_alibi", "_softcap"} for p in ("fwd_sm90", "bwd_sm90")}  # dispatch.cu's kSm90*
+SM90_256 = PLAIN | {"_window", "_alibi", "_softcap"}  # both passes: dispatch.cu's kSm90Built256
 SM90_256_BF16 = {"_softcap"}  # its bounded softmax needs bf16 P (sm90/fwd_mainloop.h kBoundedOnly)
-SM90_FULL_ONLY = {"_allmods"}  # keep in step with dispatch.cu's kSm90Fwd / kSm90Bwd
+SM90_FULL_ONLY = {"_allmods"}  # keep in step with dispatch.cu's kSm90Built
 SM90_MINIMAL = {("bf16", 256)}  # SM90_256's policies: minimal builds have no sm80 hdim 256
 
 out = pathlib.Path(__file__).resolve().parent.parent / "src" / "cuda" / "instantiations"
@@ -50,7 +49,7 @@ for pas, header in PASSES.items():
     for dt, ctype in DTYPES.items():
         for d in SM90_HDIMS.get(pas, HDIMS):
             for suffix, policy in POLICIES.items():
-                if pas.endswith("sm90") and d == 256 and suffix not in SM90_256[pas]:
+                if pas.endswith("sm90") and d == 256 and suffix not in SM90_256:
                     continue
                 if pas.endswith("sm90") and d == 256 and suffix in SM90_256_BF16 and dt != "bf16":
                     continue

@@ -200,32 +200,29 @@ constexpr bool kSm80Built = D == 64 || D == 128;
 constexpr bool kSm80Built = true;
 #endif
 
-// What the Hopper forward is compiled for (scripts/gen_instantiations.py): hdim 64 and 128 with
-// every policy, but minimal builds leave out the all-modifier one (combinations of modifiers);
-// hdim 256 with plain scores (causal or not), window, ALiBi, and softcap alone for bf16 (its
-// bounded softmax only: sm90_unsupported sends it softcaps <= 55.4).
+// What the Hopper kernels are compiled for, both passes alike (scripts/gen_instantiations.py):
+// hdim 64 and 128 with every policy, but minimal builds leave out the all-modifier one
+// (combinations of modifiers); hdim 256 with plain scores (causal or not), window, ALiBi, and
+// softcap alone for bf16 (the forward's bounded softmax only: sm90_unsupported sends it softcaps
+// <= 55.4; the backward's column kernel hands warpgroup 1 P^T (1 - t^2), its dQ pass P (1 - t^2)).
 template <class P>
 constexpr bool kPlain = false;
 template <bool kCausal>
 constexpr bool kPlain<attn::PlainScores<kCausal>> = true;
 template <class E, class P>
-constexpr bool kSm90Fwd256 = kPlain<P> || std::is_same_v<P, attn::GeneralScores<0>> ||
-                             std::is_same_v<P, attn::GeneralScores<attn::mods::kAlibi>> ||
-                             (std::is_same_v<P, attn::GeneralScores<attn::mods::kSoftcap>> &&
-                              std::is_same_v<E, cutlass::bfloat16_t>);
+constexpr bool kSm90Built256 = kPlain<P> || std::is_same_v<P, attn::GeneralScores<0>> ||
+                               std::is_same_v<P, attn::GeneralScores<attn::mods::kAlibi>> ||
+                               (std::is_same_v<P, attn::GeneralScores<attn::mods::kSoftcap>> &&
+                                std::is_same_v<E, cutlass::bfloat16_t>);
 template <class E, int D, class P>
 #ifdef FLASHKIT_KERNELS_MINIMAL
-constexpr bool kSm90Fwd = D == 256 ? kSm90Fwd256<E, P>
-                                   : (D == 64 || D == 128) &&
-                                         !std::is_same_v<P, attn::GeneralScores<attn::mods::kAll>>;
+constexpr bool kSm90Built = D == 256
+                                ? kSm90Built256<E, P>
+                                : (D == 64 || D == 128) &&
+                                      !std::is_same_v<P, attn::GeneralScores<attn::mods::kAll>>;
 #else
-constexpr bool kSm90Fwd = D == 256 ? kSm90Fwd256<E, P> : D == 64 || D == 128;
+constexpr bool kSm90Built = D == 256 ? kSm90Built256<E, P> : D == 64 || D == 128;
 #endif
-// The Hopper backward: the forward's policies (hdim 256: plain scores, window, ALiBi, bf16 softcap
-// alone; the column kernel hands warpgroup 1 P^T, for softcap P^T (1 - t^2), and the dQ pass P or
-// P (1 - t^2)).
-template <class E, int D, class P>
-constexpr bool kSm90Bwd = kSm90Fwd<E, D, P>;
 
 // The Hopper kernels come in three head-dim buckets: 64, 128 and 256. Head dims of the sm80
 // path's 32, 96 and 192 buckets run in the next one up, their tail zero-filled by TMA (the extra
@@ -257,7 +254,7 @@ const char* sm90_unsupported(const AttentionShape& s, const AttentionOptions& o,
   if (const char* why = no_sm90(s.device_id)) return why;
   const int b = sm90_bucket(s.hdim);
   const unsigned m = score_mods(o);
-  // kSm90Fwd256's policies: plain scores, window and ALiBi, and softcap alone for bf16. Its
+  // kSm90Built256's policies: plain scores, window and ALiBi, and softcap alone for bf16. Its
   // forward there is the bounded softmax alone (a softcap the bound covers: sm90/fwd_mainloop.h
   // kBoundedOnly); the backward recomputes P from the LSE and takes any softcap.
   if (b == 256 && (m & ~attn::mods::kAlibi) != 0) {
@@ -354,6 +351,34 @@ void fp8_forward(const AttentionShape& s, AttnArguments& a, const AttentionOptio
 #endif
 }
 
+#ifndef FLASHKIT_NO_ATTENTION_KERNELS
+// One pass (the backward if kBackward) of a checked problem on the kernel compiled for its dtype,
+// head-dim bucket and score policy: the Hopper one where `sm90` (use_sm90) and it is built, else
+// the sm80-class one.
+template <bool kBackward>
+void run_pass(const AttentionShape& s, const AttentionOptions& opts, bool sm90,
+              const AttnArguments& a, cudaStream_t stream) {
+  dispatch(s, opts, sm90 ? sm90_bucket(s.hdim) : attn::hdim_bucket(s.hdim),
+           [&]<class E, int D, class P>() {
+             if constexpr (kSm90Built<E, D, P>) {
+               if (sm90) {
+                 if constexpr (kBackward)
+                   attn::run_bwd_sm90<E, D, P>(a, stream);
+                 else
+                   attn::run_fwd_sm90<E, D, P>(a, stream);
+                 return;
+               }
+             }
+             if constexpr (!kSm80Built<D>)
+               not_compiled(s.hdim);
+             else if constexpr (kBackward)
+               attn::run_bwd_sm80<E, D, P>(a, stream);
+             else
+               attn::run_fwd_sm80<E, D, P>(a, stream);
+           });
+}
+#endif
+
 }  // namespace
 
 void attention_forward(const AttentionShape& s, const TensorView& q, const TensorView& k,
@@ -373,15 +398,7 @@ void attention_forward(const AttentionShape& s, const TensorView& q, const Tenso
   (void)sm90;
   no_attention_kernels();
 #else
-  dispatch(s, opts, sm90 ? sm90_bucket(s.hdim) : attn::hdim_bucket(s.hdim),
-           [&]<class E, int D, class P>() {
-             if constexpr (kSm90Fwd<E, D, P>)
-               if (sm90) return attn::run_fwd_sm90<E, D, P>(a, stream);
-             if constexpr (kSm80Built<D>)
-               attn::run_fwd_sm80<E, D, P>(a, stream);
-             else
-               not_compiled(s.hdim);
-           });
+  run_pass<false>(s, opts, sm90, a, stream);
 #endif
   if (opts.dropout_mask_out.defined()) {
     const TensorView& m = opts.dropout_mask_out;  // dense [b, h, sq, sk] (validated)
@@ -420,15 +437,7 @@ void attention_backward(const AttentionShape& s, const TensorView& q, const Tens
   no_attention_kernels();
 #else
   auto stream = reinterpret_cast<cudaStream_t>(opts.stream);
-  dispatch(s, opts, sm90 ? sm90_bucket(s.hdim) : attn::hdim_bucket(s.hdim),
-           [&]<class E, int D, class P>() {
-             if constexpr (kSm90Bwd<E, D, P>)
-               if (sm90) return attn::run_bwd_sm90<E, D, P>(a, stream);
-             if constexpr (kSm80Built<D>)
-               attn::run_bwd_sm80<E, D, P>(a, stream);
-             else
-               not_compiled(s.hdim);
-           });
+  run_pass<true>(s, opts, sm90, a, stream);
 #endif
 }
 
