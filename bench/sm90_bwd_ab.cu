@@ -145,6 +145,61 @@ bool check(int b, int h, int sq, int sk, bool causal, uint32_t seed) {
   return ok;
 }
 
+#ifdef FK_BWD_TRACE
+// One line per traced kernel of the last backward (cta_trace.h): its span, the SMs' idle share
+// of it, the drain (the first SM's last exit to the kernel's end), the mean gap between CTAs on
+// one SM, and a least-squares fit of each CTA's duration against its block count n (the tile's
+// fixed cost a and per-block cost b, us), with the mean n.
+void trace_summary(const Problem& p) {
+  using namespace flashkit::cuda::attn;
+  constexpr Sm90BwdTiles t = sm90_bwd_tiles(kD);
+  static std::vector<unsigned long long> h(size_t(kBwdTraceKernels) * kBwdTraceCtas * kBwdTraceSlots);
+  AB_CHECK(cudaDeviceSynchronize());
+  AB_CHECK(cudaMemcpyFromSymbol(h.data(), fk_bwd_trace, h.size() * sizeof(h[0])));
+  auto at = [&](int k, int c, int slot) {
+    return h[(size_t(k) * kBwdTraceCtas + c) * kBwdTraceSlots + slot];
+  };
+  const int nq = (p.sq + t.block_m - 1) / t.block_m, nk = (p.sk + t.block_n - 1) / t.block_n;
+  const int grids[2] = {nk * p.h * p.b, kD > 128 ? (p.sq + 63) / 64 * p.h * p.b : 0};
+  unsigned long long t0 = ~0ull;
+  for (int k = 0; k < 2; ++k)
+    for (int c = 0; c < std::min(grids[k], kBwdTraceCtas); ++c) t0 = std::min(t0, at(k, c, kBwdTraceEntry));
+  for (int k = 0; k < 2; ++k) {
+    const int n = std::min(grids[k], kBwdTraceCtas);
+    if (n == 0) continue;
+    double first = 1e30, last = 0, busy = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    std::vector<std::vector<std::pair<double, double>>> per_sm(256);
+    for (int c = 0; c < n; ++c) {
+      const double e = (at(k, c, kBwdTraceEntry) - t0) * 1e-3, x = (at(k, c, kBwdTraceExit) - t0) * 1e-3;
+      const unsigned long long tile = at(k, c, kBwdTraceTile);
+      const int blk = int(tile & 0xFFFF);
+      // blocks the tile walks: the column kernel's query blocks, the dQ pass's key blocks
+      int nb = k == 0 ? nq : nk;
+      if (p.causal) nb = k == 0 ? nq - blk * t.block_n / t.block_m : (blk * 64 + 63) / t.block_n + 1;
+      first = std::min(first, e), last = std::max(last, x), busy += x - e;
+      sx += nb, sy += x - e, sxx += double(nb) * nb, sxy += double(nb) * (x - e);
+      per_sm[at(k, c, kBwdTraceSm) & 255].push_back({e, x});
+    }
+    int sms = 0;
+    double drain_from = 1e30, gaps = 0;
+    int ngaps = 0;
+    for (auto& v : per_sm) {
+      if (v.empty()) continue;
+      ++sms;
+      std::sort(v.begin(), v.end());
+      drain_from = std::min(drain_from, v.back().second);
+      for (size_t i = 1; i < v.size(); ++i) gaps += v[i].first - v[i - 1].second, ++ngaps;
+    }
+    const double span = last - first, slope = (n * sxy - sx * sy) / std::max(1e-9, n * sxx - sx * sx);
+    std::printf("trace %s s%d %s: CTAs %d on %d SMs, span %.1f us (from %.1f), idle %.1f%%, "
+                "drain %.1f us, gap %.2f us, fit a %.2f us + b %.3f us x n (mean n %.1f)\n",
+                k == 0 ? "column" : "dq-pass", p.sq, p.causal ? "causal" : "full", n, sms, span,
+                first, 100.0 * (1.0 - busy / (sms * span)), last - drain_from,
+                ngaps ? gaps / ngaps : 0.0, (sy - slope * sx) / n, slope, sx / n);
+  }
+}
+#endif
+
 }  // namespace (opened in ab_common.cuh)
 
 int main(int argc, char** argv) {
@@ -158,6 +213,10 @@ int main(int argc, char** argv) {
         Grads g = make_grads(p, 9);
         run_forward(p);
         const float ms = median_ms([&] { run_backward(p, g); });
+#ifdef FK_BWD_TRACE
+        run_backward(p, g);
+        trace_summary(p);
+#endif
         release(g);
         release(p);
         return std::pair<float, double>(ms, 2.5 * 4.0 * b * h * double(s) * s * kD / (causal ? 2 : 1));

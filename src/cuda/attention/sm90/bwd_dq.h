@@ -17,6 +17,7 @@
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
 
+#include "cuda/attention/cta_trace.h"
 #include "cuda/attention/params.h"
 #include "cuda/attention/score_policy.h"
 #include "cuda/attention/seqlen.h"
@@ -166,6 +167,7 @@ struct BwdDqKernel {
     }
     __syncthreads();
     const WorkTile w = SingleTileScheduler::initial_work(p.scheduler);
+    FK_BWD_TRACE_ENTRY(1, w);
     const SeqBounds sb =
         kVarlen ? SeqBounds(p.cu_seqlens_q, p.cu_seqlens_k, w.batch, p.seqlen_q, p.seqlen_k)
                 : SeqBounds(nullptr, nullptr, w.batch, p.seqlen_q, p.seqlen_k);
@@ -187,6 +189,7 @@ struct BwdDqKernel {
       if (cutlass::canonical_warp_group_idx() == 1) mma_s(p, smem, w, pol, walk, acc_dq, st, tid);
       else mma_dp(p, smem, walk, acc_dq, st, tid);
       store(p, smem, w, sb, acc_dq, tid);
+      FK_BWD_TRACE_EXIT(1);
     }
   }
 

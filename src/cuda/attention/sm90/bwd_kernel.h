@@ -8,6 +8,7 @@
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
 
+#include "cuda/attention/cta_trace.h"
 #include "cuda/attention/params.h"
 #include "cuda/attention/seqlen.h"
 #include "cuda/attention/tile_scheduler.h"
@@ -43,6 +44,7 @@ struct BwdKernel {
     }
     __syncthreads();
     const WorkTile w = Scheduler::initial_work(p.scheduler);
+    FK_BWD_TRACE_ENTRY(0, w);
     const SeqBounds sb =
         kVarlen ? Mainloop::seq_bounds(p.mainloop, w)
                 : SeqBounds(nullptr, nullptr, w.batch, p.mainloop.seqlen_q, p.mainloop.seqlen_k);
@@ -74,12 +76,14 @@ struct BwdKernel {
       if constexpr (Mainloop::kSplitD) {  // one gradient a warpgroup: dV (0) or dK (1)
         Mainloop::mma_owner(p.mainloop, smem, w, sb, acc_dk, st, tid);
         Epilogue::store_owner(p.epilogue, smem, w, sb, acc_dk, tid);
+        FK_BWD_TRACE_EXIT(0);
       } else {
         auto acc_dv = make_fragment_like(acc_dk);
         Mainloop::mma(p.mainloop, smem, w, sb, acc_dk, acc_dv, st, tid);
         Epilogue::store(p.epilogue, smem, w, sb, acc_dk, acc_dv, tid, [&](auto pending) {
           Mainloop::template signal_dq_ready<decltype(pending)::value>(p.mainloop, w, tid);
         });
+        FK_BWD_TRACE_EXIT(0);
       }
     }
   }

@@ -1,0 +1,48 @@
+// Measuring builds only (compiled with -DFK_BWD_TRACE; bench/NOTES-attention.md, session 40): the
+// Hopper backward's kernels (0: the column kernel, 1: hdim 256's dQ pass) record, per CTA, the
+// %globaltimer at entry and at exit (the later of its consumer warpgroups), its SM and its work
+// tile, so a harness can tell a tile's fixed cost from its per-block cost and the launch order's
+// tail from both (bench/sm90_bwd_ab.cu prints the summary). Without the macro every
+// FK_BWD_TRACE_* is empty and nothing here is compiled.
+#pragma once
+#ifdef FK_BWD_TRACE
+#include <cuda_runtime.h>
+
+namespace flashkit::cuda::attn {
+
+enum BwdTraceSlot { kBwdTraceEntry, kBwdTraceExit, kBwdTraceSm, kBwdTraceTile, kBwdTraceSlots };
+constexpr int kBwdTraceKernels = 2, kBwdTraceCtas = 16384;
+// One copy per translation unit (static): the harness is one TU.
+static __device__ unsigned long long fk_bwd_trace[kBwdTraceKernels][kBwdTraceCtas][kBwdTraceSlots];
+
+__device__ __forceinline__ unsigned long long bwd_trace_now() {
+  unsigned long long v;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
+  return v;
+}
+// Thread 0 of the CTA: entry time, SM and tile (block | head << 16 | batch << 40).
+__device__ __forceinline__ void bwd_trace_entry(int kernel, int block, int head, int batch) {
+  if (threadIdx.x != 0 || blockIdx.x >= kBwdTraceCtas) return;
+  unsigned s;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+  unsigned long long* r = fk_bwd_trace[kernel][blockIdx.x];
+  r[kBwdTraceEntry] = bwd_trace_now();
+  r[kBwdTraceExit] = 0;
+  r[kBwdTraceSm] = s;
+  r[kBwdTraceTile] = (unsigned long long)block | ((unsigned long long)head << 16) |
+                     ((unsigned long long)batch << 40);
+}
+// Called by the first thread of each consumer warpgroup once its stores are issued.
+__device__ __forceinline__ void bwd_trace_exit(int kernel) {
+  if (threadIdx.x % 128 != 0 || blockIdx.x >= kBwdTraceCtas) return;
+  atomicMax(&fk_bwd_trace[kernel][blockIdx.x][kBwdTraceExit], bwd_trace_now());
+}
+
+}  // namespace flashkit::cuda::attn
+#define FK_BWD_TRACE_ENTRY(kernel, w) \
+  ::flashkit::cuda::attn::bwd_trace_entry(kernel, (w).block, (w).head, (w).batch)
+#define FK_BWD_TRACE_EXIT(kernel) ::flashkit::cuda::attn::bwd_trace_exit(kernel)
+#else
+#define FK_BWD_TRACE_ENTRY(kernel, w)
+#define FK_BWD_TRACE_EXIT(kernel)
+#endif
