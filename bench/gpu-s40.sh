@@ -8,6 +8,7 @@ set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
 case "${PHASE:-harness}" in
+breakdown) ;;
 harness)
   for round in 1 2; do
     for knob in 0 1; do
@@ -38,3 +39,15 @@ harness)
   grep -h "^trace" "$log"/h-r1-k0.txt | grep full
   ;;
 esac
+# PHASE=breakdown: per-kernel times (torch.profiler, bench/kernel_breakdown.py) of the carried
+# build's forward + backward at 8k, hdim 128 and 64: plain, a block mask of all ones, 0.1.
+if [ "${PHASE:-}" = breakdown ]; then
+  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" .ab/lib.txz
+  for d in 128 64; do
+    for args in "" "--density 1.0" "--density 0.1" "--density 0.25"; do
+      stamp "d$d $args"
+      timeout 60 python3 bench/kernel_breakdown.py --backend flashkit --hdim $d --seqlen 8192 $args \
+        --calls 10 2>&1 | tail -14
+    done
+  done
+fi

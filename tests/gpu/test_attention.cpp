@@ -24,13 +24,17 @@ using namespace flashkit::testing;
 
 namespace {
 
-// Whether the build holds the kernels a case needs: minimal builds keep bf16 hdim 33..64 and
-// 97..128, and at 193..256 only the Hopper kernels (plain scores, forward and backward; no sm80
-// kernel).
+// Minimal builds: FLASHKIT_KERNELS=minimal, or minimal-f16 (the same kernels in f16 too).
+bool minimal_build() { return build_info().kernel_set.rfind("minimal", 0) == 0; }
+
+// Whether the build holds the kernels a case needs: minimal builds keep bf16 (minimal-f16: and
+// f16) hdim 33..64 and 97..128, and at 193..256 only the Hopper kernels (plain scores, window and
+// ALiBi, forward and backward; no sm80 kernel).
 bool compiled(DType dt, int hdim, bool hopper_only = false) {
-  if (build_info().kernel_set != "minimal") return true;
-  return dt == DType::bf16 && ((hdim > 32 && hdim <= 64) || (hdim > 96 && hdim <= 128) ||
-                               (hopper_only && hdim > 192));
+  if (!minimal_build()) return true;
+  const bool dtype = dt == DType::bf16 || build_info().kernel_set == "minimal-f16";
+  return dtype && ((hdim > 32 && hdim <= 64) || (hdim > 96 && hdim <= 128) ||
+                   (hopper_only && hdim > 192));
 }
 
 // A device copy of a [b, s, h, d] host tensor in a head-major physical layout [b, h, s, d + 8],
@@ -434,7 +438,7 @@ TEST(AttentionGpuSm90, BothPathsMatchReference) {
 // policies), bf16 hdim 64 and 128; combinations of modifiers only where the build has their sm90
 // kernels (not minimal: AttentionGpuVariants covers them there on the sm80 fall-back).
 TEST(AttentionGpuSm90, VariantsBothPaths) {
-  const bool minimal = build_info().kernel_set == "minimal";
+  const bool minimal = minimal_build();
   std::vector<std::pair<AttentionSpec, bool>> cases;
   for (int d : {64, 128})
     for (const VariantCase& v : kVariants) {
@@ -448,6 +452,13 @@ TEST(AttentionGpuSm90, VariantsBothPaths) {
   for (const VariantCase& v : kVariants)
     if ((v.softcap == 0.f || v.alibi_dims == 0) && v.dropout_p == 0.f && v.block_q == 0)
       cases.push_back({variant_spec(DType::bf16, 256, v), true});
+  // f16 at hdim 256: the Hopper kernels take window and ALiBi (softcap runs the sm80 kernel, as
+  // in every f16 build), the bf16 kernels with the element type changed; where the build has them
+  // (full and minimal-f16 builds).
+  if (compiled(DType::f16, 256, true))
+    for (const VariantCase& v : kVariants)
+      if (v.softcap == 0.f && v.dropout_p == 0.f && v.block_q == 0)
+        cases.push_back({variant_spec(DType::f16, 256, v), true});
   // ALiBi's one-FFMA form (GeneralScores::fwd_scores_rows, hdim <= 128): more queries than keys
   // (whole tiles above the diagonal, others below, the rest straddling it), a zero left window
   // (every tile takes the above-diagonal form) and a long causal sequence (distances in the

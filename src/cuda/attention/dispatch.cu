@@ -184,8 +184,8 @@ void dispatch(const AttentionShape& s, const AttentionOptions& o, int bucket, F&
     }
   };
   if (s.dtype == DType::bf16) return by_hdim.template operator()<cutlass::bfloat16_t>();
-#ifndef FLASHKIT_KERNELS_MINIMAL
-  return by_hdim.template operator()<cutlass::half_t>();
+#if !defined(FLASHKIT_KERNELS_MINIMAL) || defined(FLASHKIT_KERNELS_F16)
+  return by_hdim.template operator()<cutlass::half_t>();  // minimal-f16: minimal's set in f16
 #else
   fail("q: f16 kernels are not compiled into this build (FLASHKIT_KERNELS=minimal keeps bf16)");
 #endif
