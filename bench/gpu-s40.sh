@@ -8,7 +8,7 @@ set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
 case "${PHASE:-harness}" in
-breakdown) ;;
+breakdown | phases | f16) ;;
 harness)
   for round in 1 2; do
     for knob in 0 1; do
@@ -50,4 +50,23 @@ if [ "${PHASE:-}" = breakdown ]; then
         --calls 10 2>&1 | tail -14
     done
   done
+fi
+# PHASE=phases: the traced harness again (its column kernel's phases), causal and dense, 2k-16k.
+if [ "${PHASE:-}" = phases ]; then
+  timeout 150 .ab/d256t phases 2048 4096 8192 16384 >"$log/phases.txt" 2>&1
+  stamp "rc=$?"
+  grep -E "FAILED|^phases|^trace column" "$log/phases.txt"
+fi
+# PHASE=f16: the minimal-f16 test binary (.ab/f16.txz: build-dev/flashkit_gpu_tests linked with
+# the f16 twins): build info, every attention gtest, then compute-sanitizer on the f16 both-paths
+# test and the hdim 256 f16 variants.
+if [ "${PHASE:-}" = f16 ]; then
+  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" .ab/f16.txz
+  bin=build-dev/flashkit_gpu_tests_f16
+  stamp "attention gtests"
+  timeout 330 $bin --gtest_filter='Attention*' >"$log/tests.log" 2>&1
+  stamp "rc=$?"
+  grep -E "^\[  FAILED|^\[  PASSED|tests ran|SKIPPED \]|Failure|Expected|Which is|differ" "$log/tests.log" | head -40
+  grep -E "^\[       OK" "$log/tests.log" | awk '{print $4, $5, $6}' | tr '\n' ' '; echo
+  SAN_EACH=${SAN_EACH:-90} sanitize $bin 'AttentionGpuSm90.Fp16BothPaths'
 fi

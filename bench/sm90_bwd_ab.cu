@@ -190,6 +190,25 @@ void trace_summary(const Problem& p) {
       drain_from = std::min(drain_from, v.back().second);
       for (size_t i = 1; i < v.size(); ++i) gaps += v[i].first - v[i - 1].second, ++ngaps;
     }
+    // The column kernel's phases (hdim 256's owners stamp them): entry to the first stage landed,
+    // the first block's scores, the blocks after it (per block), the last GEMM to exit.
+    double ph[4] = {0, 0, 0, 0}, nmid = 0;
+    int nph = 0;
+    for (int c = 0; c < n; ++c) {
+      const double e = double(at(k, c, kBwdTraceEntry)), d0 = double(at(k, c, kBwdTraceFirstData)),
+                   d1 = double(at(k, c, kBwdTraceFirstBlock)), d2 = double(at(k, c, kBwdTraceLoopEnd)),
+                   x = double(at(k, c, kBwdTraceExit));
+      if (d0 == 0 || d1 == 0 || d2 == 0) continue;
+      const int blk = int(at(k, c, kBwdTraceTile) & 0xFFFF);
+      const int nb = p.causal ? nq - blk * t.block_n / t.block_m : nq;
+      ph[0] += (d0 - e) * 1e-3, ph[1] += (d1 - d0) * 1e-3, ph[3] += (x - d2) * 1e-3, ++nph;
+      if (nb > 1) ph[2] += (d2 - d1) * 1e-3, nmid += nb - 1;
+    }
+    if (nph)
+      std::printf("phases %s s%d %s: first stage %.2f us, first block %.2f us, later blocks %.3f us "
+                  "each, last GEMM to exit %.2f us (means over %d CTAs)\n",
+                  k == 0 ? "column" : "dq-pass", p.sq, p.causal ? "causal" : "full", ph[0] / nph,
+                  ph[1] / nph, nmid ? ph[2] / nmid : 0.0, ph[3] / nph, nph);
     const double span = last - first, slope = (n * sxy - sx * sy) / std::max(1e-9, n * sxx - sx * sx);
     std::printf("trace %s s%d %s: CTAs %d on %d SMs, span %.1f us (from %.1f), idle %.1f%%, "
                 "drain %.1f us, gap %.2f us, fit a %.2f us + b %.3f us x n (mean n %.1f)\n",

@@ -1,7 +1,8 @@
 // Measuring builds only (compiled with -DFK_BWD_TRACE; bench/NOTES-attention.md, session 40): the
 // Hopper backward's kernels (0: the column kernel, 1: hdim 256's dQ pass) record, per CTA, the
 // %globaltimer at entry and at exit (the later of its consumer warpgroups), its SM and its work
-// tile, so a harness can tell a tile's fixed cost from its per-block cost and the launch order's
+// tile, and (the column kernel's owners at hdim 256) when the first stage had landed, when the
+// first block's scores were done and when the last GEMM was, so a harness can tell a tile's fixed cost from its per-block cost and the launch order's
 // tail from both (bench/sm90_bwd_ab.cu prints the summary). Without the macro every
 // FK_BWD_TRACE_* is empty and nothing here is compiled.
 #pragma once
@@ -10,7 +11,16 @@
 
 namespace flashkit::cuda::attn {
 
-enum BwdTraceSlot { kBwdTraceEntry, kBwdTraceExit, kBwdTraceSm, kBwdTraceTile, kBwdTraceSlots };
+enum BwdTraceSlot {
+  kBwdTraceEntry,
+  kBwdTraceExit,
+  kBwdTraceSm,
+  kBwdTraceTile,
+  kBwdTraceFirstData,   // the later warpgroup's first ring stage (and K / V) landed
+  kBwdTraceFirstBlock,  // the later warpgroup's first block's scores done
+  kBwdTraceLoopEnd,     // the later warpgroup's last GEMM done
+  kBwdTraceSlots
+};
 constexpr int kBwdTraceKernels = 2, kBwdTraceCtas = 16384;
 // One copy per translation unit (static): the harness is one TU.
 static __device__ unsigned long long fk_bwd_trace[kBwdTraceKernels][kBwdTraceCtas][kBwdTraceSlots];
@@ -27,22 +37,27 @@ __device__ __forceinline__ void bwd_trace_entry(int kernel, int block, int head,
   asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
   unsigned long long* r = fk_bwd_trace[kernel][blockIdx.x];
   r[kBwdTraceEntry] = bwd_trace_now();
-  r[kBwdTraceExit] = 0;
+  r[kBwdTraceExit] = r[kBwdTraceFirstData] = r[kBwdTraceFirstBlock] = r[kBwdTraceLoopEnd] = 0;
   r[kBwdTraceSm] = s;
   r[kBwdTraceTile] = (unsigned long long)block | ((unsigned long long)head << 16) |
                      ((unsigned long long)batch << 40);
 }
-// Called by the first thread of each consumer warpgroup once its stores are issued.
-__device__ __forceinline__ void bwd_trace_exit(int kernel) {
+// The first thread of each consumer warpgroup: the later warpgroup's time at `slot` (exit: once
+// its stores are issued).
+__device__ __forceinline__ void bwd_trace_mark(int kernel, int slot) {
   if (threadIdx.x % 128 != 0 || blockIdx.x >= kBwdTraceCtas) return;
-  atomicMax(&fk_bwd_trace[kernel][blockIdx.x][kBwdTraceExit], bwd_trace_now());
+  atomicMax(&fk_bwd_trace[kernel][blockIdx.x][slot], bwd_trace_now());
 }
 
 }  // namespace flashkit::cuda::attn
 #define FK_BWD_TRACE_ENTRY(kernel, w) \
   ::flashkit::cuda::attn::bwd_trace_entry(kernel, (w).block, (w).head, (w).batch)
-#define FK_BWD_TRACE_EXIT(kernel) ::flashkit::cuda::attn::bwd_trace_exit(kernel)
+#define FK_BWD_TRACE_EXIT(kernel) \
+  ::flashkit::cuda::attn::bwd_trace_mark(kernel, ::flashkit::cuda::attn::kBwdTraceExit)
+#define FK_BWD_TRACE_MARK(kernel, slot) \
+  ::flashkit::cuda::attn::bwd_trace_mark(kernel, ::flashkit::cuda::attn::slot)
 #else
 #define FK_BWD_TRACE_ENTRY(kernel, w)
 #define FK_BWD_TRACE_EXIT(kernel)
+#define FK_BWD_TRACE_MARK(kernel, slot)
 #endif

@@ -21,6 +21,7 @@
 #pragma once
 #include <cmath>
 
+#include "cuda/attention/cta_trace.h"
 #include "cuda/attention/params.h"
 #include "cuda/attention/score_policy.h"
 #include "cuda/attention/seqlen.h"
@@ -445,10 +446,12 @@ struct BwdMainloop {
     if (!steps.seek(g, i)) return;
     int stage = st.stage, j = 0;
     Ring::consumer_wait(smem.ring, st);
+    FK_BWD_TRACE_MARK(0, kBwdTraceFirstData);
     Tensor acc_x = partition_fragment_C(mma, Shape<Int<kBlockN>, Int<kBlockM>>{});
     first(acc_x, stage);
     warpgroup_wait<0>();
     auto r = elementwise(acc_x, g, i, stage, j);
+    FK_BWD_TRACE_MARK(0, kBwdTraceFirstBlock);
     st.advance();
     for (++i; steps.seek(g, i); ++i) {
       second(r, stage);
@@ -465,6 +468,7 @@ struct BwdMainloop {
     }
     second(r, stage);
     warpgroup_wait<0>();
+    FK_BWD_TRACE_MARK(0, kBwdTraceLoopEnd);
     warpgroup_fence_operand(acc);
     Ring::consumer_release(smem.ring, stage);
   }
