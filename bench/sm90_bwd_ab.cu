@@ -204,6 +204,21 @@ void trace_summary(const Problem& p) {
       ph[0] += (d0 - e) * 1e-3, ph[1] += (d1 - d0) * 1e-3, ph[3] += (x - d2) * 1e-3, ++nph;
       if (nb > 1) ph[2] += (d2 - d1) * 1e-3, nmid += nb - 1;
     }
+    // The exit phase's steps: last GEMM to the first barrier, to staged, to the stores issued, to exit.
+    double ep[4] = {0, 0, 0, 0};
+    int nep = 0;
+    for (int c = 0; c < n; ++c) {
+      const double d2 = double(at(k, c, kBwdTraceLoopEnd)), e0 = double(at(k, c, kBwdTraceEpiSync)),
+                   e1 = double(at(k, c, kBwdTraceEpiStaged)), e2 = double(at(k, c, kBwdTraceEpiIssued)),
+                   x = double(at(k, c, kBwdTraceExit));
+      if (d2 == 0 || e0 == 0 || e1 == 0 || e2 == 0) continue;
+      ep[0] += (e0 - d2) * 1e-3, ep[1] += (e1 - e0) * 1e-3, ep[2] += (e2 - e1) * 1e-3,
+          ep[3] += (x - e2) * 1e-3, ++nep;
+    }
+    if (nep)
+      std::printf("epilogue %s s%d %s: to barrier %.2f, staged %.2f, stores issued %.2f, read and "
+                  "exit %.2f us\n", k == 0 ? "column" : "dq-pass", p.sq, p.causal ? "causal" : "full",
+                  ep[0] / nep, ep[1] / nep, ep[2] / nep, ep[3] / nep);
     if (nph)
       std::printf("phases %s s%d %s: first stage %.2f us, first block %.2f us, later blocks %.3f us "
                   "each, last GEMM to exit %.2f us (means over %d CTAs)\n",

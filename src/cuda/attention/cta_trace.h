@@ -19,6 +19,9 @@ enum BwdTraceSlot {
   kBwdTraceFirstData,   // the later warpgroup's first ring stage (and K / V) landed
   kBwdTraceFirstBlock,  // the later warpgroup's first block's scores done
   kBwdTraceLoopEnd,     // the later warpgroup's last GEMM done
+  kBwdTraceEpiSync,     // the epilogue's first consumer barrier passed
+  kBwdTraceEpiStaged,   // dK / dV staged in shared memory, the second barrier passed
+  kBwdTraceEpiIssued,   // the TMA stores issued
   kBwdTraceSlots
 };
 constexpr int kBwdTraceKernels = 2, kBwdTraceCtas = 16384;
@@ -37,7 +40,8 @@ __device__ __forceinline__ void bwd_trace_entry(int kernel, int block, int head,
   asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
   unsigned long long* r = fk_bwd_trace[kernel][blockIdx.x];
   r[kBwdTraceEntry] = bwd_trace_now();
-  r[kBwdTraceExit] = r[kBwdTraceFirstData] = r[kBwdTraceFirstBlock] = r[kBwdTraceLoopEnd] = 0;
+  for (int i = kBwdTraceFirstData; i < kBwdTraceSlots; ++i) r[i] = 0;
+  r[kBwdTraceExit] = 0;
   r[kBwdTraceSm] = s;
   r[kBwdTraceTile] = (unsigned long long)block | ((unsigned long long)head << 16) |
                      ((unsigned long long)batch << 40);

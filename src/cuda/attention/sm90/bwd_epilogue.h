@@ -86,9 +86,11 @@ struct BwdEpilogue {
     Tensor sdK = make_tensor(make_smem_ptr(Mainloop::dk_stage(smem)), typename Mainloop::LayoutKV{});
     Tensor sdV = make_tensor(make_smem_ptr(Mainloop::dv_stage(smem)), typename Mainloop::LayoutKV{});
     Mainloop::sync_consumers();  // both warpgroups' GEMMs are done reading K and V
+    FK_BWD_TRACE_MARK(0, kBwdTraceEpiSync);
     copy(sm80::convert<Element>(acc), thr.partition_C((dk ? sdK : sdV)(_, _, 0)));
     cutlass::arch::fence_view_async_shared();
     Mainloop::sync_consumers();
+    FK_BWD_TRACE_MARK(0, kBwdTraceEpiStaged);
     to_global(p, sdK(_, _, 0), sdV(_, _, 0), w, sb, tid, [](auto) {});
   }
 
@@ -120,6 +122,7 @@ struct BwdEpilogue {
       };
       write(p.tma_dk, sdK);
       write(p.tma_dv, sdV);
+      FK_BWD_TRACE_MARK(0, kBwdTraceEpiIssued);
       tma_store_arrive();
       signal(cute::Int<1>{});
       tma_store_wait<0>();  // shared memory stays valid until the stores have read it
