@@ -33,8 +33,8 @@ bool minimal_build() { return build_info().kernel_set.rfind("minimal", 0) == 0; 
 bool compiled(DType dt, int hdim, bool hopper_only = false) {
   if (!minimal_build()) return true;
   const bool dtype = dt == DType::bf16 || build_info().kernel_set == "minimal-f16";
-  return dtype && ((hdim > 32 && hdim <= 64) || (hdim > 96 && hdim <= 128) ||
-                   (hopper_only && hdim > 192));
+  return dtype &&
+         ((hdim > 32 && hdim <= 64) || (hdim > 96 && hdim <= 128) || (hopper_only && hdim > 192));
 }
 
 // A device copy of a [b, s, h, d] host tensor in a head-major physical layout [b, h, s, d + 8],

@@ -1,8 +1,9 @@
-// Measuring builds only (compiled with -DFK_BWD_TRACE; bench/NOTES-attention.md, session 40): the
-// Hopper backward's kernels (0: the column kernel, 1: hdim 256's dQ pass) record, per CTA, the
-// %globaltimer at entry and at exit (the later of its consumer warpgroups), its SM and its work
-// tile, and (the column kernel's owners at hdim 256) when the first stage had landed, when the
-// first block's scores were done and when the last GEMM was, so a harness can tell a tile's fixed cost from its per-block cost and the launch order's
+// Measuring builds only (compiled with -DFK_BWD_TRACE; bench/NOTES-attention.md, session 40).
+// The Hopper backward's kernels (0: the column kernel, 1: hdim 256's dQ pass) record, per CTA,
+// the %globaltimer at entry and at exit (the later of its consumer warpgroups), its SM and its
+// work tile. The column kernel at hdim 256 also records when its first stage had landed, when
+// its first block's scores were done, when its last GEMM was, and its epilogue's steps. From
+// these a harness can tell a tile's fixed cost from its per-block cost, and the launch order's
 // tail from both (bench/sm90_bwd_ab.cu prints the summary). Without the macro every
 // FK_BWD_TRACE_* is empty and nothing here is compiled.
 #pragma once
