@@ -1,29 +1,24 @@
 #!/bin/bash
-# Session 40's calls. PHASE=harness: the hdim 256 backward harness with the per-CTA trace
-# (.ab/d256t: bench/sm90_bwd_ab.cu -DAB_HDIM=256 -DFK_BWD_TRACE, and .ab/d256 without it) under
-# FLASHKIT_GROUP_SMALL_FIRST=0 / 1 in turn (the partial group last / first), two rounds, then
-# compute-sanitizer on the harness's reference checks with the new order.
+# Session 40's calls (PHASE=harness | breakdown | phases | f16, each described below). The
+# harness binaries: .ab/d256t (bench/sm90_bwd_ab.cu -DAB_HDIM=256 -DFK_BWD_TRACE: the per-CTA
+# trace of cta_trace.h) and .ab/d256 (without it), built by bench/sm90_fwd_ab.sh.
 # usage: OUT=/some/dir PHASE=harness bench/gpu-s40.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
-case "${PHASE:-harness}" in
-breakdown | phases | f16) ;;
-harness)
+# One harness run: binary $1 named $2 with FLASHKIT_GROUP_SMALL_FIRST=$3 ($4 seconds at most).
+harness_run() {
+  stamp "$2, small_first=$3"
+  FLASHKIT_GROUP_SMALL_FIRST=$3 timeout "$4" "$1" "$2-k$3" 2048 4096 8192 16384 >"$log/$2-k$3.txt" 2>&1
+  stamp "rc=$?"
+}
+# PHASE=harness (call 1; the knob's code was reverted after it, so both settings now run the
+# same order): two traced rounds and one untraced, then the sanitizers on the reference checks.
+if [ "${PHASE:-harness}" = harness ]; then
   for round in 1 2; do
-    for knob in 0 1; do
-      stamp "round $round, small_first=$knob"
-      FLASHKIT_GROUP_SMALL_FIRST=$knob timeout 150 .ab/d256t "r${round}-k$knob" 2048 4096 8192 16384 \
-        >"$log/h-r$round-k$knob.txt" 2>&1
-      stamp "rc=$?"
-    done
+    for knob in 0 1; do harness_run .ab/d256t "h-r$round" $knob 150; done
   done
-  for knob in 0 1; do
-    stamp "no trace, small_first=$knob"
-    FLASHKIT_GROUP_SMALL_FIRST=$knob timeout 100 .ab/d256 "nt-k$knob" 2048 4096 8192 16384 \
-      >"$log/nt-k$knob.txt" 2>&1
-    stamp "rc=$?"
-  done
+  for knob in 0 1; do harness_run .ab/d256 nt $knob 100; done
   for tool in memcheck racecheck; do
     stamp "$tool ($(left) s left)"
     FLASHKIT_GROUP_SMALL_FIRST=1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 \
@@ -33,12 +28,11 @@ harness)
   done
   grep -h "check" "$log"/h-r1-k1.txt | head -8
   echo "== timing (variant d s ms TFLOP/s)"
-  grep -hE "^(r[12]|nt)-k[01] " "$log"/h-*.txt "$log"/nt-*.txt | sort -k3,3 -k4,4 -k1,1
+  grep -hE "^(h-r[12]|nt)-k[01] " "$log"/h-*.txt "$log"/nt-*.txt | sort -k3,3 -k4,4 -k1,1
   echo "== traces"
   grep -h "^trace" "$log"/h-r1-k0.txt "$log"/h-r1-k1.txt | grep causal
   grep -h "^trace" "$log"/h-r1-k0.txt | grep full
-  ;;
-esac
+fi
 # PHASE=breakdown: per-kernel times (torch.profiler, bench/kernel_breakdown.py) of the carried
 # build's forward + backward at 8k, hdim 128 and 64: plain, a block mask of all ones, 0.1.
 if [ "${PHASE:-}" = breakdown ]; then
