@@ -219,6 +219,22 @@ void trace_summary(const Problem& p) {
       std::printf("epilogue %s s%d %s: to barrier %.2f, staged %.2f, stores issued %.2f, read and "
                   "exit %.2f us\n", k == 0 ? "column" : "dq-pass", p.sq, p.causal ? "causal" : "full",
                   ep[0] / nep, ep[1] / nep, ep[2] / nep, ep[3] / nep);
+    // The dQ pass stamps no first block: its Q / dO stage landing, the blocks (per block), the
+    // last GEMM to exit.
+    double dq[3] = {0, 0, 0}, ndq = 0;
+    int ndc = 0;
+    for (int c = 0; k == 1 && c < n; ++c) {
+      const double e = double(at(k, c, kBwdTraceEntry)), d0 = double(at(k, c, kBwdTraceFirstData)),
+                   d2 = double(at(k, c, kBwdTraceLoopEnd)), x = double(at(k, c, kBwdTraceExit));
+      if (d0 == 0 || d2 == 0) continue;
+      const int blk = int(at(k, c, kBwdTraceTile) & 0xFFFF);
+      dq[0] += (d0 - e) * 1e-3, dq[1] += (d2 - d0) * 1e-3, dq[2] += (x - d2) * 1e-3, ++ndc;
+      ndq += p.causal ? (blk * 64 + 63) / t.block_n + 1 : nk;
+    }
+    if (ndc)
+      std::printf("phases dq-pass s%d %s: Q / dO stage %.2f us, blocks %.3f us each, last GEMM to "
+                  "exit %.2f us (means over %d CTAs)\n", p.sq, p.causal ? "causal" : "full",
+                  dq[0] / ndc, dq[1] / ndq, dq[2] / ndc, ndc);
     if (nph)
       std::printf("phases %s s%d %s: first stage %.2f us, first block %.2f us, later blocks %.3f us "
                   "each, last GEMM to exit %.2f us (means over %d CTAs)\n",

@@ -188,6 +188,7 @@ struct BwdDqKernel {
       // branch it deems divergent get serialised).
       if (cutlass::canonical_warp_group_idx() == 1) mma_s(p, smem, w, pol, walk, acc_dq, st, tid);
       else mma_dp(p, smem, walk, acc_dq, st, tid);
+      FK_BWD_TRACE_MARK(1, kBwdTraceLoopEnd);
       store(p, smem, w, sb, acc_dq, tid);
       FK_BWD_TRACE_EXIT(1);
     }
@@ -246,6 +247,7 @@ struct BwdDqKernel {
                                               Frag& frag, typename Ring::State& st, int t) {
     TiledMmaSdP mma;
     Ring::consumer_wait(smem.ring, st);
+    FK_BWD_TRACE_MARK(1, kBwdTraceFirstData);
     Tensor s = make_tensor(make_smem_ptr(stage_tiles), LayoutKV{})(_, _, st.stage);
     copy(mma.get_thread_slice(t).partition_A(s), frag);
     Ring::consumer_release(smem.ring, st);
