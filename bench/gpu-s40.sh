@@ -46,10 +46,13 @@ if [ "${PHASE:-}" = breakdown ]; then
   done
 fi
 # PHASE=phases: the traced harness again (its column kernel's phases), causal and dense, 2k-16k.
+# PHASES_BINS: the traced binaries to run in turn (default .ab/d256t).
 if [ "${PHASE:-}" = phases ]; then
-  timeout 150 .ab/d256t phases 2048 4096 8192 16384 >"$log/phases.txt" 2>&1
-  stamp "rc=$?"
-  grep -E "FAILED|^phases|^epilogue|^trace" "$log/phases.txt"
+  for b in ${PHASES_BINS:-d256t}; do
+    timeout 150 .ab/$b "phases-$b" 2048 4096 8192 16384 >"$log/phases-$b.txt" 2>&1
+    stamp "$b rc=$?"
+    grep -E "FAILED|^phases|^epilogue|^trace" "$log/phases-$b.txt" | sed "s/^/$b /"
+  done
 fi
 # PHASE=f16: the minimal-f16 test binary (.ab/f16.txz: build-dev/flashkit_gpu_tests linked with
 # the f16 twins): build info, every attention gtest, then compute-sanitizer on the f16 both-paths
@@ -63,4 +66,27 @@ if [ "${PHASE:-}" = f16 ]; then
   grep -E "^\[  FAILED|^\[  PASSED|tests ran|SKIPPED \]|Failure|Expected|Which is|differ" "$log/tests.log" | head -40
   grep -E "^\[       OK" "$log/tests.log" | awk '{print $4, $5, $6}' | tr '\n' ' '; echo
   SAN_EACH=${SAN_EACH:-90} sanitize $bin 'AttentionGpuSm90.Fp16BothPaths'
+fi
+# PHASE=stsm: the backward epilogues by stmatrix (.ab/d256s, .ab/d128s) against HEAD before it
+# (.ab/d256, .ab/d128), two interleaved rounds, then the sanitizers on the new binaries' checks.
+if [ "${PHASE:-}" = stsm ]; then
+  for round in 1 2; do
+    for b in d256 d256s d128 d128s; do
+      stamp "$b round $round"
+      timeout 100 .ab/$b "$b" 2048 4096 8192 16384 >"$log/$b-r$round.txt" 2>&1
+      stamp "rc=$?"
+    done
+  done
+  for b in d256s d128s; do
+    for tool in memcheck racecheck; do
+      stamp "$b $tool"
+      timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 .ab/$b san 0 >"$log/$b-$tool.log" 2>&1
+      stamp "rc=$?"
+      grep -E "SUMMARY|FAILED" "$log/$b-$tool.log" | head -2
+    done
+  done
+  grep -h "check" "$log"/d256s-r1.txt "$log"/d128s-r1.txt | grep -c " ok"
+  grep -h "FAILED" "$log"/*-r*.txt
+  echo "== variant d mask s ms TFLOP/s (rounds 1, 2)"
+  grep -hE "^d(256|128)s? d" "$log"/d*-r[12].txt | sort -k2,2 -k3,3 -k4,4 -k1,1
 fi

@@ -407,12 +407,11 @@ struct BwdDqKernel {
   __device__ static void store(const Params& p, SharedStorage& smem, const WorkTile& w,
                                const SeqBounds& sb, AccQ& acc_dq, int tid) {
     TiledMmadQ mma_dq;
-    auto thr = mma_dq.get_thread_slice(tid);
     CUTE_UNROLL
     for (int i = 0; i < size(acc_dq); ++i) acc_dq(i) *= p.scale;
     Tensor sdQ = make_tensor(make_smem_ptr(smem.k), LayoutKV{})(_, _, 0);
     sync_consumers();
-    copy(sm80::convert<Element>(acc_dq), thr.partition_C(sdQ));
+    stsm_tile<Element>(mma_dq, tid, sm80::convert<Element>(acc_dq), sdQ);
     cutlass::arch::fence_view_async_shared();
     sync_consumers();
     if (sb.varlen) {

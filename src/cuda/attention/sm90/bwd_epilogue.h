@@ -64,6 +64,8 @@ struct BwdEpilogue {
     Tensor sdK = make_tensor(make_smem_ptr(Mainloop::dk_stage(smem)), typename Mainloop::LayoutKV{});
     Tensor sdV = make_tensor(make_smem_ptr(Mainloop::dv_stage(smem)), typename Mainloop::LayoutKV{});
     // Both warpgroups' GEMMs are done reading dS^T, and the last dQ reduce has read its block.
+    // (stmatrix here, as store_owner has it, measured 0.5-3% slower at hdim 128: bench/NOTES-
+    // attention.md, session 40.)
     Mainloop::sync_consumers();
     copy(sm80::convert<Element>(acc_dk), thr.partition_C(sdK(_, _, 0)));
     copy(sm80::convert<Element>(acc_dv), thr.partition_C(sdV(_, _, 0)));
@@ -78,7 +80,6 @@ struct BwdEpilogue {
                                      const WorkTile& w, const SeqBounds& sb, Acc& acc, int tid) {
     typename Mainloop::TiledMmadKV mma;
     const bool dk = tid >= kThreads / 2;
-    auto thr = mma.get_thread_slice(tid % (kThreads / 2));
     if (dk) {
       CUTE_UNROLL
       for (int i = 0; i < size(acc); ++i) acc(i) *= p.scale;
@@ -87,7 +88,7 @@ struct BwdEpilogue {
     Tensor sdV = make_tensor(make_smem_ptr(Mainloop::dv_stage(smem)), typename Mainloop::LayoutKV{});
     Mainloop::sync_consumers();  // both warpgroups' GEMMs are done reading K and V
     FK_BWD_TRACE_MARK(0, kBwdTraceEpiSync);
-    copy(sm80::convert<Element>(acc), thr.partition_C((dk ? sdK : sdV)(_, _, 0)));
+    stsm_tile<Element>(mma, tid % (kThreads / 2), sm80::convert<Element>(acc), (dk ? sdK : sdV)(_, _, 0));
     cutlass::arch::fence_view_async_shared();
     Mainloop::sync_consumers();
     FK_BWD_TRACE_MARK(0, kBwdTraceEpiStaged);
