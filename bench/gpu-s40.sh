@@ -65,7 +65,7 @@ if [ "${PHASE:-}" = f16 ]; then
   stamp "rc=$?"
   grep -E "^\[  FAILED|^\[  PASSED|tests ran|SKIPPED \]|Failure|Expected|Which is|differ" "$log/tests.log" | head -40
   grep -E "^\[       OK" "$log/tests.log" | awk '{print $4, $5, $6}' | tr '\n' ' '; echo
-  SAN_EACH=${SAN_EACH:-90} sanitize $bin 'AttentionGpuSm90.Fp16BothPaths'
+  SAN_EACH=${SAN_EACH:-60} sanitize $bin 'AttentionGpuSm90.Fp16BothPaths'
 fi
 # PHASE=stsm: the backward epilogues by stmatrix (.ab/d256s, .ab/d128s) against HEAD before it
 # (.ab/d256, .ab/d128), two interleaved rounds, then the sanitizers on the new binaries' checks.
@@ -89,4 +89,15 @@ if [ "${PHASE:-}" = stsm ]; then
   grep -h "FAILED" "$log"/*-r*.txt
   echo "== variant d mask s ms TFLOP/s (rounds 1, 2)"
   grep -hE "^d(256|128)s? d" "$log"/d*-r[12].txt | sort -k2,2 -k3,3 -k4,4 -k1,1
+fi
+# PHASE=d256bench: issue 8's hdim 256 cells (bench/attention.py flashkit against cuDNN, 2k-16k,
+# causal and not, sustained protocol) with the extension in .ab/ext.txz (the stmatrix epilogues).
+if [ "${PHASE:-}" = d256bench ]; then
+  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" .ab/ext.txz
+  stamp "bench/attention.py hdim 256, sustained"
+  timeout 300 python3 bench/attention.py --out "$out" --methods flashkit,cudnn --no-memory \
+    --hdims 256 --seqlens ${SEQLENS:-4096,8192} --protocol sustained --name attention-d256-s40-stsm \
+    >"$log/attn.log" 2>&1
+  stamp "rc=$?"
+  tail -30 "$log/attn.log"
 fi
