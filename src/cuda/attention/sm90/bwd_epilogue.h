@@ -88,7 +88,8 @@ struct BwdEpilogue {
     Tensor sdV = make_tensor(make_smem_ptr(Mainloop::dv_stage(smem)), typename Mainloop::LayoutKV{});
     Mainloop::sync_consumers();  // both warpgroups' GEMMs are done reading K and V
     FK_BWD_TRACE_MARK(0, kBwdTraceEpiSync);
-    stsm_tile<Element>(mma, tid % (kThreads / 2), sm80::convert<Element>(acc), (dk ? sdK : sdV)(_, _, 0));
+    stsm_tile<Element>(mma, tid % (kThreads / 2), sm80::convert<Element>(acc),
+                       (dk ? sdK : sdV)(_, _, 0));
     cutlass::arch::fence_view_async_shared();
     Mainloop::sync_consumers();
     FK_BWD_TRACE_MARK(0, kBwdTraceEpiStaged);

@@ -115,7 +115,8 @@ __device__ __forceinline__ void store_tile_rows(const SmemTile& s, GmemTile&& g,
 // instruction). A plain copy through the swizzled pointer comes out as 4-byte generic stores with
 // ~6 integer instructions of address arithmetic each (bench/NOTES-attention.md, session 40).
 template <class Element, class TiledMma, class Frag, class STile>
-__device__ __forceinline__ void stsm_tile(const TiledMma& mma, int tid, const Frag& frag, STile&& s) {
+__device__ __forceinline__ void stsm_tile(const TiledMma& mma, int tid, const Frag& frag,
+                                          STile&& s) {
   auto stsm = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma);
   auto thr = stsm.get_thread_slice(tid);
   copy(stsm, thr.retile_S(frag), thr.partition_D(s));
