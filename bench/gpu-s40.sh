@@ -101,3 +101,11 @@ if [ "${PHASE:-}" = d256bench ]; then
   stamp "rc=$?"
   tail -30 "$log/attn.log"
 fi
+# PHASE=san: compute-sanitizer with the minimal-f16 test binary (its hdim 256 backward objects
+# carry the stmatrix epilogues) on the small both-path variant tests (bf16 hdim 256 included).
+if [ "${PHASE:-}" = san ]; then
+  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" .ab/f16.txz
+  SAN_EACH=${SAN_EACH:-150} sanitize build-dev/flashkit_gpu_tests_f16 \
+    'AttentionGpuSmall.Sm90AndSm80PathsVariants:AttentionGpuSmall.Sm90AndSm80VarlenVariants'
+  grep -hE "^\[       OK|SKIPPED \]" "$log/memcheck.log" | head -4
+fi
