@@ -28,8 +28,8 @@ namespace {
 bool minimal_build() { return build_info().kernel_set.rfind("minimal", 0) == 0; }
 
 // Whether the build holds the kernels a case needs: minimal builds keep bf16 (minimal-f16: and
-// f16) hdim 33..64 and 97..128, and at 193..256 only the Hopper kernels (plain scores, window and
-// ALiBi, forward and backward; no sm80 kernel).
+// f16) hdim 33..64 and 97..128, and at 193..256 only the Hopper kernels (plain scores, window,
+// ALiBi and bf16 softcap, forward and backward; no sm80 kernel).
 bool compiled(DType dt, int hdim, bool hopper_only = false) {
   if (!minimal_build()) return true;
   const bool dtype = dt == DType::bf16 || build_info().kernel_set == "minimal-f16";
