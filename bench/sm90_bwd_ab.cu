@@ -146,10 +146,10 @@ bool check(int b, int h, int sq, int sk, bool causal, uint32_t seed) {
 }
 
 #ifdef FK_BWD_TRACE
-// One line per traced kernel of the last backward (cta_trace.h): its span, the SMs' idle share
-// of it, the drain (the first SM's last exit to the kernel's end), the mean gap between CTAs on
-// one SM, and a least-squares fit of each CTA's duration against its block count n (the tile's
-// fixed cost a and per-block cost b, us), with the mean n.
+// Lines per traced kernel of the last backward (cta_trace.h): its span, the SMs' idle share of
+// it, the drain (the first SM's last exit to the kernel's end), the mean gap between CTAs on one
+// SM, a least-squares fit of each CTA's duration against its block count n (the tile's fixed
+// cost a and per-block cost b, us), and the means of the phases its CTAs stamped.
 void trace_summary(const Problem& p) {
   using namespace flashkit::cuda::attn;
   constexpr Sm90BwdTiles t = sm90_bwd_tiles(kD);
@@ -161,28 +161,42 @@ void trace_summary(const Problem& p) {
   };
   const int nq = (p.sq + t.block_m - 1) / t.block_m, nk = (p.sk + t.block_n - 1) / t.block_n;
   const int grids[2] = {nk * p.h * p.b, kD > 128 ? (p.sq + 63) / 64 * p.h * p.b : 0};
+  // The blocks CTA c walks: the column kernel's query blocks, the dQ pass's key blocks.
+  auto blocks = [&](int k, int c) {
+    const int blk = int(at(k, c, kBwdTraceTile) & 0xFFFF);
+    if (!p.causal) return k == 0 ? nq : nk;
+    return k == 0 ? nq - blk * t.block_n / t.block_m : (blk * 64 + 63) / t.block_n + 1;
+  };
+  // Mean of slot b - slot a (us) over the n CTAs that stamped both; per_block: divided by their
+  // blocks less `skip` instead of their count. Negative when no CTA stamped them.
+  auto phase = [&](int k, int n, int a, int b, bool per_block = false, int skip = 0) {
+    double sum = 0, den = 0;
+    for (int c = 0; c < n; ++c) {
+      const unsigned long long ta = at(k, c, a), tb = at(k, c, b);
+      if (ta == 0 || tb == 0 || (per_block && blocks(k, c) <= skip)) continue;
+      sum += (double(tb) - double(ta)) * 1e-3, den += per_block ? blocks(k, c) - skip : 1;
+    }
+    return den > 0 ? sum / den : -1.0;
+  };
   unsigned long long t0 = ~0ull;
   for (int k = 0; k < 2; ++k)
     for (int c = 0; c < std::min(grids[k], kBwdTraceCtas); ++c) t0 = std::min(t0, at(k, c, kBwdTraceEntry));
   for (int k = 0; k < 2; ++k) {
     const int n = std::min(grids[k], kBwdTraceCtas);
     if (n == 0) continue;
+    const char* name = k == 0 ? "column" : "dq-pass";
+    const char* mask = p.causal ? "causal" : "full";
     double first = 1e30, last = 0, busy = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     std::vector<std::vector<std::pair<double, double>>> per_sm(256);
     for (int c = 0; c < n; ++c) {
       const double e = (at(k, c, kBwdTraceEntry) - t0) * 1e-3, x = (at(k, c, kBwdTraceExit) - t0) * 1e-3;
-      const unsigned long long tile = at(k, c, kBwdTraceTile);
-      const int blk = int(tile & 0xFFFF);
-      // blocks the tile walks: the column kernel's query blocks, the dQ pass's key blocks
-      int nb = k == 0 ? nq : nk;
-      if (p.causal) nb = k == 0 ? nq - blk * t.block_n / t.block_m : (blk * 64 + 63) / t.block_n + 1;
+      const int nb = blocks(k, c);
       first = std::min(first, e), last = std::max(last, x), busy += x - e;
       sx += nb, sy += x - e, sxx += double(nb) * nb, sxy += double(nb) * (x - e);
       per_sm[at(k, c, kBwdTraceSm) & 255].push_back({e, x});
     }
-    int sms = 0;
+    int sms = 0, ngaps = 0;
     double drain_from = 1e30, gaps = 0;
-    int ngaps = 0;
     for (auto& v : per_sm) {
       if (v.empty()) continue;
       ++sms;
@@ -190,62 +204,35 @@ void trace_summary(const Problem& p) {
       drain_from = std::min(drain_from, v.back().second);
       for (size_t i = 1; i < v.size(); ++i) gaps += v[i].first - v[i - 1].second, ++ngaps;
     }
-    // The column kernel's phases (hdim 256's owners stamp them): entry to the first stage landed,
-    // the first block's scores, the blocks after it (per block), the last GEMM to exit.
-    double ph[4] = {0, 0, 0, 0}, nmid = 0;
-    int nph = 0;
-    for (int c = 0; c < n; ++c) {
-      const double e = double(at(k, c, kBwdTraceEntry)), d0 = double(at(k, c, kBwdTraceFirstData)),
-                   d1 = double(at(k, c, kBwdTraceFirstBlock)), d2 = double(at(k, c, kBwdTraceLoopEnd)),
-                   x = double(at(k, c, kBwdTraceExit));
-      if (d0 == 0 || d1 == 0 || d2 == 0) continue;
-      const int blk = int(at(k, c, kBwdTraceTile) & 0xFFFF);
-      const int nb = p.causal ? nq - blk * t.block_n / t.block_m : nq;
-      ph[0] += (d0 - e) * 1e-3, ph[1] += (d1 - d0) * 1e-3, ph[3] += (x - d2) * 1e-3, ++nph;
-      if (nb > 1) ph[2] += (d2 - d1) * 1e-3, nmid += nb - 1;
-    }
-    // The exit phase's steps: last GEMM to the first barrier, to staged, to the stores issued, to exit.
-    double ep[4] = {0, 0, 0, 0};
-    int nep = 0;
-    for (int c = 0; c < n; ++c) {
-      const double d2 = double(at(k, c, kBwdTraceLoopEnd)), e0 = double(at(k, c, kBwdTraceEpiSync)),
-                   e1 = double(at(k, c, kBwdTraceEpiStaged)), e2 = double(at(k, c, kBwdTraceEpiIssued)),
-                   x = double(at(k, c, kBwdTraceExit));
-      if (d2 == 0 || e0 == 0 || e1 == 0 || e2 == 0) continue;
-      ep[0] += (e0 - d2) * 1e-3, ep[1] += (e1 - e0) * 1e-3, ep[2] += (e2 - e1) * 1e-3,
-          ep[3] += (x - e2) * 1e-3, ++nep;
-    }
-    if (nep)
-      std::printf("epilogue %s s%d %s: to barrier %.2f, staged %.2f, stores issued %.2f, read and "
-                  "exit %.2f us\n", k == 0 ? "column" : "dq-pass", p.sq, p.causal ? "causal" : "full",
-                  ep[0] / nep, ep[1] / nep, ep[2] / nep, ep[3] / nep);
-    // The dQ pass stamps no first block: its Q / dO stage landing, the blocks (per block), the
-    // last GEMM to exit.
-    double dq[3] = {0, 0, 0}, ndq = 0;
-    int ndc = 0;
-    for (int c = 0; k == 1 && c < n; ++c) {
-      const double e = double(at(k, c, kBwdTraceEntry)), d0 = double(at(k, c, kBwdTraceFirstData)),
-                   d2 = double(at(k, c, kBwdTraceLoopEnd)), x = double(at(k, c, kBwdTraceExit));
-      if (d0 == 0 || d2 == 0) continue;
-      const int blk = int(at(k, c, kBwdTraceTile) & 0xFFFF);
-      dq[0] += (d0 - e) * 1e-3, dq[1] += (d2 - d0) * 1e-3, dq[2] += (x - d2) * 1e-3, ++ndc;
-      ndq += p.causal ? (blk * 64 + 63) / t.block_n + 1 : nk;
-    }
-    if (ndc)
-      std::printf("phases dq-pass s%d %s: Q / dO stage %.2f us, blocks %.3f us each, last GEMM to "
-                  "exit %.2f us (means over %d CTAs)\n", p.sq, p.causal ? "causal" : "full",
-                  dq[0] / ndc, dq[1] / ndq, dq[2] / ndc, ndc);
-    if (nph)
-      std::printf("phases %s s%d %s: first stage %.2f us, first block %.2f us, later blocks %.3f us "
-                  "each, last GEMM to exit %.2f us (means over %d CTAs)\n",
-                  k == 0 ? "column" : "dq-pass", p.sq, p.causal ? "causal" : "full", ph[0] / nph,
-                  ph[1] / nph, nmid ? ph[2] / nmid : 0.0, ph[3] / nph, nph);
+    if (phase(k, n, kBwdTraceLoopEnd, kBwdTraceEpiIssued) >= 0)  // the column kernel's exit steps
+      std::printf(
+          "epilogue %s s%d %s: to barrier %.2f, staged %.2f, stores issued %.2f, read and "
+          "exit %.2f us\n",
+          name, p.sq, mask, phase(k, n, kBwdTraceLoopEnd, kBwdTraceEpiSync),
+          phase(k, n, kBwdTraceEpiSync, kBwdTraceEpiStaged),
+          phase(k, n, kBwdTraceEpiStaged, kBwdTraceEpiIssued),
+          phase(k, n, kBwdTraceEpiIssued, kBwdTraceExit));
+    if (phase(k, n, kBwdTraceFirstData, kBwdTraceFirstBlock) >= 0)  // the column kernel's owners
+      std::printf(
+          "phases %s s%d %s: first stage %.2f us, first block %.2f us, later blocks %.3f us "
+          "each, last GEMM to exit %.2f us\n",
+          name, p.sq, mask, phase(k, n, kBwdTraceEntry, kBwdTraceFirstData),
+          phase(k, n, kBwdTraceFirstData, kBwdTraceFirstBlock),
+          phase(k, n, kBwdTraceFirstBlock, kBwdTraceLoopEnd, true, 1),
+          phase(k, n, kBwdTraceLoopEnd, kBwdTraceExit));
+    else if (phase(k, n, kBwdTraceFirstData, kBwdTraceLoopEnd) >= 0)  // the dQ pass
+      std::printf(
+          "phases %s s%d %s: Q / dO stage %.2f us, blocks %.3f us each, last GEMM to exit "
+          "%.2f us\n",
+          name, p.sq, mask, phase(k, n, kBwdTraceEntry, kBwdTraceFirstData),
+          phase(k, n, kBwdTraceFirstData, kBwdTraceLoopEnd, true),
+          phase(k, n, kBwdTraceLoopEnd, kBwdTraceExit));
     const double span = last - first, slope = (n * sxy - sx * sy) / std::max(1e-9, n * sxx - sx * sx);
-    std::printf("trace %s s%d %s: CTAs %d on %d SMs, span %.1f us (from %.1f), idle %.1f%%, "
-                "drain %.1f us, gap %.2f us, fit a %.2f us + b %.3f us x n (mean n %.1f)\n",
-                k == 0 ? "column" : "dq-pass", p.sq, p.causal ? "causal" : "full", n, sms, span,
-                first, 100.0 * (1.0 - busy / (sms * span)), last - drain_from,
-                ngaps ? gaps / ngaps : 0.0, (sy - slope * sx) / n, slope, sx / n);
+    std::printf(
+        "trace %s s%d %s: CTAs %d on %d SMs, span %.1f us (from %.1f), idle %.1f%%, "
+        "drain %.1f us, gap %.2f us, fit a %.2f us + b %.3f us x n (mean n %.1f)\n",
+        name, p.sq, mask, n, sms, span, first, 100.0 * (1.0 - busy / (sms * span)),
+        last - drain_from, ngaps ? gaps / ngaps : 0.0, (sy - slope * sx) / n, slope, sx / n);
   }
 }
 #endif

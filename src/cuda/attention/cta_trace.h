@@ -10,6 +10,8 @@
 #ifdef FK_BWD_TRACE
 #include <cuda_runtime.h>
 
+#include "cuda/common/device_clock.h"
+
 namespace flashkit::cuda::attn {
 
 enum BwdTraceSlot {
@@ -29,21 +31,14 @@ constexpr int kBwdTraceKernels = 2, kBwdTraceCtas = 16384;
 // One copy per translation unit (static): the harness is one TU.
 static __device__ unsigned long long fk_bwd_trace[kBwdTraceKernels][kBwdTraceCtas][kBwdTraceSlots];
 
-__device__ __forceinline__ unsigned long long bwd_trace_now() {
-  unsigned long long v;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
-  return v;
-}
 // Thread 0 of the CTA: entry time, SM and tile (block | head << 16 | batch << 40).
 __device__ __forceinline__ void bwd_trace_entry(int kernel, int block, int head, int batch) {
   if (threadIdx.x != 0 || blockIdx.x >= kBwdTraceCtas) return;
-  unsigned s;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
   unsigned long long* r = fk_bwd_trace[kernel][blockIdx.x];
-  r[kBwdTraceEntry] = bwd_trace_now();
+  r[kBwdTraceEntry] = global_timer_ns();
   for (int i = kBwdTraceFirstData; i < kBwdTraceSlots; ++i) r[i] = 0;
   r[kBwdTraceExit] = 0;
-  r[kBwdTraceSm] = s;
+  r[kBwdTraceSm] = sm_id();
   r[kBwdTraceTile] = (unsigned long long)block | ((unsigned long long)head << 16) |
                      ((unsigned long long)batch << 40);
 }
@@ -51,7 +46,7 @@ __device__ __forceinline__ void bwd_trace_entry(int kernel, int block, int head,
 // its stores are issued).
 __device__ __forceinline__ void bwd_trace_mark(int kernel, int slot) {
   if (threadIdx.x % 128 != 0 || blockIdx.x >= kBwdTraceCtas) return;
-  atomicMax(&fk_bwd_trace[kernel][blockIdx.x][slot], bwd_trace_now());
+  atomicMax(&fk_bwd_trace[kernel][blockIdx.x][slot], global_timer_ns());
 }
 
 }  // namespace flashkit::cuda::attn

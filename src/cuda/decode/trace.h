@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "cuda/common/device_clock.h"
+
 namespace flashkit::cuda::decoding {
 
 enum TraceSlot {
@@ -30,15 +32,7 @@ static __device__ unsigned long long fk_decode_trace[kTraceCtas][kTraceSlots];
 
 __device__ __forceinline__ void trace_mark(int slot) {
   if (threadIdx.x != 0 || blockIdx.x >= kTraceCtas) return;
-  unsigned long long v;
-  if (slot == kTraceSm) {
-    unsigned s;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
-    v = s;
-  } else {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
-  }
-  fk_decode_trace[blockIdx.x][slot] = v;
+  fk_decode_trace[blockIdx.x][slot] = slot == kTraceSm ? sm_id() : global_timer_ns();
 }
 
 // The summary of the last launch of this TU's kernels (grid CTAs), in us from the first entry;

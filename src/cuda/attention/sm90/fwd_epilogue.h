@@ -136,11 +136,7 @@ struct FwdEpilogue {
     const bool leader = own ? tid % 128 == 0 : tid == 0;
     if (leader) tma_store_wait<0>();  // the group's previous store has read its part of sO
     cutlass::arch::NamedBarrier::sync(group, barrier);
-    // stmatrix (FA3's epilogue): 8x8 tiles of 16-byte rows a warp instruction, at shared-memory
-    // addresses (a plain copy through the swizzled pointer came out as 32 generic 4-byte stores).
-    auto stsm = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma);
-    auto thr_stsm = stsm.get_thread_slice(tid);
-    copy(stsm, thr_stsm.retile_S(rO), thr_stsm.partition_D(sO));
+    stsm_tile<Element>(mma, tid, rO, sO);      // stmatrix, FA3's epilogue (sm90/traits.h)
     cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to the TMA engine
     cutlass::arch::NamedBarrier::sync(group, barrier);
     if (p.varlen) {  // the next tile's first barrier above orders these reads before its writes
