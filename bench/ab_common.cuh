@@ -49,17 +49,29 @@ __device__ float block_reduce(float x, float init, F f) {
   return x;
 }
 
+// AB_BLOCKMASK_DENSITY (the forward harness): every query block of 128 rows keeps
+// max(1, round(density x key blocks)) random key blocks of 128 (bench/variants.py's rule), one
+// [nq, nk] u8 mask for every batch and head; the reference drops the same keys.
+struct BlockMask {
+  const uint8_t* mask = nullptr;  // device, [nq, nk]; null: off
+  int nk = 0;
+};
+__device__ __forceinline__ bool dropped(const BlockMask& m, int i, int j) {
+  return m.mask && !m.mask[(i / 128) * m.nk + j / 128];
+}
+
 // Row i of head (b, hh), [b, s, h, d] layout, bottom-right causal: p[j] = exp(scale q.k_j - mx)
 // (0 where masked), for the block's threads; returns mx and the row sum l (every thread).
 __device__ void softmax_row(const Bf16* q, const Bf16* k, float* p, int b, int i, int h, int hh,
-                            int sq, int sk, float scale, bool causal, float& mx, float& l) {
+                            int sq, int sk, float scale, bool causal, float& mx, float& l,
+                            BlockMask bm = {}) {
   const Bf16* qr = q + ((int64_t(b) * sq + i) * h + hh) * kD;
   mx = -INFINITY;
   for (int j = threadIdx.x; j < sk; j += blockDim.x) {
     const Bf16* kr = k + ((int64_t(b) * sk + j) * h + hh) * kD;
     float s = 0.f;
     for (int d = 0; d < kD; ++d) s += float(qr[d]) * float(kr[d]);
-    s = (causal && j > i + sk - sq) ? -INFINITY : s * scale;
+    s = ((causal && j > i + sk - sq) || dropped(bm, i, j)) ? -INFINITY : s * scale;
     p[j] = s;
     mx = fmaxf(mx, s);
   }
@@ -74,11 +86,11 @@ __device__ void softmax_row(const Bf16* q, const Bf16* k, float* p, int b, int i
 
 // One block per (query row, head, batch): O and LSE.
 __global__ void reference(const Bf16* q, const Bf16* k, const Bf16* v, float* o, float* lse,
-                          int h, int sq, int sk, float scale, bool causal) {
+                          int h, int sq, int sk, float scale, bool causal, BlockMask bm = {}) {
   extern __shared__ float p[];  // sk scores
   const int i = blockIdx.x, hh = blockIdx.y, b = blockIdx.z;
   float mx, l;
-  softmax_row(q, k, p, b, i, h, hh, sq, sk, scale, causal, mx, l);
+  softmax_row(q, k, p, b, i, h, hh, sq, sk, scale, causal, mx, l, bm);
   for (int d = threadIdx.x; d < kD; d += blockDim.x) {
     float acc = 0.f;
     // Not unrolled: ptxas merged the tail's p[j] reads into one 12-byte load that memcheck flagged.
@@ -103,6 +115,7 @@ struct Problem {
   bool causal;
   Bf16 *q, *k, *v, *o;
   float* lse;
+  BlockMask bm;  // AB_BLOCKMASK_DENSITY only
   AttnArguments args() const {
     AttnArguments a;
     a.q = q, a.k = k, a.v = v, a.o = o, a.lse = lse;
@@ -114,12 +127,46 @@ struct Problem {
     a.total_q = b * sq, a.total_k = b * sk, a.head_dim = kD;
     a.softmax_scale = 1.f / std::sqrt(float(kD));
     a.causal = causal;
+    if (bm.mask) {  // one grid for every batch and head
+      a.block_mask = bm.mask;
+      a.bm_batch_stride = a.bm_head_stride = 0, a.bm_row_stride = bm.nk, a.bm_col_stride = 1;
+      a.bm_block_q = a.bm_block_k = 128;
+    }
     return a;
   }
 };
 
+#ifdef AB_BLOCKMASK_DENSITY
+// The mask of AB_BLOCKMASK_DENSITY for sq x sk (causal: a row's visible blocks, its diagonal kept).
+BlockMask make_block_mask(int sq, int sk, bool causal, uint32_t seed) {
+  const int nq = (sq + 127) / 128, nk = (sk + 127) / 128;
+  std::vector<uint8_t> m(size_t(nq) * nk, 0);
+  uint32_t r = seed * 2654435761u + 12345u;
+  auto next = [&] { return r = r * 1664525u + 1013904223u, r >> 8; };
+  for (int i = 0; i < nq; ++i) {
+    const int diag = causal ? (i * 128 + 127 + sk - sq) / 128 : nk - 1;
+    const int cols = std::min(nk, std::max(1, diag + 1));
+    const int keep = std::max(1, int(std::lround(AB_BLOCKMASK_DENSITY * cols)));
+    std::vector<int> idx(cols);
+    for (int j = 0; j < cols; ++j) idx[j] = j;
+    for (int j = 0; j < keep; ++j) std::swap(idx[j], idx[j + next() % (cols - j)]);
+    bool has_diag = false;
+    for (int j = 0; j < keep; ++j) has_diag |= idx[j] == cols - 1;
+    if (causal && !has_diag) idx[0] = cols - 1;
+    for (int j = 0; j < keep; ++j) m[size_t(i) * nk + idx[j]] = 1;
+  }
+  uint8_t* d = nullptr;
+  AB_CHECK(cudaMalloc(&d, m.size()));
+  AB_CHECK(cudaMemcpy(d, m.data(), m.size(), cudaMemcpyHostToDevice));
+  return {d, nk};
+}
+#endif
+
 Problem make(int b, int h, int sq, int sk, bool causal, uint32_t seed) {
-  Problem p{b, h, sq, sk, causal, nullptr, nullptr, nullptr, nullptr, nullptr};
+  Problem p{b, h, sq, sk, causal, nullptr, nullptr, nullptr, nullptr, nullptr, {}};
+#ifdef AB_BLOCKMASK_DENSITY
+  p.bm = make_block_mask(sq, sk, causal, seed);
+#endif
   const int64_t nq = int64_t(b) * sq * h * kD, nk = int64_t(b) * sk * h * kD;
   AB_CHECK(cudaMalloc(&p.q, nq * 2));
   AB_CHECK(cudaMalloc(&p.o, nq * 2));
@@ -134,6 +181,7 @@ Problem make(int b, int h, int sq, int sk, bool causal, uint32_t seed) {
 }
 void release(Problem& p) {
   cudaFree(p.q), cudaFree(p.k), cudaFree(p.v), cudaFree(p.o), cudaFree(p.lse);
+  if (p.bm.mask) cudaFree(const_cast<uint8_t*>(p.bm.mask));
 }
 
 // The Hopper forward of p (O and LSE).
@@ -142,10 +190,16 @@ void run_forward(const Problem& p) {
 #ifdef AB_FIXED  // the sm90 forward's fixed tile order for causal tiles too
   a.fixed_tile_order = true;
 #endif
+#ifdef AB_BLOCKMASK_DENSITY
+  using flashkit::cuda::attn::GeneralScores;
+  namespace mods = flashkit::cuda::attn::mods;
+  flashkit::cuda::attn::run_fwd_sm90<Bf16, kD, GeneralScores<mods::kBlockSparse>>(a, nullptr);
+#else
   if (p.causal)
     flashkit::cuda::attn::run_fwd_sm90<Bf16, kD, PlainScores<true>>(a, nullptr);
   else
     flashkit::cuda::attn::run_fwd_sm90<Bf16, kD, PlainScores<false>>(a, nullptr);
+#endif
 }
 
 // Median milliseconds of one call of f over 7 batches of 10, after 3 warm-up calls.

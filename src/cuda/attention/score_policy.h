@@ -110,6 +110,8 @@ struct PlainScores {
   __device__ __forceinline__ bool live(int, int) const {
     return true;
   }
+  template <int kBlockM>
+  __device__ __forceinline__ void prefetch_row(int, int) const {}
   template <class S, class Coord>
   __device__ __forceinline__ void fwd_dropout(S&, const Coord&, int, int) const {}
   __device__ __forceinline__ float fwd_out_scale() const { return 1.f; }
@@ -338,6 +340,21 @@ struct GeneralScores {
     if constexpr (!kHasBlockMask) return true;
     return !bmask || bmask[(m_block * kBlockM / p->bm_block_q) * p->bm_row_stride +
                            (n_block * kBlockN / p->bm_block_k) * p->bm_col_stride];
+  }
+  // Block masks: query block m_block's row of mask bytes brought into L1 ahead of the walks
+  // (prefetch.global.L1, one 128-byte line a lane, up to 32 lines), so that a tile's first
+  // ballot does not wait on the L2.
+  template <int kBlockM>
+  __device__ __forceinline__ void prefetch_row(int m_block, int lane) const {
+    if constexpr (kHasBlockMask) {
+      if (!bmask) return;
+      const uint8_t* row = bmask + int64_t(m_block * kBlockM / p->bm_block_q) * p->bm_row_stride;
+      const int64_t cols = (int64_t(seqlen_k) + p->bm_block_k - 1) / p->bm_block_k;
+      const uintptr_t first = reinterpret_cast<uintptr_t>(row) & ~uintptr_t(127);
+      const uintptr_t end = reinterpret_cast<uintptr_t>(row + (cols - 1) * p->bm_col_stride) + 1;
+      const uintptr_t line = first + uintptr_t(lane) * 128;
+      if (line < end) asm volatile("prefetch.global.L1 [%0];" ::"l"(line));
+    }
   }
   // The last live key block <= n (>= begin), or begin - 1 when none is (next_live_in: one
   // ballot of 32 mask bytes per 32 blocks of the walk down the row, kept in `c`).

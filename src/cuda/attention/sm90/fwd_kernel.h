@@ -79,6 +79,7 @@ struct FwdKernel {
       for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
            w = Scheduler::consumer_next(p.scheduler, smem.scheduler, w, k++)) {
         FK_FWD_STAMP(tid, k, 0);
+        if (tid < 32) Mainloop::prefetch_walk(p.mainloop, Scheduler::peek_next(p.scheduler, w), tid);
         const SeqBounds sb = Mainloop::seq_bounds(p.mainloop, w);
         if (!Mainloop::in_sequence(sb, w)) continue;
         auto acc_o = partition_fragment_C(

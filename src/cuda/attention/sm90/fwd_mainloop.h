@@ -42,6 +42,11 @@
 #ifndef FLASHKIT_SM90_FWD_WG_SKIP
 #define FLASHKIT_SM90_FWD_WG_SKIP 1
 #endif
+// FWD_MASK_PREFETCH (block masks, fixed tile order): the consumers bring the next tile's row of
+// mask bytes into L1 as a tile starts, so that the next tile's walks do not wait on the L2.
+#ifndef FLASHKIT_SM90_FWD_MASK_PREFETCH
+#define FLASHKIT_SM90_FWD_MASK_PREFETCH 0
+#endif
 #include <cmath>
 #include <type_traits>
 
@@ -308,6 +313,14 @@ struct FwdMainloop {
   __device__ static Policy policy(const Params& p, const SeqBounds& sb, const WorkTile& w) {
     return Policy(p.score, sb, w.batch, w.head, p.scale);
   }
+  // One consumer warp, as a tile starts: the block mask's row of tile `next` into L1.
+  __device__ static void prefetch_walk(const Params& p, const WorkTile& next, int lane) {
+    if constexpr (Policy::kHasBlockMask && FLASHKIT_SM90_FWD_MASK_PREFETCH) {
+      if (!next.valid) return;
+      const SeqBounds sb = seq_bounds(p, next);
+      if (in_sequence(sb, next)) policy(p, sb, next).template prefetch_row<kBlockM>(next.block, lane);
+    }
+  }
   // The first key block to compute (blocks run last to first), below kr.begin when none is live;
   // each role walks a tile's blocks with its own cursor (the block mask's last ballot).
   __device__ static int first_live(const Policy& pol, const BlockRange& kr, int m_block,
@@ -419,6 +432,7 @@ struct FwdMainloop {
     const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
     LiveCursor cur;
     int n = first_live(pol, kr, w.block, cur);
+    FK_FWD_STAMP(tid, trace_tile, 7);
     if (n < kr.begin) {
       if constexpr (kOInQ) Ring::Barrier::wait(&smem.q_full, st.q_tiles++ & 1);
       return;

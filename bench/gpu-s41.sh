@@ -1,0 +1,38 @@
+#!/bin/bash
+# Session 41's calls: the block-mask forward's tile boundary (bench/sm90_fwd_ab.cu built with
+# -DAB_BLOCKMASK_DENSITY=0.1 by bench/sm90_fwd_ab.sh, so each query block keeps ~6 of 64 key blocks
+# at 8k, bench/variants.py's rule). Binaries in .ab: bs128 / bs64 (base), bs128pf / bs64pf
+# (FLASHKIT_SM90_FWD_MASK_PREFETCH=1), *t (with FLASHKIT_SM90_FWD_TRACE), p128t (plain, traced).
+# PHASE=trace: the traced binaries at 8k and 2k, then AB_BINS (default bs128 bs128pf) in two
+# interleaved rounds at 2k-16k, then memcheck / racecheck on SAN_BIN's reference checks.
+# usage: OUT=/some/dir PHASE=trace bench/gpu-s41.sh
+set -uo pipefail
+. "$(dirname "$0")/gpu_prelude.sh"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
+if [ "${PHASE:-trace}" = trace ]; then
+  for b in ${TRACE_BINS:-bs128t bs128pft p128t}; do
+    [ -x .ab/$b ] || continue
+    stamp "trace $b"
+    timeout 100 .ab/$b "$b" 8192 2048 >"$log/trace-$b.txt" 2>&1
+    stamp "rc=$?"
+    grep -E "FAILED|mean of" "$log/trace-$b.txt" | grep -v causal | sed "s/^/$b /"
+    grep -E "mean of" "$log/trace-$b.txt" | grep causal | grep s8192 | sed "s/^/$b /"
+  done
+  for round in 1 2; do
+    for b in ${AB_BINS:-bs128 bs128pf}; do
+      stamp "$b round $round"
+      timeout 100 .ab/$b "$b" 2048 4096 8192 16384 >"$log/ab-$b-r$round.txt" 2>&1
+      stamp "rc=$?"
+    done
+  done
+  grep -h "check" "$log"/ab-*-r1.txt | sort | uniq -c | head -20
+  echo "== timing (variant d s ms TFLOP/s)"
+  cat "$log"/ab-*.txt | grep -vE "check|trace" | sort -k3,3 -k4,4 -k1,1
+  for tool in memcheck racecheck; do
+    stamp "$tool ($(left) s left)"
+    timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 .ab/${SAN_BIN:-bs128pf} san 0 \
+      >"$log/$tool.log" 2>&1
+    stamp "rc=$?"
+    grep -E "SUMMARY|FAILED" "$log/$tool.log" | head -3
+  done
+fi
