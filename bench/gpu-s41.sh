@@ -5,6 +5,8 @@
 # (FLASHKIT_SM90_FWD_MASK_PREFETCH=1), *t (with FLASHKIT_SM90_FWD_TRACE), p128t (plain, traced).
 # PHASE=trace: the traced binaries at 8k and 2k, then AB_BINS (default bs128 bs128pf) in two
 # interleaved rounds at 2k-16k, then memcheck / racecheck on SAN_BIN's reference checks.
+# PHASE=seed: TRACE_BINS' traces (the first lines only: the call's file count), then AB_BINS in
+# two interleaved rounds, then the sanitizers on each of SAN_BINS' reference checks.
 # usage: OUT=/some/dir PHASE=trace bench/gpu-s41.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
@@ -34,5 +36,26 @@ if [ "${PHASE:-trace}" = trace ]; then
       >"$log/$tool.log" 2>&1
     stamp "rc=$?"
     grep -E "SUMMARY|FAILED" "$log/$tool.log" | head -3
+  done
+fi
+if [ "${PHASE:-}" = seed ]; then
+  for b in ${TRACE_BINS:-bs128t bs128st}; do
+    timeout 100 .ab/$b "$b" 8192 2048 2>&1 | grep -E "FAILED|mean of" | grep -E "full|s8192" | sed "s/^/$b /"
+  done
+  for round in 1 2; do
+    for b in ${AB_BINS:-bs128 bs128w bs128s bs64 bs64s}; do
+      timeout 100 .ab/$b "$b" 2048 4096 8192 16384 >"$log/ab-$b-r$round.txt" 2>&1
+      echo "$b r$round rc=$?" >>"$log/steps.txt"
+    done
+  done
+  grep -h "check" "$log"/ab-*-r1.txt | grep -v " ok" | head
+  grep -hc " ok" "$log"/ab-*-r1.txt | tr '\n' ' '; echo " checks ok per binary"
+  echo "== timing (variant d s ms TFLOP/s)"
+  cat "$log"/ab-*.txt | grep -vE "check|trace" | sort -k2,2 -k3,3 -k4,4 -k1,1
+  for b in ${SAN_BINS:-bs128s bs64s}; do
+    for tool in memcheck racecheck; do
+      timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 .ab/$b san 0 >"$log/$b-$tool.log" 2>&1
+      echo "$b $tool rc=$? $(grep -E "SUMMARY" "$log/$b-$tool.log" | head -1)"
+    done
   done
 fi

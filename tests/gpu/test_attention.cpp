@@ -799,10 +799,11 @@ TEST(AttentionGpuBlockSparse, DeterministicBitwiseEqual) {
   check_deterministic(variant_spec(DType::bf16, 128, v, 700, 900), 4300, 2);
 }
 
-// Walks longer than one ballot of 32 mask bytes (the walks keep their last ballot: LiveCursor):
-// rows of 34 key blocks (the forward's walks) and columns of 18 / 34 query blocks (the backward's
-// walks step 64 / 128 rows: 35 / 34 steps), random blocks (~30% kept) with a row and a column
-// whose two kept blocks have 32 dropped blocks (or query steps) between them, both paths.
+// Walks longer than one refill of the mask bytes (the walks keep their last refill: LiveCursor,
+// 32 or 64 positions): rows of 34 and 67 key blocks (the forward's walks) and columns of 18, 34
+// and 67 query blocks (the backward's walks step 64 / 128 rows: up to 134 steps), random blocks
+// (~30% kept) with a row and a column whose two kept blocks have 32 or 65 dropped blocks (or
+// query steps) between them, both paths.
 TEST(AttentionGpuBlockSparse, WalksPastOneBallot) {
   struct Shape {
     int d, sq, sk;
@@ -814,7 +815,7 @@ TEST(AttentionGpuBlockSparse, WalksPastOneBallot) {
     SCOPED_TRACE(path);
     ScopedPath scoped(path);
     for (const Shape& sh : {Shape{128, 300, 4300}, Shape{64, 300, 4300}, Shape{128, 2200, 300},
-                            Shape{64, 4300, 300}}) {
+                            Shape{64, 4300, 300}, Shape{128, 200, 8500}, Shape{64, 8500, 200}}) {
       SCOPED_TRACE(::testing::Message() << "hdim " << sh.d << " sq " << sh.sq << " sk " << sh.sk);
       AttentionCase c(spec(DType::bf16, 1, sh.sq, sh.sk, 2, 1, sh.d, false), ++seed);
       const int nq = (sh.sq + 127) / 128, nk = (sh.sk + 127) / 128;
@@ -833,6 +834,37 @@ TEST(AttentionGpuBlockSparse, WalksPastOneBallot) {
       expect_forward_close(c, g);
       expect_grads_close(c, g);
     }
+  }
+}
+
+// A mask of its own for each head ([1, h, nq, nk]) on persistent CTAs that run two or three tiles
+// each in the fixed order (the Hopper forward's consumers load the next tile's first mask bytes
+// during a tile's epilogue: FwdMainloop::walk_seed), GQA, partial blocks, hdim 64 and 128, ~25%
+// of the blocks kept and every row keeping at least one; both passes.
+TEST(AttentionGpuBlockSparse, PerHeadMasksManyTilesPerCta) {
+  struct Shape {
+    int d, sq, sk, h, hk;
+  };
+  uint64_t seed = 4500;
+  for (const Shape& sh : {Shape{64, 700, 900, 24, 8}, Shape{128, 520, 1300, 36, 12}}) {
+    SCOPED_TRACE(::testing::Message() << "hdim " << sh.d);
+    AttentionCase c(spec(DType::bf16, 1, sh.sq, sh.sk, sh.h, sh.hk, sh.d, false), ++seed);
+    const int nq = (sh.sq + 127) / 128, nk = (sh.sk + 127) / 128;
+    c.block_mask.reset(DType::u8, {1, sh.h, nq, nk});
+    uint8_t* grid = c.block_mask.ptr<uint8_t>();
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull;
+    for (int r = 0; r < sh.h * nq; ++r) {
+      for (int j = 0; j < nk; ++j) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        grid[size_t(r) * nk + j] = (x >> 33) % 4 == 0;
+      }
+      grid[size_t(r) * nk + (r * 7) % nk] = 1;
+    }
+    c.opts.block_mask = c.block_mask.view();
+    c.opts.block_mask_block_q = c.opts.block_mask_block_k = 128;
+    GpuRun g = run_gpu(c, false, false);
+    expect_forward_close(c, g);
+    expect_grads_close(c, g);
   }
 }
 

@@ -76,18 +76,21 @@ struct FwdKernel {
       const typename Mainloop::Turns turns{__shfl_sync(0xffffffffu, tid / 128, 0)};
       turns.start();
       int k = 0;
+      typename Mainloop::WalkSeed seed;  // the next tile's walk, loaded ahead (FWD_WALK_SEED)
       for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
            w = Scheduler::consumer_next(p.scheduler, smem.scheduler, w, k++)) {
         FK_FWD_STAMP(tid, k, 0);
-        if (tid < 32) Mainloop::prefetch_walk(p.mainloop, Scheduler::peek_next(p.scheduler, w), tid);
         const SeqBounds sb = Mainloop::seq_bounds(p.mainloop, w);
         if (!Mainloop::in_sequence(sb, w)) continue;
         auto acc_o = partition_fragment_C(
             typename Mainloop::TiledMmaPV{},
             Shape<Int<Mainloop::kBlockM>, Int<Mainloop::kHeadDim>>{});
         typename Mainloop::Softmax softmax;
-        Mainloop::mma(p.mainloop, smem.mainloop, w, sb, acc_o, softmax, pipe, turns, tid, k);
+        Mainloop::mma(p.mainloop, smem.mainloop, w, sb, acc_o, softmax, pipe, turns, tid, seed, k);
         FK_FWD_STAMP(tid, k, 4);
+        // The next tile's mask bytes, loaded under this tile's epilogue (block masks, fixed order).
+        if constexpr (Mainloop::kWalkSeed)
+          seed = Mainloop::walk_seed(p.mainloop, Scheduler::peek_next(p.scheduler, w));
         Epilogue::store(p.epilogue, smem.epilogue, smem.mainloop, w, sb, acc_o, softmax, tid);
         FK_FWD_STAMP(tid, k, 5);
       }
