@@ -799,11 +799,11 @@ TEST(AttentionGpuBlockSparse, DeterministicBitwiseEqual) {
   check_deterministic(variant_spec(DType::bf16, 128, v, 700, 900), 4300, 2);
 }
 
-// Walks longer than one refill of the mask bytes (the walks keep their last refill: LiveCursor,
-// 32 or 64 positions): rows of 34 and 67 key blocks (the forward's walks) and columns of 18, 34
-// and 67 query blocks (the backward's walks step 64 / 128 rows: up to 134 steps), random blocks
-// (~30% kept) with a row and a column whose two kept blocks have 32 or 65 dropped blocks (or
-// query steps) between them, both paths.
+// Walks longer than one ballot of 32 mask bytes (the walks keep their last ballot: LiveCursor):
+// rows of 34 and 67 key blocks (the forward's walks) and columns of 18, 34 and 67 query blocks
+// (the backward's walks step 64 / 128 rows: up to 134 steps), random blocks (~30% kept) with a
+// row and a column whose two kept blocks have 32 or 65 dropped blocks (or query steps) between
+// them, both paths.
 TEST(AttentionGpuBlockSparse, WalksPastOneBallot) {
   struct Shape {
     int d, sq, sk;
@@ -838,9 +838,9 @@ TEST(AttentionGpuBlockSparse, WalksPastOneBallot) {
 }
 
 // A mask of its own for each head ([1, h, nq, nk]) on persistent CTAs that run two or three tiles
-// each in the fixed order (the Hopper forward's consumers load the next tile's first mask bytes
-// during a tile's epilogue: FwdMainloop::walk_seed), GQA, partial blocks, hdim 64 and 128, ~25%
-// of the blocks kept and every row keeping at least one; both passes.
+// each in the Hopper forward's fixed order (each tile's walks read its own head's row), GQA,
+// partial blocks, hdim 64 and 128, ~25% of the blocks kept and every row keeping at least one;
+// both passes.
 TEST(AttentionGpuBlockSparse, PerHeadMasksManyTilesPerCta) {
   struct Shape {
     int d, sq, sk, h, hk;

@@ -26,66 +26,33 @@ struct BlockRange {
   int begin, end;
 };
 
-// FLASHKIT_LIVE_WINDOW (A/B knob, 32 or 64): the positions a walk's refill covers, one warp
-// ballot per 32; at 64 a refill's two mask loads a lane are issued together, so a walk down an
-// 8k row (64 key blocks of 128) waits for the L2 once, not twice.
-#ifndef FLASHKIT_LIVE_WINDOW
-#define FLASHKIT_LIVE_WINDOW 64
-#endif
-static_assert(FLASHKIT_LIVE_WINDOW == 32 || FLASHKIT_LIVE_WINDOW == 64);
-
-// A walk's memory of its last block-mask refill: bit k of `bits` says whether the block (or
+// A walk's memory of its last block-mask ballot: bit k of `bits` says whether the block (or
 // step) k positions past `base` in the walk's direction is live (bench/NOTES-attention.md
-// "Block-sparse v4", session 41). Policies without a block mask never touch it.
+// "Block-sparse v4"). Policies without a block mask never touch it.
 struct LiveCursor {
-  static constexpr int kWindow = FLASHKIT_LIVE_WINDOW;
-  int base = -(1 << 30);  // far from every position: the first lookup refills
-  uint64_t bits = 0;
+  int base = -(1 << 30);  // far from every position: the first lookup ballots
+  unsigned bits = 0;
 };
-
-// A refill's inputs for the walk that reaches position i (direction kDir, range bound as in
-// next_live_in): lane l's positions i + kDir l and i + kDir (l + 32), each in range and live. The
-// loads are separate from the ballots (LiveCursor::fill) so that a kernel can issue them early.
-// live(j) gives a position's mask byte (non-zero: live); out-of-range positions read as 0 without
-// a load, and the bytes stay raw until the ballots, so nothing waits on the loads before then.
-struct LivePair {
-  uint8_t lo = 0, hi = 0;
-};
-template <int kDir, class Live>
-__device__ __forceinline__ LivePair live_pair(int i, int bound, const Live& live) {
-  const int j0 = i + kDir * int(threadIdx.x % 32), j1 = j0 + kDir * 32;
-  auto in = [&](int j) { return kDir > 0 ? j < bound : j >= bound; };
-  LivePair r;
-  if (in(j0)) r.lo = uint8_t(live(j0));
-  if constexpr (LiveCursor::kWindow == 64)
-    if (in(j1)) r.hi = uint8_t(live(j1));
-  return r;
-}
-// The cursor at position i from a refill's inputs (every lane of the warp).
-__device__ __forceinline__ void fill_cursor(LiveCursor& c, int i, LivePair r) {
-  c.base = i;
-  c.bits = __ballot_sync(~0u, r.lo != 0);
-  if constexpr (LiveCursor::kWindow == 64)
-    c.bits |= uint64_t(__ballot_sync(~0u, r.hi != 0)) << 32;
-}
 
 // The first of the positions i, i + kDir, i + 2 kDir, ... within the walk's range for which
 // live(position) holds, else the position just past the range: up walks (kDir 1) cover
 // [i, bound) and return bound when none is live, down walks (kDir -1) cover [bound, i] and return
-// bound - 1. One refill (a mask byte a lane per 32 positions, LiveCursor::kWindow positions) is
-// remembered in `c`, so the positions in between cost a shift and a find-first-set. Every lane of
-// the warp calls it. (Not unrolled: a 255-register kernel.)
+// bound - 1. One warp ballot (a mask byte a lane) per 32 positions, remembered in `c`, so the
+// positions in between cost a shift and a find-first-set. Every lane of the warp calls it.
+// (Not unrolled: a 255-register kernel.)
 template <int kDir, class Live>
 __device__ __forceinline__ int next_live_in(int i, int bound, LiveCursor& c, const Live& live) {
   static_assert(kDir == 1 || kDir == -1, "a walk steps one position up or down");
-  constexpr int kW = LiveCursor::kWindow;
 #pragma unroll 1
   while (kDir > 0 ? i < bound : i >= bound) {
-    if (kDir > 0 ? i < c.base || i >= c.base + kW : i > c.base || i <= c.base - kW)  // not kept
-      fill_cursor(c, i, live_pair<kDir>(i, bound, live));
-    const uint64_t rest = c.bits >> (kDir > 0 ? i - c.base : c.base - i);  // bit 0: position i
-    if (rest) return kDir > 0 ? i + (__ffsll(rest) - 1) : i - (__ffsll(rest) - 1);
-    i = c.base + kDir * kW;
+    if (kDir > 0 ? i < c.base || i >= c.base + 32 : i > c.base || i <= c.base - 32) {  // not kept
+      const int j = i + kDir * int(threadIdx.x % 32);
+      c.base = i;
+      c.bits = __ballot_sync(~0u, (kDir > 0 ? j < bound : j >= bound) && live(j));
+    }
+    const unsigned rest = c.bits >> (kDir > 0 ? i - c.base : c.base - i);  // bit 0: position i
+    if (rest) return kDir > 0 ? i + (__ffs(rest) - 1) : i - (__ffs(rest) - 1);
+    i = c.base + kDir * 32;
   }
   return kDir > 0 ? bound : bound - 1;
 }
@@ -142,10 +109,6 @@ struct PlainScores {
   template <int kBlockM, int kBlockN>
   __device__ __forceinline__ bool live(int, int) const {
     return true;
-  }
-  template <int kBlockM, int kBlockN>
-  __device__ __forceinline__ LivePair first_pair(int, int, int) const {
-    return {};
   }
   template <class S, class Coord>
   __device__ __forceinline__ void fwd_dropout(S&, const Coord&, int, int) const {}
@@ -373,32 +336,17 @@ struct GeneralScores {
   template <int kBlockM, int kBlockN>
   __device__ __forceinline__ bool live(int m_block, int n_block) const {
     if constexpr (!kHasBlockMask) return true;
-    return !bmask || mask_byte<kBlockM, kBlockN>(m_block, n_block);
-  }
-  // Tile (m, n)'s byte of the block mask (bmask set).
-  template <int kBlockM, int kBlockN>
-  __device__ __forceinline__ uint8_t mask_byte(int m_block, int n_block) const {
-    return bmask[(m_block * kBlockM / p->bm_block_q) * p->bm_row_stride +
-                 (n_block * kBlockN / p->bm_block_k) * p->bm_col_stride];
-  }
-  // The refill inputs of the walk down row m_block from key block n (>= begin): prev_live's
-  // first refill, loaded ahead of it (the sm90 forward's walk seed).
-  template <int kBlockM, int kBlockN>
-  __device__ __forceinline__ LivePair first_pair(int m_block, int n, int begin) const {
-    if constexpr (kHasBlockMask) {
-      if (bmask)
-        return live_pair<-1>(n, begin, [&](int j) { return mask_byte<kBlockM, kBlockN>(m_block, j); });
-    }
-    return {};
+    return !bmask || bmask[(m_block * kBlockM / p->bm_block_q) * p->bm_row_stride +
+                           (n_block * kBlockN / p->bm_block_k) * p->bm_col_stride];
   }
   // The last live key block <= n (>= begin), or begin - 1 when none is (next_live_in: one
-  // refill of the mask bytes per LiveCursor::kWindow blocks of the walk down the row, kept in `c`).
+  // ballot of 32 mask bytes per 32 blocks of the walk down the row, kept in `c`).
   template <int kBlockM, int kBlockN>
   __device__ __forceinline__ int prev_live(int m_block, int n, int begin, LiveCursor& c) const {
     if constexpr (kHasBlockMask) {
       if (!bmask) return n;
       return next_live_in<-1>(n, begin, c,
-                              [&](int j) { return mask_byte<kBlockM, kBlockN>(m_block, j); });
+                              [&](int j) { return live<kBlockM, kBlockN>(m_block, j); });
     }
     return n;
   }

@@ -76,7 +76,6 @@ struct FwdKernel {
       const typename Mainloop::Turns turns{__shfl_sync(0xffffffffu, tid / 128, 0)};
       turns.start();
       int k = 0;
-      typename Mainloop::WalkSeed seed;  // the next tile's walk, loaded ahead (FWD_WALK_SEED)
       for (WorkTile w = Scheduler::initial_work(p.scheduler); w.valid;
            w = Scheduler::consumer_next(p.scheduler, smem.scheduler, w, k++)) {
         FK_FWD_STAMP(tid, k, 0);
@@ -86,11 +85,8 @@ struct FwdKernel {
             typename Mainloop::TiledMmaPV{},
             Shape<Int<Mainloop::kBlockM>, Int<Mainloop::kHeadDim>>{});
         typename Mainloop::Softmax softmax;
-        Mainloop::mma(p.mainloop, smem.mainloop, w, sb, acc_o, softmax, pipe, turns, tid, seed, k);
+        Mainloop::mma(p.mainloop, smem.mainloop, w, sb, acc_o, softmax, pipe, turns, tid, k);
         FK_FWD_STAMP(tid, k, 4);
-        // The next tile's mask bytes, loaded under this tile's epilogue (block masks, fixed order).
-        if constexpr (Mainloop::kWalkSeed)
-          seed = Mainloop::walk_seed(p.mainloop, Scheduler::peek_next(p.scheduler, w));
         Epilogue::store(p.epilogue, smem.epilogue, smem.mainloop, w, sb, acc_o, softmax, tid);
         FK_FWD_STAMP(tid, k, 5);
       }

@@ -42,12 +42,6 @@
 #ifndef FLASHKIT_SM90_FWD_WG_SKIP
 #define FLASHKIT_SM90_FWD_WG_SKIP 1
 #endif
-// FWD_WALK_SEED (block masks, fixed tile order): each consumer warp loads the next tile's first
-// refill of its key-block walk (LivePair) before the current tile's epilogue, so the next tile's
-// walk starts from registers instead of an L2 round trip (bench/NOTES-attention.md, session 41).
-#ifndef FLASHKIT_SM90_FWD_WALK_SEED
-#define FLASHKIT_SM90_FWD_WALK_SEED 1
-#endif
 #include <cmath>
 #include <type_traits>
 
@@ -63,7 +57,8 @@
 namespace flashkit::cuda::attn::sm90 {
 
 // FLASHKIT_SM90_FWD_TRACE (A/B harness builds only, bench/sm90_fwd_ab.cu): clock64 of CTA 0's
-// consumer warpgroups at the phases of each of its first kTraceTiles tiles, into fwd_trace.
+// consumer warpgroups at the phases of each of its first kTraceTiles tiles, into fwd_trace
+// (stamp 7: after the tile's first key-block walk).
 #ifdef FLASHKIT_SM90_FWD_TRACE
 constexpr int kTraceTiles = 64, kTraceStamps = 8;
 __device__ long long fwd_trace[3][kTraceTiles][kTraceStamps];
@@ -314,28 +309,6 @@ struct FwdMainloop {
   __device__ static Policy policy(const Params& p, const SeqBounds& sb, const WorkTile& w) {
     return Policy(p.score, sb, w.batch, w.head, p.scale);
   }
-  // The next tile's walk seed (FWD_WALK_SEED): that tile and its first refill's mask bytes, whose
-  // loads the caller issues before its epilogue; empty where the next tile is not known yet (the
-  // counter's order) or the policy has no block mask.
-  static constexpr bool kWalkSeed = Policy::kHasBlockMask && FLASHKIT_SM90_FWD_WALK_SEED;
-  struct WalkSeed {
-    WorkTile tile{0, 0, 0, false, 0};
-    LivePair pair;
-  };
-  __device__ static WalkSeed walk_seed(const Params& p, const WorkTile& next) {
-    WalkSeed seed;
-    if constexpr (kWalkSeed) {
-      if (!next.valid) return seed;
-      const SeqBounds sb = seq_bounds(p, next);
-      if (!in_sequence(sb, next)) return seed;
-      const Policy pol = policy(p, sb, next);
-      const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(next.block);
-      if (kr.end <= kr.begin) return seed;
-      seed.tile = next;
-      seed.pair = pol.template first_pair<kBlockM, kBlockN>(next.block, kr.end - 1, kr.begin);
-    }
-    return seed;
-  }
   // The first key block to compute (blocks run last to first), below kr.begin when none is live;
   // each role walks a tile's blocks with its own cursor (the block mask's last ballot).
   __device__ static int first_live(const Policy& pol, const BlockRange& kr, int m_block,
@@ -437,22 +410,15 @@ struct FwdMainloop {
   // stats. A tile whose rows see no key leaves acc_o = 0 and the stats empty (the epilogue writes
   // 0, -inf); with kOInQ it still waits for Q's buffer, where its epilogue stages those zeros.
   // trace_tile: the tile's index in this CTA, for FLASHKIT_SM90_FWD_TRACE's stamps (fwd_kernel.h).
-  // seed: walk_seed's result for this tile, if the caller has one (else an empty one).
   template <class AccO>
   __device__ static void mma(const Params& p, SharedStorage& smem, const WorkTile& w,
                              const SeqBounds& sb, AccO& acc_o, Softmax& softmax, PipelineState& st,
-                             const Turns& turns, int tid, const WalkSeed& seed,
-                             int trace_tile = 0) {
+                             const Turns& turns, int tid, int trace_tile = 0) {
     (void)trace_tile;
     clear(acc_o);
     const Policy pol = policy(p, sb, w);
     const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
     LiveCursor cur;
-    if constexpr (kWalkSeed) {
-      if (seed.tile.valid && seed.tile.block == w.block && seed.tile.head == w.head &&
-          seed.tile.batch == w.batch)
-        fill_cursor(cur, kr.end - 1, seed.pair);
-    }
     int n = first_live(pol, kr, w.block, cur);
     FK_FWD_STAMP(tid, trace_tile, 7);
     if (n < kr.begin) {

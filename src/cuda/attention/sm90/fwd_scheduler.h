@@ -86,11 +86,6 @@ struct FwdScheduler {
     t = __shfl_sync(0xffffffffu, t, leader_lane);
     return dynamic_tile(p, t);
   }
-  // The tile after w where the order is fixed (every role knows it in advance); none otherwise.
-  __device__ static WorkTile peek_next(const Params& p, const WorkTile& w) {
-    if (p.counter) return {0, 0, 0, false, 0};
-    return p.fixed.next(w, int(blockIdx.x), int(gridDim.x));
-  }
   // Every consumer thread, its k-th tile done: the next tile.
   __device__ static WorkTile consumer_next(const Params& p, SharedStorage& s, const WorkTile& w,
                                            int k) {
