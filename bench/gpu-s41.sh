@@ -7,6 +7,8 @@
 # interleaved rounds at 2k-16k, then memcheck / racecheck on SAN_BIN's reference checks.
 # PHASE=seed: TRACE_BINS' traces (the first lines only: the call's file count), then AB_BINS in
 # two interleaved rounds, then the sanitizers on each of SAN_BINS' reference checks.
+# PHASE=words: as seed (defaults: traces bs128t bs128rt, A/B bs128 bs128r bs64 bs64r, sanitizers
+# on bs128r bs64r), then the block-sparse gtests of main's test binary (.ab/tests.txz).
 # usage: OUT=/some/dir PHASE=trace bench/gpu-s41.sh
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
@@ -38,6 +40,10 @@ if [ "${PHASE:-trace}" = trace ]; then
     grep -E "SUMMARY|FAILED" "$log/$tool.log" | head -3
   done
 fi
+if [ "${PHASE:-}" = words ]; then
+  PHASE=seed TRACE_BINS=${TRACE_BINS:-bs128t bs128rt} AB_BINS=${AB_BINS:-bs128 bs128r bs64 bs64r} \
+    SAN_BINS=${SAN_BINS:-bs128r bs64r} DO_TESTS=1
+fi
 if [ "${PHASE:-}" = seed ]; then
   for b in ${TRACE_BINS:-bs128t bs128st}; do
     timeout 100 .ab/$b "$b" 8192 2048 2>&1 | grep -E "FAILED|mean of" | grep -E "full|s8192" | sed "s/^/$b /"
@@ -58,4 +64,13 @@ if [ "${PHASE:-}" = seed ]; then
       echo "$b $tool rc=$? $(grep -E "SUMMARY" "$log/$b-$tool.log" | head -1)"
     done
   done
+fi
+if [ "${DO_TESTS:-0}" = 1 ]; then
+  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall('.ab')" .ab/tests.txz
+  timeout 200 .ab/flashkit_gpu_tests --gtest_filter='AttentionGpuBlockSparse*' >"$log/tests.log" 2>&1
+  echo "block-sparse gtests rc=$?"
+  grep -E "^\[  FAILED|^\[  PASSED|^\[       OK|Failure" "$log/tests.log" | head -20
+  timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 .ab/flashkit_gpu_tests \
+    --gtest_filter='AttentionGpuBlockSparse.PerHeadMasksManyTilesPerCta' >"$log/tests-memcheck.log" 2>&1
+  echo "memcheck rc=$? $(grep -E "SUMMARY" "$log/tests-memcheck.log" | head -1)"
 fi
