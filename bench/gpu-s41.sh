@@ -74,3 +74,24 @@ if [ "${DO_TESTS:-0}" = 1 ]; then
     --gtest_filter='AttentionGpuBlockSparse.PerHeadMasksManyTilesPerCta' >"$log/tests-memcheck.log" 2>&1
   echo "memcheck rc=$? $(grep -E "SUMMARY" "$log/tests-memcheck.log" | head -1)"
 fi
+# PHASE=d256: the finer walk stamps (bs128t2, p128t2: traces at 8k / 2k), then the hdim 256
+# backward harness, main (d256) against the direct dK / dV epilogue (d256d), two interleaved
+# rounds at 2k-16k, then memcheck / racecheck on d256d's reference checks.
+if [ "${PHASE:-}" = d256 ]; then
+  for b in bs128t2 p128t2; do
+    timeout 100 .ab/$b "$b" 8192 2048 2>&1 | grep -E "FAILED|mean of" | grep -E "full" | sed "s/^/$b /"
+  done
+  for round in 1 2; do
+    for b in d256 d256d; do
+      timeout 150 .ab/$b "$b" 2048 4096 8192 16384 >"$log/ab-$b-r$round.txt" 2>&1
+      echo "$b r$round rc=$?"
+    done
+  done
+  grep -h "check" "$log"/ab-d256d-r1.txt | head -12
+  echo "== timing (variant d s ms TFLOP/s)"
+  cat "$log"/ab-d256*.txt | grep -vE "check|trace|^#" | sort -k2,2 -k3,3 -k4,4 -k1,1
+  for tool in memcheck racecheck; do
+    timeout 170 compute-sanitizer --tool $tool --error-exitcode 9 .ab/d256d san 0 >"$log/san-$tool.log" 2>&1
+    echo "d256d $tool rc=$? $(grep -E "SUMMARY" "$log/san-$tool.log" | head -1)"
+  done
+fi

@@ -60,7 +60,7 @@ void trace_summary(bool causal, int s) {
   long long t[3][flashkit::cuda::attn::sm90::kTraceTiles][flashkit::cuda::attn::sm90::kTraceStamps];
   AB_CHECK(cudaMemcpyFromSymbol(t, flashkit::cuda::attn::sm90::fwd_trace, sizeof(t)));
   for (int wg = 0; wg < 2; ++wg) {
-    double sum[8] = {}, per_block = 0;
+    double sum[10] = {}, per_block = 0;
     int n = 0;
     for (int k = 0; k + 1 < flashkit::cuda::attn::sm90::kTraceTiles; ++k) {
       const long long* a = t[wg][k];
@@ -71,6 +71,8 @@ void trace_summary(bool causal, int s) {
       for (int i = 0; i < 6; ++i) sum[i] += d[i];
       sum[6] += double(a[6]);
       sum[7] += double(a[7] - a[0]);
+      sum[8] += double(a[8] - a[0]);
+      sum[9] += double(a[9] - a[8]);
       per_block += a[6] > 1 ? d[2] / double(a[6] - 1) : 0;
       if (k < 3)
         std::printf(
@@ -81,10 +83,10 @@ void trace_summary(bool causal, int s) {
     }
     if (n)
       std::printf(
-          "trace %s s%d wg%d mean of %d tiles (%.1f blocks): q %.0f (walk %.0f) first %.0f loop "
-          "%.0f (%.0f a block) last_pv %.0f epi %.0f next %.0f\n",
-          causal ? "causal" : "full", s, wg, n, sum[6] / n, sum[0] / n, sum[7] / n, sum[1] / n,
-          sum[2] / n, per_block / n, sum[3] / n, sum[4] / n, sum[5] / n);
+          "trace %s s%d wg%d mean of %d tiles (%.1f blocks): q %.0f (walk %.0f: to mma %.0f, policy "
+          "%.0f) first %.0f loop %.0f (%.0f a block) last_pv %.0f epi %.0f next %.0f\n",
+          causal ? "causal" : "full", s, wg, n, sum[6] / n, sum[0] / n, sum[7] / n, sum[8] / n,
+          sum[9] / n, sum[1] / n, sum[2] / n, per_block / n, sum[3] / n, sum[4] / n, sum[5] / n);
   }
   void* addr = nullptr;  // cleared for the next shape (CTA 0 may take fewer tiles there)
   AB_CHECK(cudaGetSymbolAddress(&addr, flashkit::cuda::attn::sm90::fwd_trace));

@@ -58,9 +58,10 @@ namespace flashkit::cuda::attn::sm90 {
 
 // FLASHKIT_SM90_FWD_TRACE (A/B harness builds only, bench/sm90_fwd_ab.cu): clock64 of CTA 0's
 // consumer warpgroups at the phases of each of its first kTraceTiles tiles, into fwd_trace
-// (stamp 7: after the tile's first key-block walk).
+// (stamp 8: mma's entry; 9: the policy and key range made; 7: after the tile's first key-block
+// walk).
 #ifdef FLASHKIT_SM90_FWD_TRACE
-constexpr int kTraceTiles = 64, kTraceStamps = 8;
+constexpr int kTraceTiles = 64, kTraceStamps = 10;
 __device__ long long fwd_trace[3][kTraceTiles][kTraceStamps];
 __device__ __forceinline__ void fwd_stamp(int tid, int tile, int i, long long v = -1) {
   if (blockIdx.x == 0 && tid % 128 == 0 && tile < kTraceTiles)
@@ -415,9 +416,11 @@ struct FwdMainloop {
                              const SeqBounds& sb, AccO& acc_o, Softmax& softmax, PipelineState& st,
                              const Turns& turns, int tid, int trace_tile = 0) {
     (void)trace_tile;
+    FK_FWD_STAMP(tid, trace_tile, 8);
     clear(acc_o);
     const Policy pol = policy(p, sb, w);
     const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
+    FK_FWD_STAMP(tid, trace_tile, 9, int(pol.seqlen_k) + (kr.end << 20) > 0 ? -1 : 0);
     LiveCursor cur;
     int n = first_live(pol, kr, w.block, cur);
     FK_FWD_STAMP(tid, trace_tile, 7);
