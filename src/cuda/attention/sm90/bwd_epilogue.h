@@ -5,11 +5,6 @@
 // and columns past the head dim. Varlen batches: TMA would clip only at the last token, so the
 // consumers store the sequence's rows with predicated 16-byte stores.
 #pragma once
-// FLASHKIT_SM90_BWD_DIRECT_EPI (A/B knob, hdim 256's owners): dK / dV straight from registers to
-// global memory instead of staged in shared memory and stored by TMA (store_direct).
-#ifndef FLASHKIT_SM90_BWD_DIRECT_EPI
-#define FLASHKIT_SM90_BWD_DIRECT_EPI 0
-#endif
 #include <cutlass/arch/barrier.h>
 
 #include "cuda/attention/params.h"
@@ -89,11 +84,6 @@ struct BwdEpilogue {
       CUTE_UNROLL
       for (int i = 0; i < size(acc); ++i) acc(i) *= p.scale;
     }
-    if constexpr (FLASHKIT_SM90_BWD_DIRECT_EPI) {
-      store_direct(p, w, sb, acc, tid % (kThreads / 2), dk);
-      FK_BWD_TRACE_MARK(0, kBwdTraceEpiIssued);
-      return;
-    }
     Tensor sdK = make_tensor(make_smem_ptr(Mainloop::dk_stage(smem)), typename Mainloop::LayoutKV{});
     Tensor sdV = make_tensor(make_smem_ptr(Mainloop::dv_stage(smem)), typename Mainloop::LayoutKV{});
     Mainloop::sync_consumers();  // both warpgroups' GEMMs are done reading K and V
@@ -104,40 +94,6 @@ struct BwdEpilogue {
     Mainloop::sync_consumers();
     FK_BWD_TRACE_MARK(0, kBwdTraceEpiStaged);
     to_global(p, sdK(_, _, 0), sdV(_, _, 0), w, sb, tid, [](auto) {});
-  }
-
-  // FLASHKIT_SM90_BWD_DIRECT_EPI: one warpgroup's gradient (dK or dV, kSplitD) straight from its
-  // accumulator to global memory, dense or varlen: each thread's adjacent column pairs as 4-byte
-  // stores (16 bytes a row per quad), rows past the sequence and columns past the head dim left
-  // out. No shared memory and no barrier, so the CTA ends as soon as the stores are issued.
-  template <class Acc>
-  __device__ static void store_direct(const Params& p, const WorkTile& w, const SeqBounds& sb,
-                                      const Acc& acc, int t, bool dk) {
-    typename Mainloop::TiledMmadKV mma;
-    auto thr = mma.get_thread_slice(t);
-    auto converted = sm80::convert<Element>(acc);
-    Tensor r = make_tensor(converted.data(), rowcol(acc.layout()));
-    Tensor c = rowcol_view(thr.partition_C(make_identity_tensor(TileKV{})));
-    const Strides& st = dk ? p.dk_stride : p.dv_stride;
-    Element* base = (dk ? p.dk : p.dv) + sb.k_offset(st, w.batch, w.head) +
-                    int64_t(w.block) * Mainloop::kBlockN * st.row;
-    const int rows = sb.seqlen_k - w.block * Mainloop::kBlockN;
-    CUTE_UNROLL
-    for (int i = 0; i < size<0>(r); ++i) {
-      const int row = get<0>(c(i, 0));
-      if (row >= rows) continue;
-      Element* x = base + int64_t(row) * st.row;
-      CUTE_UNROLL
-      for (int j = 0; j < size<1>(r); j += 2) {
-        const int col = get<1>(c(i, j));
-        if (col + 1 < p.head_dim) {
-          *reinterpret_cast<uint32_t*>(x + col) =
-              uint32_t(r(i, j).raw()) | (uint32_t(r(i, j + 1).raw()) << 16);
-        } else if (col < p.head_dim) {
-          x[col] = r(i, j);
-        }
-      }
-    }
   }
 
   // dK and dV from their shared-memory tiles to global memory (TMA; varlen: predicated stores).
