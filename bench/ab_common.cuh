@@ -50,8 +50,9 @@ __device__ float block_reduce(float x, float init, F f) {
 }
 
 // AB_BLOCKMASK_DENSITY (the forward harness): every query block of 128 rows keeps
-// max(1, round(density x key blocks)) random key blocks of 128 (bench/variants.py's rule), one
-// [nq, nk] u8 mask for every batch and head; the reference drops the same keys.
+// max(1, round(density x key blocks)) random key blocks of 128 (bench/variants.py's rule; with
+// AB_BLOCKMASK_BAND a contiguous run of them at a random offset), one [nq, nk] u8 mask for every
+// batch and head; the reference drops the same keys.
 struct BlockMask {
   const uint8_t* mask = nullptr;  // device, [nq, nk]; null: off
   int nk = 0;
@@ -149,7 +150,12 @@ BlockMask make_block_mask(int sq, int sk, bool causal, uint32_t seed) {
     const int keep = std::max(1, int(std::lround(AB_BLOCKMASK_DENSITY * cols)));
     std::vector<int> idx(cols);
     for (int j = 0; j < cols; ++j) idx[j] = j;
+#ifdef AB_BLOCKMASK_BAND  // a contiguous run of `keep` blocks at a random offset (not causal)
+    const int start = int(next() % uint32_t(cols - keep + 1));
+    for (int j = 0; j < keep; ++j) idx[j] = start + j;
+#else
     for (int j = 0; j < keep; ++j) std::swap(idx[j], idx[j + next() % (cols - j)]);
+#endif
     bool has_diag = false;
     for (int j = 0; j < keep; ++j) has_diag |= idx[j] == cols - 1;
     if (causal && !has_diag) idx[0] = cols - 1;
