@@ -72,7 +72,12 @@ __device__ void softmax_row(const Bf16* q, const Bf16* k, float* p, int b, int i
     const Bf16* kr = k + ((int64_t(b) * sk + j) * h + hh) * kD;
     float s = 0.f;
     for (int d = 0; d < kD; ++d) s += float(qr[d]) * float(kr[d]);
-    s = ((causal && j > i + sk - sq) || dropped(bm, i, j)) ? -INFINITY : s * scale;
+    const bool outside = (causal && j > i + sk - sq) || dropped(bm, i, j)
+#ifdef AB_WINDOW  // the forward harness's sliding window (AB_WINDOW, AB_WINDOW)
+                         || j < i + sk - sq - AB_WINDOW || j > i + sk - sq + AB_WINDOW
+#endif
+        ;
+    s = outside ? -INFINITY : s * scale;
     p[j] = s;
     mx = fmaxf(mx, s);
   }
@@ -128,6 +133,9 @@ struct Problem {
     a.total_q = b * sq, a.total_k = b * sk, a.head_dim = kD;
     a.softmax_scale = 1.f / std::sqrt(float(kD));
     a.causal = causal;
+#ifdef AB_WINDOW
+    a.window_left = a.window_right = AB_WINDOW;
+#endif
     if (bm.mask) {  // one grid for every batch and head
       a.block_mask = bm.mask;
       a.bm_batch_stride = a.bm_head_stride = 0, a.bm_row_stride = bm.nk, a.bm_col_stride = 1;
@@ -196,10 +204,12 @@ void run_forward(const Problem& p) {
 #ifdef AB_FIXED  // the sm90 forward's fixed tile order for causal tiles too
   a.fixed_tile_order = true;
 #endif
-#ifdef AB_BLOCKMASK_DENSITY
+#if defined(AB_BLOCKMASK_DENSITY)
   using flashkit::cuda::attn::GeneralScores;
   namespace mods = flashkit::cuda::attn::mods;
   flashkit::cuda::attn::run_fwd_sm90<Bf16, kD, GeneralScores<mods::kBlockSparse>>(a, nullptr);
+#elif defined(AB_WINDOW)
+  flashkit::cuda::attn::run_fwd_sm90<Bf16, kD, flashkit::cuda::attn::GeneralScores<0>>(a, nullptr);
 #else
   if (p.causal)
     flashkit::cuda::attn::run_fwd_sm90<Bf16, kD, PlainScores<true>>(a, nullptr);
