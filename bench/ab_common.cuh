@@ -91,8 +91,8 @@ __device__ void softmax_row(const Bf16* q, const Bf16* k, float* p, int b, int i
 }
 
 // One block per (query row, head, batch): O and LSE.
-__global__ void reference(const Bf16* q, const Bf16* k, const Bf16* v, float* o, float* lse,
-                          int h, int sq, int sk, float scale, bool causal, BlockMask bm = {}) {
+__global__ void reference(const Bf16* q, const Bf16* k, const Bf16* v, float* o, float* lse, int h,
+                          int sq, int sk, float scale, bool causal, BlockMask bm = {}) {
   extern __shared__ float p[];  // sk scores
   const int i = blockIdx.x, hh = blockIdx.y, b = blockIdx.z;
   float mx, l;

@@ -21,7 +21,7 @@ bool check(int b, int h, int sq, int sk, bool causal, uint32_t seed) {
   AB_CHECK(cudaMemset(p.lse, 0xff, nl * 4));
   run_forward(p);
   reference<<<dim3(sq, h, b), 128, sk * 4>>>(p.q, p.k, p.v, o_ref, l_ref, h, sq, sk,
-                                           1.f / std::sqrt(float(kD)), causal, p.bm);
+                                             1.f / std::sqrt(float(kD)), causal, p.bm);
   AB_CHECK(cudaDeviceSynchronize());
   std::vector<Bf16> o(no);
   std::vector<float> or_(no), l(nl), lr(nl);
@@ -83,8 +83,8 @@ void trace_summary(bool causal, int s) {
     }
     if (n)
       std::printf(
-          "trace %s s%d wg%d mean of %d tiles (%.1f blocks): q %.0f (walk %.0f: to mma %.0f, policy "
-          "%.0f) first %.0f loop %.0f (%.0f a block) last_pv %.0f epi %.0f next %.0f\n",
+          "trace %s s%d wg%d mean of %d tiles (%.1f blocks): q %.0f (walk %.0f: to mma %.0f, "
+          "policy %.0f) first %.0f loop %.0f (%.0f a block) last_pv %.0f epi %.0f next %.0f\n",
           causal ? "causal" : "full", s, wg, n, sum[6] / n, sum[0] / n, sum[7] / n, sum[8] / n,
           sum[9] / n, sum[1] / n, sum[2] / n, per_block / n, sum[3] / n, sum[4] / n, sum[5] / n);
   }
