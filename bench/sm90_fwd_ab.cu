@@ -88,6 +88,17 @@ void trace_summary(bool causal, int s) {
           causal ? "causal" : "full", s, wg, n, sum[6] / n, sum[0] / n, sum[7] / n, sum[8] / n,
           sum[9] / n, sum[1] / n, sum[2] / n, per_block / n, sum[3] / n, sum[4] / n, sum[5] / n);
   }
+  long long ph[3][8];
+  AB_CHECK(cudaMemcpyFromSymbol(ph, flashkit::cuda::attn::sm90::fwd_loop_phase, sizeof(ph)));
+  for (int wg = 0; wg < 2; ++wg)
+    std::printf(
+        "loop %s s%d wg%d cycles (all calls): turn %lld K+S %lld V+PV %lld walk %lld S-wait %lld "
+        "softmax %lld PV-wait %lld rescale %lld\n",
+        causal ? "causal" : "full", s, wg, ph[wg][0], ph[wg][1], ph[wg][2], ph[wg][3], ph[wg][4],
+        ph[wg][5], ph[wg][6], ph[wg][7]);
+  void* pa = nullptr;
+  AB_CHECK(cudaGetSymbolAddress(&pa, flashkit::cuda::attn::sm90::fwd_loop_phase));
+  AB_CHECK(cudaMemset(pa, 0, sizeof(ph)));
   void* addr = nullptr;  // cleared for the next shape (CTA 0 may take fewer tiles there)
   AB_CHECK(cudaGetSymbolAddress(&addr, flashkit::cuda::attn::sm90::fwd_trace));
   AB_CHECK(cudaMemset(addr, 0, sizeof(t)));

@@ -68,8 +68,19 @@ __device__ __forceinline__ void fwd_stamp(int tid, int tile, int i, long long v 
     fwd_trace[tid / 128][tile][i] = v < 0 ? clock64() : v;
 }
 #define FK_FWD_STAMP(...) fwd_stamp(__VA_ARGS__)
+// The steady key loop's phases, summed over CTA 0's tiles (cycles, per consumer warpgroup): turn
+// wait, K wait + S issue, V wait + P V issue, next-block walk, S wait, softmax, P V wait, rescale.
+__device__ long long fwd_loop_phase[3][8];
+#define FK_FWD_CLOCK(t) const long long t = clock64()
+#define FK_FWD_PHASE(tid, i, t)                                              \
+  do {                                                                       \
+    if (blockIdx.x == 0 && (tid) % 128 == 0)                                 \
+      fwd_loop_phase[(tid) / 128][i] += clock64() - (t);                     \
+  } while (0)
 #else
 #define FK_FWD_STAMP(...) ((void)0)
+#define FK_FWD_CLOCK(t) ((void)0)
+#define FK_FWD_PHASE(...) ((void)0)
 #endif
 
 // Global tensors as TMA sees them: (seqlen, hdim, heads, batch), hdim contiguous. The extent in
@@ -573,14 +584,26 @@ struct FwdMainloop {
     };
     to_p();
     for (n = n_next; n >= kr.begin; n = n_next) {
+      FK_FWD_CLOCK(t0);
       turns.wait_turn();
+      FK_FWD_PHASE(tid, 0, t0);
+      FK_FWD_CLOCK(t1);
       scores(acc_s);  // S_n, issued first so that it completes first
+      FK_FWD_PHASE(tid, 1, t1);
+      FK_FWD_CLOCK(t2);
       pv(tOrP);       // O += P_{n'} V_{n'}
+      FK_FWD_PHASE(tid, 2, t2);
       turns.pass_turn();
+      FK_FWD_CLOCK(t3);
       n_next = next_live(pol, kr, w.block, n, cur);
+      FK_FWD_PHASE(tid, 3, t3);
+      FK_FWD_CLOCK(t4);
       warpgroup_wait<1>();
+      FK_FWD_PHASE(tid, 4, t4);
+      FK_FWD_CLOCK(t5);
       scores_done(acc_s, n, n_next < kr.begin, !kExpsBeforePvWait);
       softmax_of(acc_s, n, alpha, false);
+      FK_FWD_PHASE(tid, 5, t5);
       if constexpr (kExpsBeforePvWait) {
         // ptxas hoists wgmma.wait_group 0 over independent ALU work up to the last memory
         // operation before it, so the exponentials would run after P V has completed. K_n's
@@ -590,10 +613,14 @@ struct FwdMainloop {
         Ring::consumer_release_after(smem.k_ring, st.k, softmax.stat[0].l + softmax.stat[1].l);
         st.k.advance();
       }
+      FK_FWD_CLOCK(t6);
       warpgroup_wait<0>();
+      FK_FWD_PHASE(tid, 6, t6);
+      FK_FWD_CLOCK(t7);
       pv_done(tOrP);
       if (!bounded) Softmax::rescale(o, alpha);
       to_p();
+      FK_FWD_PHASE(tid, 7, t7);
     }
     FK_FWD_STAMP(tid, trace_tile, 3);
     turns.wait_turn();
