@@ -70,17 +70,23 @@ __device__ __forceinline__ void fwd_stamp(int tid, int tile, int i, long long v 
 #define FK_FWD_STAMP(...) fwd_stamp(__VA_ARGS__)
 // The steady key loop's phases, summed over CTA 0's tiles (cycles, per consumer warpgroup): turn
 // wait, K wait + S issue, V wait + P V issue, next-block walk, S wait, softmax, P V wait, rescale.
+// Summed in registers over a tile's blocks and added to fwd_loop_phase once a tile
+// (FK_FWD_PHASE_FLUSH), so no memory access sits inside the timed phases.
 __device__ long long fwd_loop_phase[3][8];
+#define FK_FWD_PHASES long long fk_phase[8] = {0, 0, 0, 0, 0, 0, 0, 0}
 #define FK_FWD_CLOCK(t) const long long t = clock64()
-#define FK_FWD_PHASE(tid, i, t)                                              \
-  do {                                                                       \
-    if (blockIdx.x == 0 && (tid) % 128 == 0)                                 \
-      fwd_loop_phase[(tid) / 128][i] += clock64() - (t);                     \
+#define FK_FWD_PHASE(tid, i, t) (fk_phase[i] += clock64() - (t))
+#define FK_FWD_PHASE_FLUSH(tid)                                                           \
+  do {                                                                                    \
+    if (blockIdx.x == 0 && (tid) % 128 == 0)                                              \
+      for (int fk_i = 0; fk_i < 8; ++fk_i) fwd_loop_phase[(tid) / 128][fk_i] += fk_phase[fk_i]; \
   } while (0)
 #else
 #define FK_FWD_STAMP(...) ((void)0)
+#define FK_FWD_PHASES ((void)0)
 #define FK_FWD_CLOCK(t) ((void)0)
 #define FK_FWD_PHASE(...) ((void)0)
+#define FK_FWD_PHASE_FLUSH(tid) ((void)0)
 #endif
 
 // Global tensors as TMA sees them: (seqlen, hdim, heads, batch), hdim contiguous. The extent in
@@ -583,6 +589,7 @@ struct FwdMainloop {
       }
     };
     to_p();
+    FK_FWD_PHASES;
     for (n = n_next; n >= kr.begin; n = n_next) {
       FK_FWD_CLOCK(t0);
       turns.wait_turn();
@@ -622,6 +629,7 @@ struct FwdMainloop {
       to_p();
       FK_FWD_PHASE(tid, 7, t7);
     }
+    FK_FWD_PHASE_FLUSH(tid);
     FK_FWD_STAMP(tid, trace_tile, 3);
     turns.wait_turn();
     pv(tOrP);
