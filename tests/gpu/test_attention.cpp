@@ -774,12 +774,22 @@ TEST(AttentionGpuDropout, ManyTilesPerCta) {
 
 // Block mask broadcast over batch and heads ([1, 1, nq, nk]), a row of query blocks that keeps no
 // key block (out 0, lse -inf, dQ 0) and a key block no query keeps (dK = dV = 0), both passes.
-// The block mask [1, 1, nq, nk] (blocks of 128 x 128) given by `grid`, row-major, for case c.
-void set_block_mask(AttentionCase& c, const uint8_t* grid, int nq, int nk) {
-  c.block_mask.reset(DType::u8, {1, 1, nq, nk});
-  std::memcpy(c.block_mask.data(), grid, size_t(nq) * nk);
+// The block mask [1, heads, nq, nk] (blocks of 128 x 128) given by `grid`, row-major, for case c.
+void set_block_mask(AttentionCase& c, const uint8_t* grid, int nq, int nk, int heads = 1) {
+  c.block_mask.reset(DType::u8, {1, heads, nq, nk});
+  std::memcpy(c.block_mask.data(), grid, size_t(heads) * nq * nk);
   c.opts.block_mask = c.block_mask.view();
   c.opts.block_mask_block_q = c.opts.block_mask_block_k = 128;
+}
+// n random mask bytes from `seed`, each kept (1) with probability keep / mod.
+std::vector<uint8_t> random_grid(size_t n, uint64_t seed, unsigned mod, unsigned keep) {
+  std::vector<uint8_t> grid(n);
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull;
+  for (uint8_t& g : grid) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    g = (x >> 33) % mod < keep;
+  }
+  return grid;
 }
 
 TEST(AttentionGpuBlockSparse, BroadcastAndEmptyRowsAndColumns) {
@@ -819,12 +829,7 @@ TEST(AttentionGpuBlockSparse, WalksPastOneBallot) {
       SCOPED_TRACE(::testing::Message() << "hdim " << sh.d << " sq " << sh.sq << " sk " << sh.sk);
       AttentionCase c(spec(DType::bf16, 1, sh.sq, sh.sk, 2, 1, sh.d, false), ++seed);
       const int nq = (sh.sq + 127) / 128, nk = (sh.sk + 127) / 128;
-      std::vector<uint8_t> grid(size_t(nq) * nk);
-      uint64_t x = seed * 0x9e3779b97f4a7c15ull;
-      for (uint8_t& g : grid) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        g = (x >> 33) % 10 < 3;
-      }
+      std::vector<uint8_t> grid = random_grid(size_t(nq) * nk, seed, 10, 3);
       if (nk > 33)  // row 1 keeps its first and last key blocks
         for (int j = 0; j < nk; ++j) grid[size_t(nk) + j] = j == 0 || j == nk - 1;
       if (nq > 17)  // column 1 keeps its first and last query blocks
@@ -850,18 +855,9 @@ TEST(AttentionGpuBlockSparse, PerHeadMasksManyTilesPerCta) {
     SCOPED_TRACE(::testing::Message() << "hdim " << sh.d);
     AttentionCase c(spec(DType::bf16, 1, sh.sq, sh.sk, sh.h, sh.hk, sh.d, false), ++seed);
     const int nq = (sh.sq + 127) / 128, nk = (sh.sk + 127) / 128;
-    c.block_mask.reset(DType::u8, {1, sh.h, nq, nk});
-    uint8_t* grid = c.block_mask.ptr<uint8_t>();
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull;
-    for (int r = 0; r < sh.h * nq; ++r) {
-      for (int j = 0; j < nk; ++j) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        grid[size_t(r) * nk + j] = (x >> 33) % 4 == 0;
-      }
-      grid[size_t(r) * nk + (r * 7) % nk] = 1;
-    }
-    c.opts.block_mask = c.block_mask.view();
-    c.opts.block_mask_block_q = c.opts.block_mask_block_k = 128;
+    std::vector<uint8_t> grid = random_grid(size_t(sh.h) * nq * nk, seed, 4, 1);
+    for (int r = 0; r < sh.h * nq; ++r) grid[size_t(r) * nk + (r * 7) % nk] = 1;
+    set_block_mask(c, grid.data(), nq, nk, sh.h);
     GpuRun g = run_gpu(c, false, false);
     expect_forward_close(c, g);
     expect_grads_close(c, g);

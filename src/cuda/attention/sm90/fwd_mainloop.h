@@ -75,7 +75,7 @@ __device__ __forceinline__ void fwd_stamp(int tid, int tile, int i, long long v 
 __device__ long long fwd_loop_phase[3][8];
 #define FK_FWD_PHASES long long fk_phase[8] = {0, 0, 0, 0, 0, 0, 0, 0}
 #define FK_FWD_CLOCK(t) const long long t = clock64()
-#define FK_FWD_PHASE(tid, i, t) (fk_phase[i] += clock64() - (t))
+#define FK_FWD_PHASE(i, t) (fk_phase[i] += clock64() - (t))
 #define FK_FWD_PHASE_FLUSH(tid)                                                           \
   do {                                                                                    \
     if (blockIdx.x == 0 && (tid) % 128 == 0)                                              \
@@ -593,24 +593,24 @@ struct FwdMainloop {
     for (n = n_next; n >= kr.begin; n = n_next) {
       FK_FWD_CLOCK(t0);
       turns.wait_turn();
-      FK_FWD_PHASE(tid, 0, t0);
+      FK_FWD_PHASE(0, t0);
       FK_FWD_CLOCK(t1);
       scores(acc_s);  // S_n, issued first so that it completes first
-      FK_FWD_PHASE(tid, 1, t1);
+      FK_FWD_PHASE(1, t1);
       FK_FWD_CLOCK(t2);
       pv(tOrP);       // O += P_{n'} V_{n'}
-      FK_FWD_PHASE(tid, 2, t2);
+      FK_FWD_PHASE(2, t2);
       turns.pass_turn();
       FK_FWD_CLOCK(t3);
       n_next = next_live(pol, kr, w.block, n, cur);
-      FK_FWD_PHASE(tid, 3, t3);
+      FK_FWD_PHASE(3, t3);
       FK_FWD_CLOCK(t4);
       warpgroup_wait<1>();
-      FK_FWD_PHASE(tid, 4, t4);
+      FK_FWD_PHASE(4, t4);
       FK_FWD_CLOCK(t5);
       scores_done(acc_s, n, n_next < kr.begin, !kExpsBeforePvWait);
       softmax_of(acc_s, n, alpha, false);
-      FK_FWD_PHASE(tid, 5, t5);
+      FK_FWD_PHASE(5, t5);
       if constexpr (kExpsBeforePvWait) {
         // ptxas hoists wgmma.wait_group 0 over independent ALU work up to the last memory
         // operation before it, so the exponentials would run after P V has completed. K_n's
@@ -622,12 +622,12 @@ struct FwdMainloop {
       }
       FK_FWD_CLOCK(t6);
       warpgroup_wait<0>();
-      FK_FWD_PHASE(tid, 6, t6);
+      FK_FWD_PHASE(6, t6);
       FK_FWD_CLOCK(t7);
       pv_done(tOrP);
       if (!bounded) Softmax::rescale(o, alpha);
       to_p();
-      FK_FWD_PHASE(tid, 7, t7);
+      FK_FWD_PHASE(7, t7);
     }
     FK_FWD_PHASE_FLUSH(tid);
     FK_FWD_STAMP(tid, trace_tile, 3);
