@@ -8,6 +8,8 @@
 // (batch * seqlen = 16k, hidden 2048) with CUDA events. One line per shape:
 //   <variant> d<hdim> <full|causal> s<seqlen> <ms> <TFLOP/s>
 // usage: sm90_fwd_ab <variant-name> [seqlen ...]   (default 2048 4096 8192 16384)
+// AB_DIAG=1 in the environment: a failing check also lists the (batch, head, 128-row block) tiles
+// whose O is off (host side only: the kernel is the same binary).
 #include "ab_common.cuh"
 
 // Max |O - O_ref| and |LSE - LSE_ref| (finite rows) on a small problem; O poisoned first.
@@ -45,6 +47,31 @@ bool check(int b, int h, int sq, int sk, bool causal, uint32_t seed) {
   }
   // bf16 O of values in [-1, 1]: 2^-8 relative rounding plus P's bf16 rounding.
   ok = ok && eo < 1e-2 && el < 1e-3;
+  if (std::getenv("AB_DIAG") && !ok) {  // the tiles that are off (O is [b, s, h, d])
+    int bad = 0, shown = 0;
+    for (int bb = 0; bb < b; ++bb)
+      for (int hh = 0; hh < h; ++hh)
+        for (int m0 = 0; m0 < sq; m0 += 128) {
+          double e = 0;
+          int badrows = 0;
+          for (int r = m0; r < std::min(sq, m0 + 128); ++r) {
+            double er = 0;
+            for (int d = 0; d < kD; ++d) {
+              const int64_t i = ((int64_t(bb) * sq + r) * h + hh) * kD + d;
+              er = std::max(er, std::fabs(double(float(o[i])) - or_[i]));
+            }
+            badrows += er > 1e-2;
+            e = std::max(e, er);
+          }
+          if (e > 1e-2) {
+            ++bad;
+            if (shown++ < 6)
+              std::printf("  bad tile b%d h%d m%d: max %.2e rows %d\n", bb, hh, m0 / 128, e,
+                          badrows);
+          }
+        }
+    std::printf("  %d bad tiles of %d\n", bad, b * h * ((sq + 127) / 128));
+  }
   std::printf("check b%d h%d sq%d sk%d %s: max|dO| %.2e max|dLSE| %.2e %s\n", b, h, sq, sk,
               causal ? "causal" : "full", eo, el, ok ? "ok" : "FAILED");
   cudaFree(o_ref), cudaFree(l_ref);
