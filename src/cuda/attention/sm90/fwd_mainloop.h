@@ -437,8 +437,9 @@ struct FwdMainloop {
     clear(acc_o);
     const Policy pol = policy(p, sb, w);
     const BlockRange kr = pol.template key_blocks<kBlockM, kBlockN>(w.block);
-    // (the stamp's value depends on the policy and the range, so it is taken after both)
-    FK_FWD_STAMP(tid, trace_tile, 9, int(pol.seqlen_k) + (kr.end << 20) > 0 ? -1 : 0);
+    // (the stamp's value depends on the policy and the range, so it is taken after both; both
+    // are >= 0, so it is always -1: a clock read)
+    FK_FWD_STAMP(tid, trace_tile, 9, (int(pol.seqlen_k) | kr.end) >= 0 ? -1 : 0);
     LiveCursor cur;
     int n = first_live(pol, kr, w.block, cur);
     FK_FWD_STAMP(tid, trace_tile, 7);
