@@ -35,6 +35,12 @@
 #ifndef FLASHKIT_SM90_FWD_PIN
 #define FLASHKIT_SM90_FWD_PIN 1
 #endif
+// FWD_PIN_MASKS: FWD_PIN for block masks too. Off by default: without the pin the block-mask
+// forward measured +2-4% at 4k-16k for density 0.1, hdim 128, level at 0.25 / 0.5 (H200,
+// session 43, bench/NOTES-attention.md "The pin and block masks").
+#ifndef FLASHKIT_SM90_FWD_PIN_MASKS
+#define FLASHKIT_SM90_FWD_PIN_MASKS 0
+#endif
 // FWD_WG_SKIP (plain causal on 192-row query blocks): a consumer warpgroup skips the key blocks
 // in which none of its 64 rows sees a key (on the diagonal, the first warpgroups' rows end before
 // the last key block starts): 5% of the warpgroup-blocks at 2k, 0.8% at 16k; measured +3% at
@@ -222,8 +228,11 @@ struct FwdMainloop {
   using Softmax = OnlineSoftmax<2, kTwoWarpgroups && bool(FLASHKIT_SM90_FWD_TREE),
                                  kTwoWarpgroups ? kLazy : 0, kFp8 && bool(FLASHKIT_SM90_FP8_SKIP)>;
   // Keep wgmma.wait_group 0 (P V done) after the softmax's exponentials (see mma()); two
-  // consumer warpgroups only (hdim 64's three at 160 registers spill with it).
-  static constexpr bool kExpsBeforePvWait = kTwoWarpgroups && FLASHKIT_SM90_FWD_PIN;
+  // consumer warpgroups only (hdim 64's three at 160 registers spill with it); block masks only
+  // with FWD_PIN_MASKS (above).
+  static constexpr bool kExpsBeforePvWait =
+      kTwoWarpgroups && FLASHKIT_SM90_FWD_PIN &&
+      (FLASHKIT_SM90_FWD_PIN_MASKS || !Policy::kHasBlockMask);
   static constexpr bool kSkipMaskedWg = FLASHKIT_SM90_FWD_WG_SKIP && Policy::kPlain &&
                                         Policy::kCausal && kConsumerWarpgroups == 3 && !kOInQ;
   // Softcap's bounded softmax (OnlineSoftmax::update_bounded) lets P reach 2^40 and keeps a row's
