@@ -230,9 +230,8 @@ struct FwdMainloop {
   // Keep wgmma.wait_group 0 (P V done) after the softmax's exponentials (see mma()); two
   // consumer warpgroups only (hdim 64's three at 160 registers spill with it); block masks only
   // with FWD_PIN_MASKS (above).
-  static constexpr bool kExpsBeforePvWait =
-      kTwoWarpgroups && FLASHKIT_SM90_FWD_PIN &&
-      (FLASHKIT_SM90_FWD_PIN_MASKS || !Policy::kHasBlockMask);
+  static constexpr bool kExpsBeforePvWait = kTwoWarpgroups && FLASHKIT_SM90_FWD_PIN &&
+                                            (FLASHKIT_SM90_FWD_PIN_MASKS || !Policy::kHasBlockMask);
   static constexpr bool kSkipMaskedWg = FLASHKIT_SM90_FWD_WG_SKIP && Policy::kPlain &&
                                         Policy::kCausal && kConsumerWarpgroups == 3 && !kOInQ;
   // Softcap's bounded softmax (OnlineSoftmax::update_bounded) lets P reach 2^40 and keeps a row's
