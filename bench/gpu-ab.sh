@@ -2,7 +2,8 @@
 # The generic A/B call: every harness binary in .ab/ (bench/sm90_fwd_ab.sh; fwd or bwd harness),
 # two interleaved rounds, then PyTorch SDPA on the same shapes (SDPA="--bwd" for the backward;
 # HDIMS, default "128 64"; HDIMS="" skips it), the pivoted table last. SEQS: the seqlens each
-# binary times (its default: 2k-16k). usage: OUT=/some/dir [SDPA=--bwd] [SEQS="4096 8192"] bench/gpu-ab.sh
+# binary times (its default: 2k-16k).
+# usage: OUT=/some/dir [SDPA=--bwd] [SEQS="4096 8192"] [HDIMS=...] bench/gpu-ab.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:?set OUT}

@@ -36,8 +36,9 @@
 #define FLASHKIT_SM90_FWD_PIN 1
 #endif
 // FWD_PIN_MASKS: FWD_PIN for block masks too. Off by default: without the pin the block-mask
-// forward measured +2-4% at 4k-16k for density 0.1, hdim 128, level at 0.25 / 0.5 (H200,
-// session 43, bench/NOTES-attention.md "The pin and block masks").
+// forward measured +2-4% at 4k-16k for density 0.1 at hdim 128 (+1-3% at hdim 64), level at
+// 0.25 / 0.5, and between -5% and +3% over three calls for causal 0.1 at 2k-4k (H200, session
+// 43, bench/NOTES-attention.md "The pin and block masks").
 #ifndef FLASHKIT_SM90_FWD_PIN_MASKS
 #define FLASHKIT_SM90_FWD_PIN_MASKS 0
 #endif
