@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A harness A/B with sanitizers: bench/gpu-ab.sh over every .ab/ binary (cuDNN and flash in the
 # same call; SDPA=--bwd for the backward harness), then memcheck + racecheck on the reference
-# checks of each binary named in $SAN (sessions 15-16).
-# usage: OUT=/some/dir [SDPA=--bwd] [HDIMS="128 64"] SAN="v8_64 v8_128" bench/gpu-ab-san.sh
+# checks of each binary named in $SAN (sessions 15-16). SEQS and HDIMS pass on to gpu-ab.sh
+# (HDIMS="" runs no SDPA peer).
+# usage: OUT=/some/dir [SDPA=--bwd] [HDIMS="128 64"] [SEQS="4096 8192"] SAN="v8_64 v8_128" \
+#   bench/gpu-ab-san.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:?set OUT}
