@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Session 44's first call: main's library built on the device (a two-GPU machine's 32 cores; the
+# CPU machine's two cores need ~1.5 h for the ~95 units the header changes left stale), then the
+# checks session 43's block-mask change (FLASHKIT_SM90_FWD_PIN_MASKS=0) had only in the harness:
+# the block-sparse and Hopper attention gtests, the torch attention tests, memcheck and racecheck
+# on the small block-mask cases, and bench/variants.py's block-sparse rows (hdim 128 and 64,
+# sustained protocol, plain in the same process).
+# usage: OUT=/some/dir bench/gpu-s44.sh   (carry: .carry: cutlass/include, googletest)
+set -uo pipefail
+. "$(dirname "$0")/gpu_prelude.sh"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
+stamp "configure + build (minimal, $(nproc) cores)"
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHKIT_CUDA=ON -DFLASHKIT_CUDA_ARCHS=90a \
+  -DFLASHKIT_KERNELS=minimal -DFLASHKIT_CUTLASS_DIR="$(realpath .carry/cutlass/include)" \
+  -DFLASHKIT_GTEST_SRC="$(realpath .carry/googletest)" -DFLASHKIT_PYTHON=ON \
+  -DPython_EXECUTABLE="$(command -v python3)" >"$log/cmake.log" 2>&1 || { tail -20 "$log/cmake.log"; exit 1; }
+timeout "${BUILD_S:-380}" ninja -C build-gpu -j "$(nproc)" flashkit_gpu_tests _C >"$log/build.log" 2>&1
+rc=$?
+stamp "build rc=$rc"
+[ $rc = 0 ] || { grep -E "error|FAILED" "$log/build.log" | head -20; tail -3 "$log/build.log"; exit 1; }
+cp build-gpu/_C*.so python/flashkit/ 2>/dev/null || find build-gpu -name '_C*.so' -exec cp {} python/flashkit/ \;
+bin=build-gpu/flashkit_gpu_tests
+stamp "gtests ($(left) s left)"
+timeout 150 "$bin" --gtest_filter='AttentionGpuBlockSparse.*:AttentionGpuSm90.*:AttentionGpuSmall.*:AttentionGpuVariants*' \
+  >"$log/tests.log" 2>&1
+stamp "rc=$?"
+grep -E "^\[  FAILED|^\[  PASSED|tests ran|Failure" "$log/tests.log" | tail -8
+stamp "torch attention tests"
+timeout 60 python3 -m pytest -q -x tests/python/test_torch_attention.py -k 'block or mask or sparse' \
+  >"$log/pytest.log" 2>&1
+stamp "rc=$?"
+tail -2 "$log/pytest.log"
+SAN_EACH=45 sanitize "$bin" 'AttentionGpuBlockSparse.BroadcastAndEmptyRowsAndColumns:AttentionGpuBlockSparse.WalksPastOneBallot'
+for d in 128 64; do
+  stamp "variants.py block-sparse hdim $d ($(left) s left)"
+  [ "$(left)" -gt 40 ] || break
+  timeout $(( $(left) / (d == 128 ? 2 : 1) - 5 )) python3 bench/variants.py --out "$out" --hdim $d \
+    --protocol sustained --variants blocksparse_0.5,blocksparse_0.25,blocksparse_0.1 >"$log/var$d.log" 2>&1
+  stamp "rc=$?"
+  tail -12 "$log/var$d.log"
+done
+(cd "$out" && tar czf logs.tgz t)
