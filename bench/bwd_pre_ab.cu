@@ -124,7 +124,7 @@ void run(int batch, int seqlen, int heads) {
   a.workspace = ws_mem;
   char* base = static_cast<char*>(ws_mem);
   sm80::BwdScratch ws{reinterpret_cast<float*>(base + wl.dq_accum), reinterpret_cast<float*>(base + wl.dsum),
-                      reinterpret_cast<float*>(base + wl.lse_log2), nullptr, nullptr};
+                      reinterpret_cast<float*>(base + wl.lse_log2), nullptr, nullptr, nullptr, 0, 0};
   cudaMalloc(&scratch, 1 << 20);
   const dim3 grid(unsigned(ceil_div(ceil_div(seqlen, kBlockM) * kBlockM, 32)), unsigned(heads), unsigned(batch));
   const dim3 grid_h(unsigned(heads), grid.x, unsigned(batch));
