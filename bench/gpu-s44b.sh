@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Session 44's issue-8 table on main as it stands (no kernel change since session 43): the library
+# built on the device (a two-GPU machine's 32 cores, ~280 s), then bench/attention.py under the
+# sustained protocol on GPU 0 (flashkit, cuDNN and the FP8 forward; hdim 128, 64, 256; 2k-16k)
+# while GPU 1 runs the whole GPU test suite (every gtest of flashkit_gpu_tests).
+# usage: OUT=/some/dir bench/gpu-s44b.sh   (carry: .carry: cutlass/include, googletest)
+set -uo pipefail
+. "$(dirname "$0")/gpu_prelude.sh"
+nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
+stamp "configure + build (minimal, $(nproc) cores)"
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHKIT_CUDA=ON -DFLASHKIT_CUDA_ARCHS=90a \
+  -DFLASHKIT_KERNELS=minimal -DFLASHKIT_CUTLASS_DIR="$(realpath .carry/cutlass/include)" \
+  -DFLASHKIT_GTEST_SRC="$(realpath .carry/googletest)" -DFLASHKIT_PYTHON=ON \
+  -DPython_EXECUTABLE="$(command -v python3)" >"$log/cmake.log" 2>&1 || { tail -20 "$log/cmake.log"; exit 1; }
+timeout "${BUILD_S:-380}" ninja -C build-gpu -j "$(nproc)" flashkit_gpu_tests _C >"$log/build.log" 2>&1
+rc=$?
+stamp "build rc=$rc"
+[ $rc = 0 ] || { grep -E "error|FAILED" "$log/build.log" | head -20; tail -3 "$log/build.log"; exit 1; }
+find build-gpu -maxdepth 2 -name '_C*.so' -exec cp {} python/flashkit/ \;
+stamp "GPU 1: every gtest (background)"
+(CUDA_VISIBLE_DEVICES=1 timeout $(( $(left) - 20 )) build-gpu/flashkit_gpu_tests >"$log/tests.log" 2>&1
+ echo "rc=$?" >>"$log/tests.log") &
+stamp "GPU 0: bench/attention.py --protocol sustained ($(left) s left)"
+CUDA_VISIBLE_DEVICES=0 timeout "$(( $(left) - 15 ))" python3 bench/attention.py --out "$out" --protocol sustained \
+  --methods ${METHODS:-flashkit,cudnn,flashkit-fp8} --no-memory --hdims ${HDIMS:-128,64,256} \
+  --seqlens 2048,4096,8192,16384 --name ${NAME:-attention-s44-sustained} >"$log/sus.log" 2>&1
+stamp "rc=$?"
+wait
+grep -E "^\[  FAILED|^\[  PASSED|tests ran|rc=" "$log/tests.log" | tail -6
+grep -v Warn "$log/sus.log" | tail -42
+(cd "$out" && tar czf logs.tgz t)
