@@ -9,16 +9,7 @@
 set -uo pipefail
 . "$(dirname "$0")/gpu_prelude.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$log/gpu.txt"
-stamp "configure + build (minimal, $(nproc) cores)"
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHKIT_CUDA=ON -DFLASHKIT_CUDA_ARCHS=90a \
-  -DFLASHKIT_KERNELS=minimal -DFLASHKIT_CUTLASS_DIR="$(realpath .carry/cutlass/include)" \
-  -DFLASHKIT_GTEST_SRC="$(realpath .carry/googletest)" -DFLASHKIT_PYTHON=ON \
-  -DPython_EXECUTABLE="$(command -v python3)" >"$log/cmake.log" 2>&1 || { tail -20 "$log/cmake.log"; exit 1; }
-timeout "${BUILD_S:-380}" ninja -C build-gpu -j "$(nproc)" flashkit_gpu_tests _C >"$log/build.log" 2>&1
-rc=$?
-stamp "build rc=$rc"
-[ $rc = 0 ] || { grep -E "error|FAILED" "$log/build.log" | head -20; tail -3 "$log/build.log"; exit 1; }
-cp build-gpu/_C*.so python/flashkit/ 2>/dev/null || find build-gpu -name '_C*.so' -exec cp {} python/flashkit/ \;
+device_build || exit 1
 bin=build-gpu/flashkit_gpu_tests
 stamp "gtests ($(left) s left)"
 timeout 150 "$bin" --gtest_filter='AttentionGpuBlockSparse.*:AttentionGpuSm90.*:AttentionGpuSmall.*:AttentionGpuVariants*' \
