@@ -299,19 +299,15 @@ sm80_d256() {
     --hdims 256 --seqlens 2048,4096,8192,16384 --no-memory --name "$1" >"$log/attn256.log" 2>&1
   stamp "rc=$?"; grep -E "^d[0-9]|worst" "$log/attn256.log"
 }
-# The minimal library built on the device (build-gpu: the test binary and the Python extension,
-# copied into python/flashkit), for calls that carry no CPU-machine build: ~280-350 s on a
-# two-GPU machine's 32 cores (BUILD_S bounds it); carry .carry (cutlass/include, googletest).
-# Returns non-zero, with the first errors printed, when the build fails.
+# The minimal library built on the device by the GPU runner (tests/gpu/run --no-tests: build-gpu's
+# test binary, and the Python extension, which the build writes into python/flashkit), for calls
+# that carry no CPU-machine build: ~280-350 s on a two-GPU machine's 32 cores (BUILD_S bounds it);
+# carry .carry (cutlass/include, googletest). Non-zero, with the build's errors printed, on failure.
 device_build() {
-  stamp "configure + build (minimal, $(nproc) cores)"
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHKIT_CUDA=ON -DFLASHKIT_CUDA_ARCHS=90a \
-    -DFLASHKIT_KERNELS=minimal -DFLASHKIT_CUTLASS_DIR="$(realpath .carry/cutlass/include)" \
-    -DFLASHKIT_GTEST_SRC="$(realpath .carry/googletest)" -DFLASHKIT_PYTHON=ON \
-    -DPython_EXECUTABLE="$(command -v python3)" >"$log/cmake.log" 2>&1 || { tail -20 "$log/cmake.log"; return 1; }
-  timeout "${BUILD_S:-380}" ninja -C build-gpu -j "$(nproc)" flashkit_gpu_tests _C >"$log/build.log" 2>&1
+  stamp "build (minimal, $(nproc) cores)"
+  timeout "${BUILD_S:-380}" tests/gpu/run --kernels minimal --no-tests --targets "flashkit_gpu_tests _C" \
+    --out "$log/run" >"$log/build.log" 2>&1
   local rc=$?
   stamp "build rc=$rc"
-  [ $rc = 0 ] || { grep -E "error|FAILED" "$log/build.log" | head -20; tail -3 "$log/build.log"; return 1; }
-  find build-gpu -maxdepth 2 -name '_C*.so' -exec cp {} python/flashkit/ \;
+  [ $rc = 0 ] || { tail -40 "$log/build.log"; return 1; }
 }
